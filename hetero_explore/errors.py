@@ -1,0 +1,69 @@
+"""Typed errors. Every message says what is wrong and what to do about it."""
+
+from __future__ import annotations
+
+
+class HeteroExploreError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ModelLoadError(HeteroExploreError):
+    """The model could not be read or is not a valid ONNX model."""
+
+
+class InvalidModelError(ModelLoadError):
+    """onnx.checker (or our own checks) rejected the model."""
+
+
+class ShapeBindingError(ModelLoadError):
+    """An ``input_shapes`` / ``dim_values`` binding does not fit the model."""
+
+
+class UnsupportedNodeError(HeteroExploreError):
+    """No provider in the list supports a node."""
+
+    def __init__(self, message: str, *, node_name: str = "", op_type: str = "",
+                 domain: str = "", opset: int | None = None,
+                 reasons: dict[str, str] | None = None):
+        super().__init__(message)
+        self.node_name = node_name
+        self.op_type = op_type
+        self.domain = domain
+        self.opset = opset
+        self.reasons = dict(reasons or {})
+
+
+class FunctionInliningError(HeteroExploreError):
+    """A model-local function had to be inlined but cannot be inlined safely."""
+
+
+class PlanningError(HeteroExploreError):
+    """Planning failed for a reason other than an unsupported node."""
+
+
+class HeterogeneousExecutionUnsupported(HeteroExploreError):
+    """The plan can be shown but not executed (fail-closed validation)."""
+
+    def __init__(self, message: str, blockers: list | None = None):
+        super().__init__(message)
+        self.blockers = list(blockers or [])
+
+
+class ProviderUnavailableError(HeteroExploreError):
+    """A provider cannot run on this machine (no GPU, no simulator, ...)."""
+
+
+class KernelError(HeteroExploreError):
+    """A kernel rejected a node's attributes, dtypes or shapes when it was built."""
+
+
+class InputValidationError(HeteroExploreError):
+    """Inputs passed to execute() do not match the graph's inputs."""
+
+
+class ExecutionError(HeteroExploreError):
+    """Execution failed midway (after validation)."""
+
+
+class TransferCountMismatch(ExecutionError):
+    """The executor performed a different number of transfers than the plan lists."""

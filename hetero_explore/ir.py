@@ -1,0 +1,320 @@
+"""A small, read-mostly graph IR over an ONNX model.
+
+Every value knows its producer and its consumers; every node has a stable
+integer id (its position in a topological order of the loaded graph). The
+original protos are kept so that partitions can be extracted as standalone
+ONNX subgraphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+Dim = "int | str | None"  # an int, a symbolic name, or unknown
+
+
+def onnx_to_np_dtype(elem_type: int) -> np.dtype | None:
+    """numpy dtype of an ONNX TensorProto element type (None when unknown/undefined)."""
+    if elem_type in (0, None):
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def np_to_onnx_dtype(dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def shape_is_static(shape) -> bool:
+    return shape is not None and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape)
+
+
+def nbytes_of(dtype, shape) -> int | None:
+    """Bytes of a dense tensor, or None when dtype or shape is unknown."""
+    if dtype is None or not shape_is_static(shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+class Value:
+    """A named tensor value: dtype, shape, who produces it and who uses it."""
+
+    __slots__ = ("name", "dtype", "shape", "producer", "consumers", "kind", "elem_type")
+
+    def __init__(self, name: str, elem_type: int = 0, shape=None, kind: str = "intermediate"):
+        self.name = name
+        #: ONNX element type (TensorProto.FLOAT, ...); 0 when unknown.
+        self.elem_type = elem_type
+        #: numpy dtype, or None when unknown (or not a tensor).
+        self.dtype = onnx_to_np_dtype(elem_type)
+        #: tuple of dims (int, symbolic str, or None) or None when the rank is unknown.
+        self.shape = shape
+        #: id of the producing node, or None for graph inputs and initializers.
+        self.producer: int | None = None
+        #: ids of consuming nodes, in ascending order (a node using a value twice appears once).
+        self.consumers: list[int] = []
+        #: "input", "initializer", or "intermediate".
+        self.kind = kind
+
+    @property
+    def is_static(self) -> bool:
+        return self.dtype is not None and shape_is_static(self.shape)
+
+    @property
+    def nbytes(self) -> int | None:
+        return nbytes_of(self.dtype, self.shape)
+
+    def uses(self) -> tuple[int, ...]:
+        return tuple(self.consumers)
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.dtype}, {self.shape}, {self.kind})"
+
+
+class Node:
+    """One operator instance."""
+
+    __slots__ = ("id", "name", "op_type", "domain", "opset", "inputs", "outputs",
+                 "_attributes", "proto")
+
+    def __init__(self, id: int, proto: onnx.NodeProto, opset: int):
+        #: stable id: position in the topological order of the loaded graph
+        self.id = id
+        self.name = proto.name or f"{proto.op_type}_{id}"
+        self.op_type = proto.op_type
+        self.domain = proto.domain or ""
+        #: opset version of this node's domain in the model
+        self.opset = opset
+        #: input names; empty optional slots are kept as ""
+        self.inputs: tuple[str, ...] = tuple(proto.input)
+        self.outputs: tuple[str, ...] = tuple(proto.output)
+        self._attributes: dict[str, Any] | None = None
+        self.proto = proto
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """Attributes as Python values (tensors as numpy arrays, graphs as GraphProto)."""
+        if self._attributes is None:
+            attrs: dict[str, Any] = {}
+            for a in self.proto.attribute:
+                if a.ref_attr_name:
+                    attrs[a.name] = ("ref", a.ref_attr_name)
+                    continue
+                v = helper.get_attribute_value(a)
+                if isinstance(v, onnx.TensorProto):
+                    v = numpy_helper.to_array(v)
+                elif isinstance(v, bytes):
+                    v = v.decode("utf-8", "replace")
+                elif isinstance(v, list) and v and isinstance(v[0], bytes):
+                    v = [x.decode("utf-8", "replace") for x in v]
+                attrs[a.name] = v
+            self._attributes = attrs
+        return self._attributes
+
+    def attr(self, name: str, default=None):
+        return self.attributes.get(name, default)
+
+    @property
+    def present_inputs(self) -> tuple[str, ...]:
+        return tuple(i for i in self.inputs if i)
+
+    def __repr__(self) -> str:
+        return f"Node({self.id}, {self.name!r}, {self.domain + '::' if self.domain else ''}{self.op_type})"
+
+
+@dataclass
+class Graph:
+    """A loaded model: nodes in topological order, values, inputs, outputs."""
+
+    name: str
+    nodes: list[Node]
+    values: dict[str, Value]
+    inputs: list[str]
+    outputs: list[str]
+    #: initializer name -> TensorProto (materialized lazily by :meth:`initializer`)
+    initializer_protos: dict[str, onnx.TensorProto]
+    #: domain -> opset version
+    opset_imports: dict[str, int]
+    #: (domain, name) -> FunctionProto for model-local functions
+    functions: dict[tuple[str, str], onnx.FunctionProto]
+    #: the (bound, inferred, folded) model this graph was built from
+    model: onnx.ModelProto
+    doc_string: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: names of values whose shape is still symbolic or unknown after loading
+    symbolic_values: list[str] = field(default_factory=list)
+    #: names of nodes folded into constants at load time
+    folded_nodes: list[str] = field(default_factory=list)
+    #: model-level info for display (producer, ir_version, ...)
+    info: dict[str, Any] = field(default_factory=dict)
+    _init_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id]
+
+    def value(self, name: str) -> Value:
+        return self.values[name]
+
+    def initializer(self, name: str) -> np.ndarray:
+        arr = self._init_cache.get(name)
+        if arr is None:
+            arr = numpy_helper.to_array(self.initializer_protos[name])
+            self._init_cache[name] = arr
+        return arr
+
+    def is_constant(self, name: str) -> bool:
+        return name in self.initializer_protos
+
+    def op_types(self) -> list[str]:
+        """Distinct op types present, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for n in self.nodes:
+            seen.setdefault(n.op_type, None)
+        return list(seen)
+
+    def function_for(self, node: Node) -> onnx.FunctionProto | None:
+        return self.functions.get((node.domain, node.op_type))
+
+    def input_specs(self) -> dict[str, tuple[np.dtype | None, tuple | None]]:
+        return {n: (self.values[n].dtype, self.values[n].shape) for n in self.inputs}
+
+    def successors(self, node_id: int) -> list[int]:
+        out: set[int] = set()
+        for o in self.nodes[node_id].outputs:
+            if o:
+                out.update(self.values[o].consumers)
+        return sorted(out)
+
+    def predecessors(self, node_id: int) -> list[int]:
+        out: set[int] = set()
+        for i in self.nodes[node_id].inputs:
+            if i:
+                p = self.values[i].producer
+                if p is not None:
+                    out.add(p)
+        return sorted(out)
+
+
+def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
+                folded_nodes: Iterable[str] = ()) -> Graph:
+    """Build the IR from an (already checked and inferred) ModelProto.
+
+    Nodes are renumbered in a deterministic topological order (Kahn's
+    algorithm, ties broken by the original position), so ids are stable.
+    """
+    g = model.graph
+    opsets = {(o.domain or "" if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+    values: dict[str, Value] = {}
+
+    def tinfo(vi: onnx.ValueInfoProto) -> tuple[int, tuple | None]:
+        t = vi.type
+        if not t.HasField("tensor_type"):
+            return 0, None
+        tt = t.tensor_type
+        if not tt.HasField("shape"):
+            return tt.elem_type, None
+        dims = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value"):
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_param"):
+                dims.append(d.dim_param)
+            else:
+                dims.append(None)
+        return tt.elem_type, tuple(dims)
+
+    known: dict[str, tuple[int, tuple | None]] = {}
+    for vi in list(g.value_info) + list(g.output) + list(g.input):
+        known[vi.name] = tinfo(vi)
+
+    initializer_protos = {t.name: t for t in g.initializer}
+    for t in g.sparse_initializer:  # densify sparse initializers
+        dense = numpy_helper.from_array(numpy_helper.to_array(t), t.values.name)
+        initializer_protos[dense.name] = dense
+
+    inputs = [vi.name for vi in g.input if vi.name not in initializer_protos]
+    for name in inputs:
+        et, shp = known.get(name, (0, None))
+        values[name] = Value(name, et, shp, "input")
+    for name, t in initializer_protos.items():
+        values[name] = Value(name, t.data_type, tuple(int(d) for d in t.dims), "initializer")
+
+    # deterministic topological order
+    protos = list(g.node)
+    producer_of: dict[str, int] = {}
+    for i, n in enumerate(protos):
+        for o in n.output:
+            if o:
+                producer_of[o] = i
+    import heapq
+    indeg = [0] * len(protos)
+    succ: list[list[int]] = [[] for _ in protos]
+    for i, n in enumerate(protos):
+        preds = {producer_of[x] for x in n.input if x and x in producer_of}
+        for p in preds:
+            succ[p].append(i)
+        indeg[i] = len(preds)
+    heap = [i for i in range(len(protos)) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        i = heapq.heappop(heap)
+        order.append(i)
+        for s in succ[i]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, s)
+    if len(order) != len(protos):
+        from .errors import InvalidModelError
+        raise InvalidModelError("the graph has a cycle; ONNX graphs must be acyclic")
+
+    nodes: list[Node] = []
+    for new_id, old in enumerate(order):
+        p = protos[old]
+        dom = p.domain if p.domain not in ("", "ai.onnx") else ""
+        node = Node(new_id, p, opsets.get(dom, opsets.get("", 0)))
+        nodes.append(node)
+        for o in node.outputs:
+            if not o:
+                continue
+            et, shp = known.get(o, (0, None))
+            v = Value(o, et, shp, "intermediate")
+            v.producer = new_id
+            values[o] = v
+    for node in nodes:
+        for i in dict.fromkeys(x for x in node.inputs if x):
+            v = values.get(i)
+            if v is None:  # outer-scope or undeclared: treat as an unknown input value
+                v = values[i] = Value(i, 0, None, "input")
+            v.consumers.append(node.id)
+
+    meta = {p.key: p.value for p in model.metadata_props}
+    info = {"producer_name": model.producer_name, "producer_version": model.producer_version,
+            "ir_version": model.ir_version, "domain": model.domain,
+            "model_version": model.model_version}
+    return Graph(
+        name=g.name or "graph",
+        nodes=nodes,
+        values=values,
+        inputs=inputs,
+        outputs=[o.name for o in g.output],
+        initializer_protos=initializer_protos,
+        opset_imports=opsets,
+        functions={(f.domain, f.name): f for f in model.functions},
+        model=model,
+        doc_string=model.doc_string or g.doc_string,
+        metadata=meta,
+        symbolic_values=list(symbolic_values),
+        folded_nodes=list(folded_nodes),
+        info=info,
+    )

@@ -1,0 +1,231 @@
+"""The execution-provider protocol.
+
+A provider is small: a name, a device, a capability oracle
+(:meth:`ExecutionProvider.supports_op`), kernel creation and a handful of
+memory hooks. Planning needs only the capability half; execution needs the
+rest. Capability checks compose (see :mod:`hetero_explore.providers.virtual`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import KernelError
+
+
+@dataclass(frozen=True, order=True)
+class DeviceId:
+    """A device: its type (``cpu``, ``cuda``, ``npu`` ...) and index."""
+
+    type: str
+    """Device type, lower case."""
+    index: int = 0
+    """Index among devices of that type."""
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.index}"
+
+    @property
+    def is_host(self) -> bool:
+        """True for host memory (the CPU)."""
+        return self.type == "cpu"
+
+    @classmethod
+    def parse(cls, text: "str | DeviceId") -> "DeviceId":
+        if isinstance(text, DeviceId):
+            return text
+        t, _, i = str(text).partition(":")
+        return cls(t.strip().lower(), int(i) if i else 0)
+
+
+@dataclass(frozen=True)
+class KernelMatch:
+    """The answer to "can this provider run this node?"."""
+
+    supported: bool
+    """Whether the provider claims the node."""
+    reason: str = ""
+    """Why not (or a note when supported)."""
+
+    def __bool__(self) -> bool:
+        return self.supported
+
+    @classmethod
+    def yes(cls, note: str = "") -> "KernelMatch":
+        return cls(True, note)
+
+    @classmethod
+    def no(cls, reason: str) -> "KernelMatch":
+        return cls(False, reason)
+
+
+@dataclass
+class KernelContext:
+    """Everything known about a node when a kernel is checked or built."""
+
+    node: Any
+    """The :class:`hetero_explore.ir.Node`."""
+    opset: int
+    """Opset version of the node's domain."""
+    in_shapes: list
+    """Input shapes (None for absent optional inputs or unknown shapes)."""
+    in_dtypes: list
+    """Input numpy dtypes (None for absent optional inputs)."""
+    out_shapes: list = field(default_factory=list)
+    """Output shapes from shape inference."""
+    out_dtypes: list = field(default_factory=list)
+    """Output numpy dtypes from shape inference."""
+    graph: Any = None
+    """The graph, for looking up constant inputs; may be None."""
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Value of input ``i`` when it is an initializer (a constant), else None."""
+        node = self.node
+        if self.graph is None or i >= len(node.inputs) or not node.inputs[i]:
+            return None
+        name = node.inputs[i]
+        if self.graph.is_constant(name):
+            return self.graph.initializer(name)
+        return None
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.inputs) and bool(self.node.inputs[i])
+
+    @property
+    def attrs(self) -> dict:
+        return self.node.attributes
+
+
+class DeviceBuffer:
+    """One allocation owned by a provider."""
+
+    __slots__ = ("provider", "shape", "dtype", "nbytes", "data", "freed")
+
+    def __init__(self, provider: "ExecutionProvider", shape, dtype, data):
+        self.provider = provider
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        #: the provider's array: numpy for host providers, a device array otherwise
+        self.data = data
+        self.freed = False
+
+    @property
+    def device(self) -> DeviceId:
+        return self.provider.device
+
+    def __repr__(self) -> str:
+        return f"DeviceBuffer({self.provider.name}, {self.shape}, {self.dtype})"
+
+
+class Kernel:
+    """A built kernel: validated at build time, run on provider buffers."""
+
+    #: the kernel may return (write) an output that aliases an input
+    may_alias_input: bool = False
+    #: the output size depends on input data, not only on shapes
+    data_dependent_output: bool = False
+
+    def __init__(self, ctx: KernelContext, fn: Callable[[Sequence[Any], Sequence[Any]], None], *,
+                 may_alias_input: bool = False, data_dependent_output: bool = False,
+                 bitwise_portable: bool = True):
+        self.ctx = ctx
+        self.node = ctx.node
+        self._fn = fn
+        self.may_alias_input = may_alias_input
+        self.data_dependent_output = data_dependent_output
+        self.bitwise_portable = bitwise_portable
+
+    def run(self, inputs: Sequence[DeviceBuffer | None], outputs: Sequence[DeviceBuffer]) -> None:
+        """Compute ``outputs`` from ``inputs`` (absent optional inputs are None)."""
+        self._fn([None if b is None else b.data for b in inputs], [b.data for b in outputs])
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.node.op_type}, {self.node.name!r})"
+
+
+class ExecutionProvider:
+    """Base class of providers. Subclasses set ``name`` and ``device`` and
+    override :meth:`supports_op`; executing providers also override the
+    memory hooks and :meth:`get_kernel`."""
+
+    name: str = "provider"
+    device: DeviceId = DeviceId("cpu", 0)
+
+    def __init__(self) -> None:
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.live_allocations = 0
+        self.total_allocations = 0
+
+    # -- capability -------------------------------------------------------
+    def supports_op(self, node, opset: int, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
+        raise NotImplementedError
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") when this provider can execute on this machine, else (False, reason)."""
+        return True, ""
+
+    @property
+    def can_execute(self) -> bool:
+        return False
+
+    def support_df(self):
+        """The provider's op table as a DataFrame (domain, op_type, opsets, dtypes, ...)."""
+        import pandas as pd
+        return pd.DataFrame(columns=["domain", "op_type", "since_opset", "until_opset", "dtypes", "bitwise_portable"])
+
+    # -- memory -----------------------------------------------------------
+    def _track_alloc(self, nbytes: int) -> None:
+        self.live_bytes += nbytes
+        self.live_allocations += 1
+        self.total_allocations += 1
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+
+    def _track_free(self, nbytes: int) -> None:
+        self.live_bytes -= nbytes
+        self.live_allocations -= 1
+
+    def reset_peak(self) -> None:
+        self.peak_bytes = self.live_bytes
+
+    def allocate(self, shape, dtype) -> DeviceBuffer:
+        raise NotImplementedError(f"provider {self.name!r} cannot allocate memory (planning only)")
+
+    def free(self, buf: DeviceBuffer) -> None:
+        raise NotImplementedError
+
+    def copy_from_host(self, array: np.ndarray, out: DeviceBuffer | None = None) -> DeviceBuffer:
+        """Synchronous host-to-device copy (allocates ``out`` when not given)."""
+        raise NotImplementedError
+
+    def copy_to_host(self, buf: DeviceBuffer) -> np.ndarray:
+        """Synchronous device-to-host copy into a fresh numpy array."""
+        raise NotImplementedError
+
+    def copy_from_host_async(self, array: np.ndarray, out: DeviceBuffer):
+        """Start a host-to-device copy into ``out``; returns an event for :meth:`fence`."""
+        self.copy_from_host(array, out)
+        return None
+
+    def copy_device_async(self, src: DeviceBuffer, out: DeviceBuffer):
+        """Start a copy from another provider's buffer into ``out``; returns an event."""
+        self.copy_from_host(src.provider.copy_to_host(src), out)
+        return None
+
+    def fence(self, event) -> None:
+        """Wait until the copy behind ``event`` has finished."""
+
+    def synchronize(self) -> None:
+        """Wait for all outstanding work on this provider."""
+
+    # -- kernels ----------------------------------------------------------
+    def get_kernel(self, node, shapes, dtypes, opset: int, ctx: KernelContext | None = None) -> Kernel:
+        raise KernelError(f"provider {self.name!r} has no kernels (it only plans); "
+                          "give it an executing provider to run on")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.device})"

@@ -1,0 +1,90 @@
+"""A provider whose capability and kernels come from the kernel registry."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import KernelError
+from ..ir import shape_is_static
+from .base import ExecutionProvider, Kernel, KernelContext, KernelMatch
+from .kernels import registry as reg
+
+
+class RegistryProvider(ExecutionProvider):
+    """Shared capability logic for the Numba providers: ``target`` picks the
+    kernels compiled for that target out of :data:`registry.REGISTRY`."""
+
+    target = "cpu"
+
+    def _kernels_for(self, node, opset):
+        cands = reg.find(node.domain, node.op_type, self.target)
+        if not cands:
+            return None, f"no {node.domain + '::' if node.domain else ''}{node.op_type} kernel"
+        in_range = [k for k in cands if k.since <= opset <= k.until]
+        if not in_range:
+            ranges = ", ".join(f"{k.since}-{k.until}" for k in cands)
+            return None, f"{node.op_type} opset {opset} not supported (kernel covers opsets {ranges})"
+        return in_range, ""
+
+    def supports_op(self, node, opset, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
+        kernels, why = self._kernels_for(node, opset)
+        if kernels is None:
+            return KernelMatch.no(why)
+        reasons = []
+        for k in kernels:
+            dt = dtypes[k.dtype_input] if k.dtype_input < len(dtypes) else None
+            name = reg.dtype_name(dt)
+            if k.dtype_input < len(dtypes) and name not in k.dtypes:
+                reasons.append(f"dtype {name} not supported (kernel takes {', '.join(k.dtypes)})")
+                continue
+            bad = [i for i, s in enumerate(shapes) if s is not None and not shape_is_static(s)]
+            if bad or (ctx is not None and any(not shape_is_static(s) for s in ctx.out_shapes)):
+                reasons.append("symbolic or unknown shapes; bind them with input_shapes=")
+                continue
+            if k.check is not None:
+                c = ctx or KernelContext(node, opset, list(shapes), list(dtypes))
+                r = k.check(c, self.target)
+                if r:
+                    reasons.append(r)
+                    continue
+            return KernelMatch.yes()
+        return KernelMatch.no("; ".join(dict.fromkeys(reasons)))
+
+    def get_kernel(self, node, shapes, dtypes, opset, ctx: KernelContext | None = None) -> Kernel:
+        ctx = ctx or KernelContext(node, opset, list(shapes), list(dtypes))
+        m = self.supports_op(node, opset, shapes, dtypes, ctx)
+        if not m.supported:
+            raise KernelError(f"{self.name}: cannot build a kernel for node {node.name!r} "
+                              f"({node.op_type}, opset {opset}): {m.reason}")
+        kernels, _ = self._kernels_for(node, opset)
+        for k in kernels:
+            dt = dtypes[k.dtype_input] if k.dtype_input < len(dtypes) else None
+            if k.dtype_input < len(dtypes) and reg.dtype_name(dt) not in k.dtypes:
+                continue
+            if k.check is not None and k.check(ctx, self.target):
+                continue
+            try:
+                fn = k.build(ctx, self.target)
+            except KernelError:
+                raise
+            except Exception as e:  # a builder's own validation failed
+                raise KernelError(f"{self.name}: node {node.name!r} ({node.op_type}): {e}") from e
+            return Kernel(ctx, fn, may_alias_input=k.may_alias_input,
+                          data_dependent_output=k.data_dependent_output,
+                          bitwise_portable=k.bitwise_portable)
+        raise KernelError(f"{self.name}: no kernel for {node.op_type}")
+
+    def support_df(self):
+        import pandas as pd
+        rows = [
+            {"domain": k.domain or "ai.onnx", "op_type": k.op_type, "since_opset": k.since,
+             "until_opset": k.until, "dtypes": ", ".join(k.dtypes),
+             "bitwise_portable": k.bitwise_portable, "note": k.note}
+            for k in reg.REGISTRY if self.target in k.targets
+        ]
+        df = pd.DataFrame(rows, columns=["domain", "op_type", "since_opset", "until_opset",
+                                         "dtypes", "bitwise_portable", "note"])
+        return df.sort_values(["domain", "op_type", "since_opset"]).reset_index(drop=True)
+
+    def supported_op_types(self) -> set[str]:
+        return {k.op_type for k in reg.REGISTRY if self.target in k.targets and k.domain == ""}
