@@ -155,6 +155,23 @@ class Graph:
     #: model-level info for display (producer, ir_version, ...)
     info: dict[str, Any] = field(default_factory=dict)
     _init_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _adj: tuple | None = field(default=None, repr=False)
+
+    def adjacency(self) -> tuple[list[list[int]], list[list[int]]]:
+        """(predecessors, successors) of every node id, each sorted ascending; cached."""
+        if self._adj is None:
+            preds: list[list[int]] = []
+            values = self.values
+            for n in self.nodes:
+                ps = {values[i].producer for i in n.inputs if i}
+                ps.discard(None)
+                preds.append(sorted(ps))
+            succs: list[list[int]] = [[] for _ in self.nodes]
+            for v, ps in enumerate(preds):
+                for u in ps:
+                    succs[u].append(v)
+            self._adj = (preds, succs)
+        return self._adj
 
     def __len__(self) -> int:
         return len(self.nodes)

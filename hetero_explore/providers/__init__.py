@@ -1,0 +1,96 @@
+"""Execution providers: the Numba CPU and numba.cuda providers, virtual
+providers and masks, and name resolution (``"cpu"``, ``"cuda"``, ``"gpu"``)."""
+
+from __future__ import annotations
+
+from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
+from .virtual import (MaskedProvider, OpSpec, VirtualProvider, chain, decline_if_input_dtype,
+                      decline_if_larger_than, mask, unmask)
+
+KNOWN_NAMES = ("cpu", "cuda", "gpu")
+
+
+def cpu(name: str = "cpu"):
+    """The Numba CPU provider."""
+    from .cpu import NumbaCPUProvider
+    return NumbaCPUProvider(name)
+
+
+def cuda(name: str = "cuda"):
+    """The numba.cuda provider (a real GPU, or the simulator when NUMBA_ENABLE_CUDASIM=1)."""
+    from .cuda import NumbaCUDAProvider
+    return NumbaCUDAProvider(name)
+
+
+def virtual_gpu(name: str = "gpu", device: str = "gpu:0"):
+    """A virtual GPU: the CUDA provider's op table, executing CPU kernels on its own
+    allocations, so that heterogeneous plans mean something on any laptop."""
+    from .cpu import NumbaCPUProvider
+    from .cuda import NumbaCUDAProvider
+
+    cuda_p = NumbaCUDAProvider()
+    host = NumbaCPUProvider(name=f"{name}-kernels")
+    return _CapabilityOf(name, device, cuda_p, host)
+
+
+class _CapabilityOf(VirtualProvider):
+    """Claims exactly what ``capability`` claims; executes with ``kernels``."""
+
+    def __init__(self, name, device, capability, kernels):
+        super().__init__(name, device, ops=(), kernels=kernels)
+        self.capability = capability
+
+    def supports_op(self, node, opset, shapes, dtypes, ctx=None):
+        m = self.capability.supports_op(node, opset, shapes, dtypes, ctx)
+        if not m.supported:
+            return m
+        k = self.kernels.supports_op(node, opset, shapes, dtypes, ctx)
+        if not k.supported:
+            return KernelMatch.no(f"its kernels ({self.kernels.name}) decline: {k.reason}")
+        return m
+
+    def support_df(self):
+        df = self.capability.support_df().copy()
+        df["note"] = f"virtual {self.device}; executes with {self.kernels.name}"
+        return df
+
+
+def resolve(p) -> ExecutionProvider:
+    """A provider from a provider object or a name (``cpu``, ``cuda``, ``gpu``)."""
+    if isinstance(p, ExecutionProvider):
+        return p
+    if isinstance(p, str):
+        key = p.strip().lower()
+        if key == "cpu":
+            return cpu()
+        if key == "cuda":
+            return cuda()
+        if key == "gpu":
+            return virtual_gpu()
+        raise ValueError(f"unknown provider name {p!r}; known names: {', '.join(KNOWN_NAMES)} "
+                         "(or pass a provider object, e.g. VirtualProvider(...))")
+    raise TypeError(f"expected a provider or a provider name, got {type(p).__name__}")
+
+
+def resolve_all(providers) -> list[ExecutionProvider]:
+    """Resolve a priority-ordered list, rejecting empty lists and duplicate names."""
+    if providers is None:
+        raise ValueError("give at least one provider, e.g. ['gpu', 'cpu']")
+    if isinstance(providers, (str, ExecutionProvider)):
+        providers = [providers]
+    out = [resolve(p) for p in providers]
+    if not out:
+        raise ValueError("the provider list is empty; give at least one provider, e.g. ['cpu']")
+    seen = set()
+    for p in out:
+        if p.name in seen:
+            raise ValueError(f"two providers are named {p.name!r}; provider names must be unique")
+        seen.add(p.name)
+    return out
+
+
+__all__ = [
+    "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
+    "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
+    "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
+]

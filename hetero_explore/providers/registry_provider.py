@@ -39,8 +39,9 @@ class RegistryProvider(ExecutionProvider):
                 continue
             bad = [i for i, s in enumerate(shapes) if s is not None and not shape_is_static(s)]
             if bad or (ctx is not None and any(not shape_is_static(s) for s in ctx.out_shapes)):
-                reasons.append("symbolic or unknown shapes; bind them with input_shapes=")
-                continue
+                # Capability is about op, opset and dtypes; symbolic shapes are an
+                # execution blocker that the plan reports, not a reason to decline.
+                return KernelMatch.yes("shapes symbolic: attributes checked when shapes are bound")
             if k.check is not None:
                 c = ctx or KernelContext(node, opset, list(shapes), list(dtypes))
                 r = k.check(c, self.target)
@@ -56,6 +57,9 @@ class RegistryProvider(ExecutionProvider):
         if not m.supported:
             raise KernelError(f"{self.name}: cannot build a kernel for node {node.name!r} "
                               f"({node.op_type}, opset {opset}): {m.reason}")
+        if any(not shape_is_static(s) for s in list(ctx.out_shapes) + [x for x in ctx.in_shapes if x is not None]):
+            raise KernelError(f"{self.name}: node {node.name!r} ({node.op_type}) has symbolic or unknown "
+                              "shapes; bind them with load_model(..., input_shapes=...) to execute")
         kernels, _ = self._kernels_for(node, opset)
         for k in kernels:
             dt = dtypes[k.dtype_input] if k.dtype_input < len(dtypes) else None

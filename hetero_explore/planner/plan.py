@@ -1,0 +1,297 @@
+"""Plan data: immutable records the planner proposes, and their tables."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A convex set of nodes placed on one provider."""
+
+    id: int
+    """Position in the plan's (topological) partition order."""
+    provider: str
+    """Provider name."""
+    provider_index: int
+    """Priority of the provider (0 = highest)."""
+    device: str
+    """Device of the provider, e.g. ``cuda:0``."""
+    node_ids: tuple[int, ...]
+    """Member node ids, ascending (= topological order)."""
+    inputs: tuple[str, ...]
+    """Values consumed but not produced inside (graph inputs and initializers included)."""
+    outputs: tuple[str, ...]
+    """Values produced inside and used outside, or graph outputs."""
+    bytes_in: int | None
+    """Bytes of ``inputs`` (None when a shape is unknown)."""
+    bytes_out: int | None
+    """Bytes of ``outputs`` (None when a shape is unknown)."""
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_ids)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One copy of a value to a destination provider, deduplicated per (value, destination)."""
+
+    value: str
+    """Value name."""
+    dtype: str | None
+    """dtype name."""
+    shape: tuple | None
+    """Shape (dims may be symbolic)."""
+    nbytes: int | None
+    """Bytes moved (None when the shape is not static)."""
+    src_provider: str
+    """Provider owning the authoritative allocation."""
+    dst_provider: str
+    """Provider receiving the copy."""
+    src_device: str
+    dst_device: str
+    kind: str
+    """``H2D``, ``D2H``, ``D2D``, ``H2H`` or ``same-device`` (two providers on one device)."""
+    src_partition: int
+    """Producing partition."""
+    dst_partitions: tuple[int, ...]
+    """Consuming partitions on the destination provider (the first one triggers the copy)."""
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Something execution does not support yet (fail-closed)."""
+
+    kind: str
+    """``control-flow``, ``sequence``, ``ep-context``, ``symbolic-shape`` or ``unplaceable``."""
+    where: str
+    """Node or value name."""
+    detail: str
+    """What and what to do."""
+
+
+@dataclass(frozen=True)
+class ConvexitySplit:
+    """Two same-provider partitions joined by an edge that could not merge."""
+
+    a: int
+    """Upstream partition id."""
+    b: int
+    """Downstream partition id."""
+    path: tuple[str, ...]
+    """Node names of a path from ``a`` through another partition back into ``b``."""
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """An immutable heterogeneous execution plan for one graph and provider list."""
+
+    graph: Any
+    """The planned :class:`hetero_explore.ir.Graph` (functions may have been inlined)."""
+    providers: tuple
+    """Providers in priority order."""
+    policy: str
+    """Placement policy name."""
+    assignment: tuple[int, ...]
+    """Provider index of every node id."""
+    declined: tuple[dict, ...]
+    """Per node: provider name → reason, for each higher-priority provider that declined."""
+    partitions: tuple[Partition, ...]
+    """Partitions in execution order."""
+    node_partition: tuple[int, ...]
+    """Partition id of every node id."""
+    transfers: tuple[Transfer, ...]
+    """Cross-provider copies in execution order."""
+    execution_blockers: tuple[Blocker, ...] = ()
+    """What makes execution fail closed."""
+    convexity_splits: tuple[ConvexitySplit, ...] = ()
+    """Why some adjacent same-provider nodes stayed apart."""
+    inlined_functions: tuple[str, ...] = ()
+    """Model-local functions inlined so that placement could succeed."""
+    plan_seconds: float = 0.0
+    """Wall time of planning."""
+    forced: tuple[int, ...] = field(default=())
+    """Nodes no provider supports, placed on the last provider only so that the plan can be shown."""
+
+    # -- basics ----------------------------------------------------------------
+    @property
+    def provider_names(self) -> list[str]:
+        return [p.name for p in self.providers]
+
+    def provider_of(self, node_id: int):
+        return self.providers[self.assignment[node_id]]
+
+    @property
+    def devices(self) -> list[str]:
+        used = sorted({self.assignment[i] for i in range(len(self.assignment))})
+        return list(dict.fromkeys(str(self.providers[i].device) for i in used))
+
+    @property
+    def is_heterogeneous(self) -> bool:
+        return len(set(self.assignment)) > 1
+
+    @property
+    def executable(self) -> bool:
+        return not self.execution_blockers
+
+    @property
+    def transfer_bytes(self) -> int | None:
+        if any(t.nbytes is None for t in self.transfers):
+            return None
+        return int(sum(t.nbytes for t in self.transfers))
+
+    def placement_counts(self) -> dict[str, int]:
+        counts = {p.name: 0 for p in self.providers}
+        for pi in self.assignment:
+            counts[self.providers[pi].name] += 1
+        return counts
+
+    def fallback_ops(self) -> dict[str, int]:
+        """Op types placed below the highest-priority provider (op → node count)."""
+        out: dict[str, int] = {}
+        for n in self.graph.nodes:
+            if self.assignment[n.id] != 0:
+                out[n.op_type] = out.get(n.op_type, 0) + 1
+        return dict(sorted(out.items()))
+
+    def summary(self) -> str:
+        """One line in the seed's form."""
+        counts = self.placement_counts()
+        per = ", ".join(f"{name}: {c} node(s)" for name, c in counts.items() if c)
+        fb = self.fallback_ops()
+        fb_text = ", ".join(fb) if fb else "none"
+        n_dev = len(self.devices)
+        text = (f"{len(self.partitions)} partition(s) across {n_dev} device(s); {per}; "
+                f"{len(self.transfers)} cross-provider transfer(s); "
+                f"ops forced onto a fallback provider: {fb_text}")
+        if self.execution_blockers:
+            text += f"; execution blocked: {len(self.execution_blockers)} reason(s)"
+        return text
+
+    def explain(self, node: int | str) -> dict:
+        """Why a node sits where it does: its provider and each higher-priority provider's reason."""
+        n = self._node(node)
+        return {"node": n.name, "op_type": n.op_type, "provider": self.provider_of(n.id).name,
+                "partition": self.node_partition[n.id], "declined_by": dict(self.declined[n.id])}
+
+    def _node(self, node):
+        if isinstance(node, (int, np.integer)):
+            return self.graph.nodes[int(node)]
+        for n in self.graph.nodes:
+            if n.name == node:
+                return n
+        raise KeyError(f"no node named {node!r}")
+
+    # -- tables ----------------------------------------------------------------
+    def placement_df(self):
+        import pandas as pd
+        rows = []
+        for n in self.graph.nodes:
+            p = self.providers[self.assignment[n.id]]
+            rows.append({"node_id": n.id, "name": n.name, "op_type": n.op_type,
+                         "domain": n.domain or "ai.onnx", "opset": n.opset, "provider": p.name,
+                         "device": str(p.device), "partition": self.node_partition[n.id],
+                         "declined_by": dict(self.declined[n.id])})
+        return pd.DataFrame(rows, columns=["node_id", "name", "op_type", "domain", "opset", "provider",
+                                           "device", "partition", "declined_by"])
+
+    def partitions_df(self):
+        import pandas as pd
+        nodes = self.graph.nodes
+        rows = []
+        for p in self.partitions:
+            ops = list(dict.fromkeys(nodes[i].op_type for i in p.node_ids))
+            rows.append({"partition": p.id, "provider": p.provider, "device": p.device,
+                         "n_nodes": p.n_nodes, "op_types": ", ".join(ops),
+                         "inputs": list(p.inputs), "outputs": list(p.outputs),
+                         "bytes_in": p.bytes_in, "bytes_out": p.bytes_out})
+        return pd.DataFrame(rows, columns=["partition", "provider", "device", "n_nodes", "op_types",
+                                           "inputs", "outputs", "bytes_in", "bytes_out"])
+
+    def transfers_df(self):
+        import pandas as pd
+        rows = [{"value": t.value, "dtype": t.dtype, "shape": t.shape, "bytes": t.nbytes,
+                 "from_provider": t.src_provider, "to_provider": t.dst_provider,
+                 "from_device": t.src_device, "to_device": t.dst_device, "kind": t.kind,
+                 "from_partition": t.src_partition, "to_partitions": list(t.dst_partitions)}
+                for t in self.transfers]
+        return pd.DataFrame(rows, columns=["value", "dtype", "shape", "bytes", "from_provider",
+                                           "to_provider", "from_device", "to_device", "kind",
+                                           "from_partition", "to_partitions"])
+
+    def blockers_df(self):
+        import pandas as pd
+        return pd.DataFrame([{"kind": b.kind, "where": b.where, "detail": b.detail}
+                             for b in self.execution_blockers], columns=["kind", "where", "detail"])
+
+    def to_dict(self) -> dict:
+        nodes = self.graph.nodes
+        return {
+            "graph": self.graph.name,
+            "summary": self.summary(),
+            "policy": self.policy,
+            "providers": [{"name": p.name, "device": str(p.device), "priority": i}
+                          for i, p in enumerate(self.providers)],
+            "nodes": len(nodes),
+            "partitions": [
+                {"id": p.id, "provider": p.provider, "device": p.device, "n_nodes": p.n_nodes,
+                 "nodes": [nodes[i].name for i in p.node_ids], "inputs": list(p.inputs),
+                 "outputs": list(p.outputs), "bytes_in": p.bytes_in, "bytes_out": p.bytes_out}
+                for p in self.partitions],
+            "transfers": [
+                {"value": t.value, "dtype": t.dtype, "shape": list(t.shape) if t.shape is not None else None,
+                 "bytes": t.nbytes, "from_provider": t.src_provider, "to_provider": t.dst_provider,
+                 "from_device": t.src_device, "to_device": t.dst_device, "kind": t.kind,
+                 "from_partition": t.src_partition, "to_partitions": list(t.dst_partitions)}
+                for t in self.transfers],
+            "transfer_bytes": self.transfer_bytes,
+            "placement": self.placement_counts(),
+            "fallback_ops": self.fallback_ops(),
+            "node_placement": [
+                {"id": n.id, "name": n.name, "op_type": n.op_type, "domain": n.domain,
+                 "opset": n.opset, "provider": self.providers[self.assignment[n.id]].name,
+                 "partition": self.node_partition[n.id], "declined_by": dict(self.declined[n.id])}
+                for n in nodes],
+            "execution_blockers": [{"kind": b.kind, "where": b.where, "detail": b.detail}
+                                   for b in self.execution_blockers],
+            "convexity_splits": [{"a": s.a, "b": s.b, "path": list(s.path)} for s in self.convexity_splits],
+            "inlined_functions": list(self.inlined_functions),
+            "folded_nodes": list(self.graph.folded_nodes),
+            "plan_seconds": self.plan_seconds,
+        }
+
+    def to_json(self, **kw) -> str:
+        kw.setdefault("indent", 2)
+        return json.dumps(self.to_dict(), default=_json_default, **kw)
+
+    # -- views (implemented in hetero_explore.viz) -----------------------------
+    def to_graphviz(self, level: str = "auto", show_initializers: bool = False, **kw):
+        from ..viz.graph import plan_to_graphviz
+        return plan_to_graphviz(self, level=level, show_initializers=show_initializers, **kw)
+
+    def to_html(self, path=None, run=None, diff=None, **kw):
+        from ..viz.report import plan_to_html
+        return plan_to_html(self, path, run=run, diff=diff, **kw)
+
+    def __repr__(self) -> str:
+        return f"Plan({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        import html
+        return (f"<div><b>Plan</b>: {html.escape(self.summary())}</div>"
+                + self.partitions_df().to_html(index=False, escape=True))
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, tuple):
+        return list(o)
+    return str(o)

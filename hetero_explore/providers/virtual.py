@@ -1,0 +1,292 @@
+"""Capability-only and what-if providers.
+
+* :class:`VirtualProvider` — a capability table with its own device identity
+  ("an NPU that runs only Conv, Relu and MatMul"). Give it ``kernels=`` (an
+  executing host provider) and it also executes: the real provider's kernels
+  on allocations of its own, so transfers to and from it are real copies.
+* :func:`mask` — deny or allow op types on any provider ("pretend CUDA has no
+  Softmax"), keeping the provider's identity and kernels.
+
+Capability checks compose as small functions (see :func:`chain`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+
+from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
+
+Check = Callable[..., KernelMatch]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What a virtual provider claims for one op type."""
+
+    since: int = 1
+    """First opset claimed (inclusive)."""
+    until: int = 10_000
+    """Last opset claimed (inclusive)."""
+    dtypes: tuple | None = None
+    """dtype names accepted for the first input (None: any)."""
+
+
+def _spec(v) -> OpSpec:
+    if v is None or v is True:
+        return OpSpec()
+    if isinstance(v, OpSpec):
+        return v
+    if isinstance(v, Mapping):
+        return OpSpec(**v)
+    raise TypeError(f"cannot read an op spec from {v!r}; use OpSpec(since=, until=, dtypes=)")
+
+
+class VirtualProvider(ExecutionProvider):
+    """A provider defined by an op table.
+
+    Args:
+        name: provider name (unique within a provider list).
+        device: its device, e.g. ``"npu:0"``.
+        ops: op types it claims: an iterable of names, or a mapping
+            op_type → :class:`OpSpec` (opset range, dtypes).
+        kernels: optional executing host provider whose kernels it runs.
+        domain: the op domain it claims ("" = default ONNX domain).
+    """
+
+    def __init__(self, name: str, device: DeviceId | str, ops: Iterable[str] | Mapping = (),
+                 kernels: ExecutionProvider | None = None, domain: str = ""):
+        super().__init__()
+        self.name = name
+        self.device = DeviceId.parse(device)
+        if isinstance(ops, Mapping):
+            self.ops = {k: _spec(v) for k, v in ops.items()}
+        else:
+            self.ops = {k: OpSpec() for k in ops}
+        self.domain = domain
+        self.kernels = kernels
+
+    def supports_op(self, node, opset, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
+        if node.domain != self.domain:
+            return KernelMatch.no(f"domain {node.domain or 'ai.onnx'} not supported")
+        spec = self.ops.get(node.op_type)
+        if spec is None:
+            return KernelMatch.no(f"{node.op_type} not in {self.name}'s op table")
+        if not spec.since <= opset <= spec.until:
+            return KernelMatch.no(f"{node.op_type} opset {opset} outside {spec.since}-{spec.until}")
+        if spec.dtypes is not None and dtypes and dtypes[0] is not None \
+                and np.dtype(dtypes[0]).name not in spec.dtypes:
+            return KernelMatch.no(f"dtype {np.dtype(dtypes[0]).name} not supported")
+        if self.kernels is not None:
+            m = self.kernels.supports_op(node, opset, shapes, dtypes, ctx)
+            if not m.supported:
+                return KernelMatch.no(f"its kernels ({self.kernels.name}) decline: {m.reason}")
+        return KernelMatch.yes()
+
+    @property
+    def can_execute(self) -> bool:
+        return self.kernels is not None and self.kernels.can_execute
+
+    def available(self) -> tuple[bool, str]:
+        if self.kernels is None:
+            return False, f"virtual provider {self.name!r} has no kernels (planning only)"
+        return self.kernels.available()
+
+    def support_df(self):
+        import pandas as pd
+        rows = [{"domain": self.domain or "ai.onnx", "op_type": op, "since_opset": s.since,
+                 "until_opset": s.until, "dtypes": ", ".join(s.dtypes) if s.dtypes else "any",
+                 "bitwise_portable": True, "note": f"virtual; kernels: {self.kernels.name if self.kernels else 'none'}"}
+                for op, s in sorted(self.ops.items())]
+        return pd.DataFrame(rows, columns=["domain", "op_type", "since_opset", "until_opset",
+                                           "dtypes", "bitwise_portable", "note"])
+
+    # execution: host kernels on allocations of our own
+    def _need_kernels(self):
+        if self.kernels is None:
+            from ..errors import ProviderUnavailableError
+            raise ProviderUnavailableError(
+                f"virtual provider {self.name!r} only plans; create it with kernels=NumbaCPUProvider() "
+                "to execute")
+        return self.kernels
+
+    def allocate(self, shape, dtype) -> DeviceBuffer:
+        self._need_kernels()
+        arr = np.empty(tuple(shape), dtype=dtype)
+        buf = DeviceBuffer(self, shape, dtype, arr)
+        self._track_alloc(buf.nbytes)
+        return buf
+
+    def free(self, buf: DeviceBuffer) -> None:
+        if buf.freed:
+            return
+        buf.freed = True
+        buf.data = None
+        self._track_free(buf.nbytes)
+
+    def copy_from_host(self, array, out=None) -> DeviceBuffer:
+        array = np.asarray(array)
+        if out is None:
+            out = self.allocate(array.shape, array.dtype)
+        np.copyto(out.data, array, casting="no")
+        return out
+
+    def copy_to_host(self, buf: DeviceBuffer) -> np.ndarray:
+        return np.array(buf.data, copy=True)
+
+    def copy_device_async(self, src: DeviceBuffer, out: DeviceBuffer):
+        host = src.data if isinstance(src.data, np.ndarray) else src.provider.copy_to_host(src)
+        np.copyto(out.data, host, casting="no")
+        return None
+
+    def get_kernel(self, node, shapes, dtypes, opset, ctx=None) -> Kernel:
+        return self._need_kernels().get_kernel(node, shapes, dtypes, opset, ctx)
+
+
+class MaskedProvider(ExecutionProvider):
+    """A provider with some op types denied (or only some allowed).
+
+    It keeps the wrapped provider's name, device, memory and kernels."""
+
+    def __init__(self, inner: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None):
+        # no super().__init__(): memory counters are the inner provider's
+        self.inner = inner
+        self.deny = frozenset(deny)
+        self.allow = None if allow is None else frozenset(allow)
+
+    def __getattr__(self, item):
+        return getattr(self.inner, item)
+
+    @property
+    def name(self):
+        return self.inner.name
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    def supports_op(self, node, opset, shapes, dtypes, ctx=None) -> KernelMatch:
+        if node.op_type in self.deny:
+            return KernelMatch.no(f"{node.op_type} denied by mask")
+        if self.allow is not None and node.op_type not in self.allow:
+            return KernelMatch.no(f"{node.op_type} not in the allow-list mask")
+        return self.inner.supports_op(node, opset, shapes, dtypes, ctx)
+
+    @property
+    def can_execute(self):
+        return self.inner.can_execute
+
+    # memory and copies are the inner provider's
+    def available(self):
+        return self.inner.available()
+
+    def allocate(self, shape, dtype):
+        return self.inner.allocate(shape, dtype)
+
+    def free(self, buf):
+        return self.inner.free(buf)
+
+    def copy_from_host(self, array, out=None):
+        return self.inner.copy_from_host(array, out)
+
+    def copy_to_host(self, buf):
+        return self.inner.copy_to_host(buf)
+
+    def copy_from_host_async(self, array, out):
+        return self.inner.copy_from_host_async(array, out)
+
+    def copy_device_async(self, src, out):
+        return self.inner.copy_device_async(src, out)
+
+    def fence(self, event):
+        return self.inner.fence(event)
+
+    def synchronize(self):
+        return self.inner.synchronize()
+
+    def reset_peak(self):
+        return self.inner.reset_peak()
+
+    def support_df(self):
+        df = self.inner.support_df()
+        keep = ~df["op_type"].isin(self.deny)
+        if self.allow is not None:
+            keep &= df["op_type"].isin(self.allow)
+        return df[keep].reset_index(drop=True)
+
+    def get_kernel(self, node, shapes, dtypes, opset, ctx=None):
+        if node.op_type in self.deny or (self.allow is not None and node.op_type not in self.allow):
+            from ..errors import KernelError
+            raise KernelError(f"{self.name}: {node.op_type} is masked off on this provider")
+        return self.inner.get_kernel(node, shapes, dtypes, opset, ctx)
+
+    def __repr__(self) -> str:
+        bits = []
+        if self.deny:
+            bits.append(f"deny={sorted(self.deny)}")
+        if self.allow is not None:
+            bits.append(f"allow={sorted(self.allow)}")
+        return f"Masked({self.inner!r}, {', '.join(bits)})"
+
+
+def mask(provider: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None):
+    """``provider`` with op types denied (or restricted to ``allow``)."""
+    if isinstance(provider, MaskedProvider):
+        d = provider.deny | frozenset(deny)
+        a = provider.allow if allow is None else (frozenset(allow) if provider.allow is None
+                                                   else provider.allow & frozenset(allow))
+        return MaskedProvider(provider.inner, d, a)
+    return MaskedProvider(provider, deny, allow)
+
+
+def unmask(provider: ExecutionProvider) -> ExecutionProvider:
+    return provider.inner if isinstance(provider, MaskedProvider) else provider
+
+
+class CheckedProvider(MaskedProvider):
+    """A provider whose claims are further restricted by capability checks
+    ``check(node, opset, shapes, dtypes) -> KernelMatch`` (see :func:`chain`)."""
+
+    def __init__(self, inner, check: Check):
+        super().__init__(inner)
+        self.check = check
+
+    def supports_op(self, node, opset, shapes, dtypes, ctx=None) -> KernelMatch:
+        m = self.check(node, opset, shapes, dtypes)
+        if not m.supported:
+            return m
+        return self.inner.supports_op(node, opset, shapes, dtypes, ctx)
+
+
+def chain(*checks: Check) -> Check:
+    """All checks must accept; the first refusal is the answer."""
+    def check(node, opset, shapes, dtypes):
+        for c in checks:
+            m = c(node, opset, shapes, dtypes)
+            if not m.supported:
+                return m
+        return KernelMatch.yes()
+    return check
+
+
+def decline_if_input_dtype(dtype) -> Check:
+    """A check that declines nodes with any input of ``dtype``."""
+    name = np.dtype(dtype).name
+
+    def check(node, opset, shapes, dtypes):
+        if any(d is not None and np.dtype(d).name == name for d in dtypes):
+            return KernelMatch.no(f"declines {name} inputs")
+        return KernelMatch.yes()
+    return check
+
+
+def decline_if_larger_than(max_elements: int) -> Check:
+    """A check that declines nodes with an input larger than ``max_elements``."""
+    def check(node, opset, shapes, dtypes):
+        for s in shapes:
+            if s is not None and all(isinstance(d, int) for d in s) and int(np.prod(s)) > max_elements:
+                return KernelMatch.no(f"input larger than {max_elements} elements")
+        return KernelMatch.yes()
+    return check

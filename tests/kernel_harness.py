@@ -1,0 +1,95 @@
+"""Run one ONNX node through a provider's kernel API (no executor needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from hetero_explore.ir import Node, onnx_to_np_dtype
+from hetero_explore.providers.base import KernelContext
+
+
+class _ConstGraph:
+    """Minimal stand-in for Graph.is_constant/initializer used by KernelContext.const."""
+
+    def __init__(self, consts: dict):
+        self._c = consts
+
+    def is_constant(self, name):
+        return name in self._c
+
+    def initializer(self, name):
+        return self._c[name]
+
+
+def node_model(node_proto: onnx.NodeProto, inputs, opset: int = 17, const_inputs=()):
+    """A one-node model with graph inputs typed from ``inputs``; inputs whose index
+    is in ``const_inputs`` become initializers."""
+    g_inputs, inits = [], []
+    for i, (name, arr) in enumerate(zip(node_proto.input, inputs)):
+        if not name or arr is None:
+            continue
+        arr = np.asarray(arr)
+        if i in const_inputs:
+            inits.append(numpy_helper.from_array(arr, name))
+        else:
+            g_inputs.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
+    outs = [helper.make_tensor_value_info(o, 0, None) for o in node_proto.output if o]
+    graph = helper.make_graph([node_proto], "t", g_inputs, outs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def infer_outputs(model):
+    inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    shapes, dtypes = [], []
+    for o in inferred.graph.output:
+        tt = o.type.tensor_type
+        shapes.append(tuple(d.dim_value for d in tt.shape.dim))
+        dtypes.append(onnx_to_np_dtype(tt.elem_type))
+    return shapes, dtypes
+
+
+def make_context(node_proto, inputs, opset=17, const_inputs=(), out_shapes=None, out_dtypes=None):
+    model = node_model(node_proto, inputs, opset, const_inputs)
+    if out_shapes is None:
+        out_shapes, out_dtypes = infer_outputs(model)
+    node = Node(0, node_proto, opset)
+    consts = {node_proto.input[i]: np.asarray(inputs[i]) for i in const_inputs}
+    in_shapes = [None if a is None else tuple(np.shape(a)) for a in inputs]
+    in_dtypes = [None if a is None else np.asarray(a).dtype for a in inputs]
+    # pad absent trailing optional inputs
+    while len(in_shapes) < len(node_proto.input):
+        in_shapes.append(None)
+        in_dtypes.append(None)
+    return KernelContext(node, opset, in_shapes, in_dtypes, list(out_shapes), list(out_dtypes),
+                         graph=_ConstGraph(consts))
+
+
+def run_node(provider, node_proto, inputs, opset: int = 17, const_inputs=(), out_shapes=None,
+             out_dtypes=None):
+    """Run ``node_proto`` on ``provider``; returns the outputs as numpy arrays.
+
+    Raises whatever the provider raises (KernelError when it declines)."""
+    ctx = make_context(node_proto, inputs, opset, const_inputs, out_shapes, out_dtypes)
+    kernel = provider.get_kernel(ctx.node, ctx.in_shapes, ctx.in_dtypes, opset, ctx)
+    bufs = [None if a is None else provider.copy_from_host(np.ascontiguousarray(a)) for a in inputs]
+    bufs += [None] * (len(node_proto.input) - len(bufs))
+    outs = [provider.allocate(s, d) for s, d in zip(ctx.out_shapes, ctx.out_dtypes)]
+    try:
+        kernel.run(bufs, outs)
+        return [provider.copy_to_host(b) for b in outs]
+    finally:
+        for b in bufs:
+            if b is not None:
+                provider.free(b)
+        for b in outs:
+            provider.free(b)
+
+
+def supports(provider, node_proto, inputs, opset=17, const_inputs=()):
+    ctx = make_context(node_proto, inputs, opset, const_inputs)
+    return provider.supports_op(ctx.node, opset, ctx.in_shapes, ctx.in_dtypes, ctx)
