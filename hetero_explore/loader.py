@@ -281,6 +281,8 @@ def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
             del m.graph.value_info[:]
             m = _infer(m)
     g = build_graph(m, folded_nodes=folded)
+    non_tensor = {vi.name for vi in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)
+                  if vi.type.WhichOneof("value") not in (None, "tensor_type")}
     g.symbolic_values = [name for name, v in g.values.items()
-                         if v.kind != "initializer" and not shape_is_static(v.shape)]
+                         if v.kind != "initializer" and name not in non_tensor and not shape_is_static(v.shape)]
     return g

@@ -4,6 +4,8 @@ providers and masks, and name resolution (``"cpu"``, ``"cuda"``, ``"gpu"``)."""
 from __future__ import annotations
 
 from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
+from .cpu import NumbaCPUProvider
+from .cuda import NumbaCUDAProvider
 from .virtual import (MaskedProvider, OpSpec, VirtualProvider, chain, decline_if_input_dtype,
                       decline_if_larger_than, mask, unmask)
 
@@ -12,22 +14,17 @@ KNOWN_NAMES = ("cpu", "cuda", "gpu")
 
 def cpu(name: str = "cpu"):
     """The Numba CPU provider."""
-    from .cpu import NumbaCPUProvider
     return NumbaCPUProvider(name)
 
 
 def cuda(name: str = "cuda"):
     """The numba.cuda provider (a real GPU, or the simulator when NUMBA_ENABLE_CUDASIM=1)."""
-    from .cuda import NumbaCUDAProvider
     return NumbaCUDAProvider(name)
 
 
 def virtual_gpu(name: str = "gpu", device: str = "gpu:0"):
     """A virtual GPU: the CUDA provider's op table, executing CPU kernels on its own
     allocations, so that heterogeneous plans mean something on any laptop."""
-    from .cpu import NumbaCPUProvider
-    from .cuda import NumbaCUDAProvider
-
     cuda_p = NumbaCUDAProvider()
     host = NumbaCPUProvider(name=f"{name}-kernels")
     return _CapabilityOf(name, device, cuda_p, host)
@@ -90,7 +87,7 @@ def resolve_all(providers) -> list[ExecutionProvider]:
 
 
 __all__ = [
-    "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
+    "NumbaCPUProvider", "NumbaCUDAProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
     "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
     "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
 ]

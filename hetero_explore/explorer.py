@@ -1,0 +1,686 @@
+"""The Explorer: the what-if state that the widget, the CLI and the report drive.
+
+An :class:`Explorer` holds a loaded graph, its providers (in priority order,
+each enabled or not, each with a set of denied op types), the plan for the
+current configuration, the last run and its diff against a single-provider
+reference, and the history of every configuration planned so far::
+
+    ex = explore(model)                  # default providers for this machine
+    ex.order(["cpu", "gpu"])             # what if the CPU came first?
+    ex.deny("gpu", ["Softmax"])          # what if the GPU had no Softmax?
+    ex.plan.summary()                    # re-planned lazily on first use
+    ex.execute()                         # seeded random inputs; run + reference + diff
+    ex.diff                              # byte identity per output
+    ex.compare_plans(-2, -1)             # what moved between the last two plans
+    ex.export_html("report.html")
+    ex.show()                            # the same state as an ipywidgets app
+
+Configuration methods return the explorer, so they chain; planning happens on
+:meth:`Explorer.replan`, or lazily when :attr:`Explorer.plan` is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from .errors import PlanningError
+from .ir import Graph
+from .providers import ExecutionProvider, mask, resolve
+
+#: plans kept per configuration (toggling back and forth re-plans instantly)
+PLAN_CACHE_SIZE = 64
+#: reference runs kept per distinct inputs
+REFERENCE_CACHE_SIZE = 4
+
+
+# -- default providers ---------------------------------------------------------------
+def default_providers() -> list[ExecutionProvider]:
+    """The providers :func:`explore` uses when none are given.
+
+    * a CUDA GPU: ``[cuda, cpu]``;
+    * ``NUMBA_ENABLE_CUDASIM`` set: ``[cuda (simulated), cpu]``;
+    * otherwise a virtual ``gpu`` (the CUDA provider's op table, executing CPU
+      kernels on allocations of its own) and ``cpu``, so that a heterogeneous
+      plan means something on any laptop.
+    """
+    from .providers import cpu, cuda, virtual_gpu
+    from .providers.cuda import cuda_status
+
+    simulated = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    if simulated or cuda_status()[0]:
+        return [cuda(), cpu()]
+    return [virtual_gpu(), cpu()]
+
+
+def _inputs_key(inputs: dict) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for k in sorted(inputs):
+        a = np.ascontiguousarray(inputs[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(repr(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+# -- history and comparisons ---------------------------------------------------------
+@dataclass
+class Step:
+    """One configuration that was planned, with what came of it."""
+
+    index: int
+    """Position in :attr:`Explorer.history`."""
+    order: tuple[str, ...]
+    """Enabled providers, in priority order."""
+    denied: dict
+    """Provider name → sorted tuple of denied op types (only non-empty entries)."""
+    plan: Any = None
+    """The :class:`~hetero_explore.planner.Plan`, or None when planning failed."""
+    error: str | None = None
+    """Why planning failed (``Type: message``)."""
+    run: Any = None
+    """The last run of this plan, if executed."""
+    diff: Any = None
+    """Its comparison with the reference run."""
+    error_type: str | None = None
+    """Class name of the planning error."""
+    seconds: float = 0.0
+    """Wall time of planning (0 when the plan came from the cache)."""
+    when: float = field(default_factory=time.time)
+    """Unix time the step was recorded."""
+    exception: Any = field(default=None, repr=False)
+    """The planning exception itself (re-raised when the plan is asked for)."""
+
+    @property
+    def label(self) -> str:
+        deny = "; ".join(f"{p} denies {', '.join(ops)}" for p, ops in self.denied.items())
+        return f"#{self.index}: [{', '.join(self.order)}]" + (f" ({deny})" if deny else "")
+
+
+@dataclass(frozen=True)
+class PlanComparison:
+    """What changed between two plans (``a`` → ``b``)."""
+
+    a: Any
+    """The earlier plan."""
+    b: Any
+    """The later plan."""
+    moved: Any
+    """DataFrame: node, op_type, from_provider, to_provider (nodes matched by name)."""
+    partitions_added: Any
+    """DataFrame of partitions in ``b`` not in ``a`` (same provider and nodes)."""
+    partitions_removed: Any
+    """DataFrame of partitions in ``a`` not in ``b``."""
+    transfers_added: Any
+    """DataFrame of transfers in ``b`` not in ``a`` (same value, source and destination)."""
+    transfers_removed: Any
+    """DataFrame of transfers in ``a`` not in ``b``."""
+    bytes_before: int | None
+    """Bytes moved by ``a``'s transfers (None when a shape is unknown)."""
+    bytes_after: int | None
+    """Bytes moved by ``b``'s transfers."""
+
+    @property
+    def bytes_delta(self) -> int | None:
+        if self.bytes_before is None or self.bytes_after is None:
+            return None
+        return self.bytes_after - self.bytes_before
+
+    @property
+    def changed(self) -> bool:
+        return bool(len(self.moved) or len(self.partitions_added) or len(self.partitions_removed)
+                    or len(self.transfers_added) or len(self.transfers_removed))
+
+    def summary(self) -> str:
+        if not self.changed:
+            return "no change: same placement, partitions and transfers"
+        d = self.bytes_delta
+        delta = "unknown" if d is None else f"{d:+,d} B"
+        return (f"{len(self.moved)} node(s) moved; partitions +{len(self.partitions_added)} "
+                f"-{len(self.partitions_removed)}; transfers +{len(self.transfers_added)} "
+                f"-{len(self.transfers_removed)}; transfer bytes {_fmt_bytes(self.bytes_before)} → "
+                f"{_fmt_bytes(self.bytes_after)} ({delta})")
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary(), "moved": self.moved.to_dict("records"),
+                "partitions_added": self.partitions_added.to_dict("records"),
+                "partitions_removed": self.partitions_removed.to_dict("records"),
+                "transfers_added": self.transfers_added.to_dict("records"),
+                "transfers_removed": self.transfers_removed.to_dict("records"),
+                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
+                "bytes_delta": self.bytes_delta}
+
+    def __repr__(self) -> str:
+        return f"PlanComparison({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        from .viz.widget import render_changes
+        return render_changes(self)
+
+
+def _fmt_bytes(n) -> str:
+    if n is None:
+        return "unknown"
+    n = int(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,d} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def compare_plans(a, b) -> PlanComparison:
+    """What changed from plan ``a`` to plan ``b``: nodes that moved (matched by
+    name), partitions and transfers added or removed, and the transfer-bytes delta."""
+    import pandas as pd
+
+    def placement(p):
+        return {n.name: (n.op_type, p.providers[p.assignment[n.id]].name) for n in p.graph.nodes}
+
+    pa, pb = placement(a), placement(b)
+    moved = [{"node": name, "op_type": op, "from_provider": pa[name][1], "to_provider": prov}
+             for name, (op, prov) in pb.items() if name in pa and pa[name][1] != prov]
+
+    def parts(p):
+        nodes = p.graph.nodes
+        out = {}
+        for part in p.partitions:
+            names = tuple(nodes[i].name for i in part.node_ids)
+            out[(part.provider, names)] = {
+                "partition": part.id, "provider": part.provider, "device": part.device,
+                "n_nodes": part.n_nodes, "first_node": names[0] if names else "",
+                "last_node": names[-1] if names else ""}
+        return out
+
+    def transfers(p):
+        return {(t.value, t.src_provider, t.dst_provider): {
+            "value": t.value, "from_provider": t.src_provider, "to_provider": t.dst_provider,
+            "kind": t.kind, "bytes": t.nbytes} for t in p.transfers}
+
+    part_cols = ["partition", "provider", "device", "n_nodes", "first_node", "last_node"]
+    tr_cols = ["value", "from_provider", "to_provider", "kind", "bytes"]
+    ka, kb = parts(a), parts(b)
+    ta, tb = transfers(a), transfers(b)
+    return PlanComparison(
+        a=a, b=b,
+        moved=pd.DataFrame(moved, columns=["node", "op_type", "from_provider", "to_provider"]),
+        partitions_added=pd.DataFrame([v for k, v in kb.items() if k not in ka], columns=part_cols),
+        partitions_removed=pd.DataFrame([v for k, v in ka.items() if k not in kb], columns=part_cols),
+        transfers_added=pd.DataFrame([v for k, v in tb.items() if k not in ta], columns=tr_cols),
+        transfers_removed=pd.DataFrame([v for k, v in ta.items() if k not in tb], columns=tr_cols),
+        bytes_before=a.transfer_bytes, bytes_after=b.transfer_bytes)
+
+
+# -- the explorer ----------------------------------------------------------------------
+class Explorer:
+    """What-if state over one model: providers, their order, enable flags and op
+    denials; the current plan, run and diff; and the history of plans.
+
+    Create it with :func:`explore`."""
+
+    def __init__(self, graph: Graph, providers: Iterable, reference=None, seed: int = 0):
+        self.graph = graph
+        self.seed = seed
+        self._base: dict[str, ExecutionProvider] = {}
+        for p in providers:
+            self._add(p)
+        if not self._base:
+            raise ValueError("give at least one provider, e.g. ['gpu', 'cpu']")
+        self._order: list[str] = list(self._base)
+        self._enabled: dict[str, bool] = {n: True for n in self._base}
+        self._denied: dict[str, frozenset] = {n: frozenset() for n in self._base}
+        self.reference_provider = self._resolve_reference(reference)
+        self.history: list[Step] = []
+        self._plan_cache: OrderedDict = OrderedDict()
+        self._ref_cache: OrderedDict = OrderedDict()
+        self._svg_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._current: Step | None = None
+        self._inputs: dict | None = None
+        self._listeners: list[Callable[[str], None]] = []
+        self.run = None
+        """The last :class:`~hetero_explore.executor.RunResult` of the current plan (None until executed)."""
+        self.reference_run = None
+        """The reference run the last :attr:`diff` compared against."""
+        self.diff = None
+        """The last comparison DataFrame (one row per output), or None."""
+
+    # -- providers -------------------------------------------------------------------
+    def _add(self, p) -> str:
+        prov = resolve(p)
+        if prov.name in self._base:
+            raise ValueError(f"two providers are named {prov.name!r}; provider names must be unique")
+        self._base[prov.name] = prov
+        return prov.name
+
+    def _resolve_reference(self, reference) -> ExecutionProvider:
+        if reference is None:
+            reference = "cpu"
+        if isinstance(reference, str) and reference in self._base:
+            from .providers import unmask
+            return unmask(self._base[reference])
+        return resolve(reference)
+
+    def _check_name(self, name: str) -> str:
+        if isinstance(name, ExecutionProvider):
+            name = name.name
+        if name not in self._base:
+            raise KeyError(f"no provider named {name!r}; providers are: {', '.join(self._order)}")
+        return name
+
+    @property
+    def provider_names(self) -> list[str]:
+        """All providers in priority order, enabled or not."""
+        return list(self._order)
+
+    @property
+    def providers(self) -> dict[str, ExecutionProvider]:
+        """Provider name → provider object (without masks), in priority order."""
+        return {n: self._base[n] for n in self._order}
+
+    @property
+    def op_types(self) -> list[str]:
+        """Op types present in the model, sorted."""
+        return sorted(set(self.graph.op_types()))
+
+    def is_enabled(self, name: str) -> bool:
+        return self._enabled[self._check_name(name)]
+
+    def denied(self, name: str) -> tuple[str, ...]:
+        """Op types denied on provider ``name``, sorted."""
+        return tuple(sorted(self._denied[self._check_name(name)]))
+
+    def providers_df(self):
+        """One row per provider: priority, device, enabled, denied ops, nodes placed (current plan)."""
+        import pandas as pd
+
+        counts = {}
+        if self._current is not None and self._current.plan is not None:
+            counts = self._current.plan.placement_counts()
+        rows = []
+        for i, n in enumerate(self._order):
+            p = self._base[n]
+            ok, why = p.available()
+            rows.append({"priority": i, "provider": n, "device": str(p.device), "enabled": self._enabled[n],
+                         "denied_ops": ", ".join(sorted(self._denied[n])), "can_execute": bool(ok),
+                         "why_not": why, "nodes_placed": counts.get(n, 0)})
+        return pd.DataFrame(rows, columns=["priority", "provider", "device", "enabled", "denied_ops",
+                                           "can_execute", "why_not", "nodes_placed"])
+
+    def config(self) -> dict:
+        """The configuration as plain data: order, enabled flags, denials, reference."""
+        return {"order": list(self._order), "enabled": dict(self._enabled),
+                "denied": {n: sorted(d) for n, d in self._denied.items() if d},
+                "reference": self.reference_provider.name}
+
+    # -- what-if configuration (each returns self) -------------------------------------
+    def order(self, names: Iterable[str]) -> "Explorer":
+        """Set the priority order. ``names`` may be a prefix: the providers it names go
+        first, in that order; the rest keep their relative order after them."""
+        if isinstance(names, str):
+            names = [names]
+        names = [self._check_name(n) for n in names]
+        if len(set(names)) != len(names):
+            raise ValueError(f"provider order {names} names a provider twice")
+        new = names + [n for n in self._order if n not in names]
+        self._order = new
+        return self
+
+    def enable(self, name: str) -> "Explorer":
+        """Let provider ``name`` take part in planning again."""
+        self._enabled[self._check_name(name)] = True
+        return self
+
+    def disable(self, name: str) -> "Explorer":
+        """Leave provider ``name`` out of planning (what if this machine had no GPU?)."""
+        self._enabled[self._check_name(name)] = False
+        return self
+
+    def deny(self, provider: str, op_types) -> "Explorer":
+        """Pretend ``provider`` does not support ``op_types`` (a name or a list)."""
+        name = self._check_name(provider)
+        self._denied[name] = self._denied[name] | frozenset(_op_list(op_types))
+        return self
+
+    def allow(self, provider: str, op_types=None) -> "Explorer":
+        """Undo :meth:`deny` for ``op_types`` (all of them when None)."""
+        name = self._check_name(provider)
+        if op_types is None:
+            self._denied[name] = frozenset()
+        else:
+            self._denied[name] = self._denied[name] - frozenset(_op_list(op_types))
+        return self
+
+    def set_denied(self, provider: str, op_types) -> "Explorer":
+        """Replace the denied op types of ``provider``."""
+        name = self._check_name(provider)
+        self._denied[name] = frozenset(_op_list(op_types))
+        return self
+
+    def add_provider(self, provider, position: int | None = None) -> "Explorer":
+        """Add a provider (a name or an object, e.g. a ``VirtualProvider``) at ``position``
+        in the priority order (default: just before the last one)."""
+        name = self._add(provider)
+        pos = max(len(self._order) - 1, 0) if position is None else position
+        self._order.insert(pos, name)
+        self._enabled[name] = True
+        self._denied[name] = frozenset()
+        return self
+
+    def remove_provider(self, name: str) -> "Explorer":
+        name = self._check_name(name)
+        del self._base[name]
+        self._order.remove(name)
+        del self._enabled[name]
+        del self._denied[name]
+        self._plan_cache.clear()
+        return self
+
+    # -- planning ----------------------------------------------------------------------
+    def _key(self) -> tuple:
+        return tuple((n, tuple(sorted(self._denied[n]))) for n in self._order if self._enabled[n])
+
+    def _provider_list(self) -> list[ExecutionProvider]:
+        out = []
+        for n in self._order:
+            if not self._enabled[n]:
+                continue
+            p = self._base[n]
+            out.append(mask(p, deny=self._denied[n]) if self._denied[n] else p)
+        return out
+
+    @property
+    def dirty(self) -> bool:
+        """True when the configuration changed since the last plan."""
+        return self._current is None or self._key() != self._step_key(self._current)
+
+    @staticmethod
+    def _step_key(step: Step) -> tuple:
+        return tuple((n, tuple(step.denied.get(n, ()))) for n in step.order)
+
+    def replan(self):
+        """Plan the current configuration (from the cache when it was planned before),
+        record it in :attr:`history` and return the plan. Raises the planner's error
+        (e.g. :class:`~hetero_explore.errors.UnsupportedNodeError`) when it cannot be
+        planned; the failed step is recorded too."""
+        key = self._key()
+        if self._current is not None and self._step_key(self._current) == key:
+            if self._current.plan is None:
+                raise _replay(self._current)
+            return self._current.plan
+        order = tuple(n for n, _ in key)
+        denied = {n: d for n, d in key if d}
+        step = Step(index=len(self.history), order=order, denied=denied)
+        t0 = time.perf_counter()
+        try:
+            if not order:
+                raise PlanningError("every provider is disabled; enable at least one provider")
+            plan = self._plan_cache.get(key)
+            if plan is None:
+                from .planner import plan as make_plan
+                plan = make_plan(self.graph, self._provider_list())
+                self._plan_cache[key] = plan
+                while len(self._plan_cache) > PLAN_CACHE_SIZE:
+                    self._plan_cache.popitem(last=False)
+            else:
+                self._plan_cache.move_to_end(key)
+            step.plan = plan
+        except Exception as e:
+            step.error = f"{type(e).__name__}: {e}"
+            step.error_type = type(e).__name__
+            step.exception = e
+        step.seconds = time.perf_counter() - t0
+        self.history.append(step)
+        self._current = step
+        self.run = self.reference_run = self.diff = None
+        self._notify("plan")
+        if step.plan is None:
+            raise step.exception
+        return step.plan
+
+    @property
+    def plan(self):
+        """The plan of the current configuration (re-planned first when the
+        configuration changed). Raises when it cannot be planned."""
+        if self.dirty:
+            return self.replan()
+        if self._current.plan is None:
+            raise _replay(self._current)
+        return self._current.plan
+
+    @property
+    def error(self) -> str | None:
+        """Why the current configuration could not be planned (None when it could)."""
+        if self.dirty:
+            try:
+                self.replan()
+            except Exception:
+                pass
+        return self._current.error if self._current is not None else None
+
+    @property
+    def current(self) -> Step | None:
+        """The history step of the current configuration."""
+        return self._current
+
+    def last_good_plan(self):
+        """The most recent plan that succeeded (None when none did)."""
+        for s in reversed(self.history):
+            if s.plan is not None:
+                return s.plan
+        return None
+
+    def history_df(self):
+        """One row per planned configuration."""
+        import pandas as pd
+        rows = []
+        for s in self.history:
+            p = s.plan
+            byte_ok = None
+            if s.diff is not None and "byte_identical" in s.diff:
+                byte_ok = bool(s.diff["byte_identical"].all())
+            rows.append({"step": s.index, "order": ", ".join(s.order),
+                         "denied": "; ".join(f"{k}: {', '.join(v)}" for k, v in s.denied.items()),
+                         "partitions": None if p is None else len(p.partitions),
+                         "transfers": None if p is None else len(p.transfers),
+                         "transfer_bytes": None if p is None else p.transfer_bytes,
+                         "executed": s.run is not None, "byte_identical": byte_ok,
+                         "result": s.error if p is None else p.summary()})
+        return pd.DataFrame(rows, columns=["step", "order", "denied", "partitions", "transfers",
+                                           "transfer_bytes", "executed", "byte_identical", "result"])
+
+    def _plan_of(self, x):
+        from .planner import Plan
+        if isinstance(x, Plan):
+            return x
+        if isinstance(x, Step):
+            step = x
+        elif isinstance(x, (int, np.integer)):
+            try:
+                step = self.history[int(x)]
+            except IndexError:
+                raise IndexError(f"history has {len(self.history)} step(s); no step {x}") from None
+        else:
+            raise TypeError(f"expected a Plan, a history Step or a history index, got {type(x).__name__}")
+        if step.plan is None:
+            raise ValueError(f"history step {step.index} has no plan ({step.error})")
+        return step.plan
+
+    def previous_plan(self):
+        """The last successful plan before the current step (None when there is none)."""
+        cur = self._current.index if self._current is not None else len(self.history)
+        for s in reversed(self.history[:cur]):
+            if s.plan is not None and s.plan is not (self._current.plan if self._current else None):
+                return s.plan
+        return None
+
+    def compare_plans(self, a=None, b=None) -> PlanComparison:
+        """What changed from plan ``a`` to ``b`` (Plans, history Steps or history
+        indices; negative indices count from the end). Defaults: the previous plan
+        and the current one."""
+        pb = self.plan if b is None else self._plan_of(b)
+        if a is None:
+            pa = self.previous_plan()
+            if pa is None:
+                pa = pb
+        else:
+            pa = self._plan_of(a)
+        return compare_plans(pa, pb)
+
+    # -- execution ---------------------------------------------------------------------
+    @property
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The default inputs: seeded random values of the right dtypes and shapes."""
+        if self._inputs is None:
+            from .inputs import random_inputs
+            self._inputs = random_inputs(self.graph, self.seed)
+        return self._inputs
+
+    def execute(self, inputs: dict | None = None, progress: Callable[[int, int, str], None] | None = None):
+        """Execute the current plan, run the same graph on the reference provider,
+        and compare them byte for byte. Returns the run; sets :attr:`run`,
+        :attr:`reference_run` and :attr:`diff`.
+
+        ``inputs`` defaults to :attr:`inputs` (seeded random). ``progress(step,
+        total, label)`` is called before each of the four stages. Fails closed
+        (``HeterogeneousExecutionUnsupported``) when the plan has execution blockers."""
+        from .compare import compare
+        from .executor import execute as run_plan
+        from .executor import execute_reference
+        from .planner import guard_heterogeneous_fallback
+
+        def tick(i, label):
+            if progress is not None:
+                progress(i, 4, label)
+
+        tick(0, "planning")
+        plan = self.plan
+        step = self._current
+        guard_heterogeneous_fallback(plan)
+        feeds = self.inputs if inputs is None else dict(inputs)
+        tick(1, f"running the plan ({len(plan.partitions)} partition(s))")
+        run = run_plan(plan, feeds)
+        tick(2, f"running the reference ({self.reference_provider.name})")
+        key = _inputs_key(feeds)
+        ref = self._ref_cache.get(key)
+        if ref is None:
+            ref = execute_reference(self.graph, self.reference_provider, feeds)
+            self._ref_cache[key] = ref
+            while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
+                self._ref_cache.popitem(last=False)
+        tick(3, "comparing")
+        diff = compare(run, ref, blame=True)
+        self.run, self.reference_run, self.diff = run, ref, diff
+        step.run, step.diff = run, diff
+        tick(4, "done")
+        self._notify("run")
+        return run
+
+    @property
+    def byte_identical(self) -> bool | None:
+        """Whether every output of the last run equals the reference byte for byte."""
+        if self.diff is None:
+            return None
+        return bool(self.diff["byte_identical"].all())
+
+    # -- views -------------------------------------------------------------------------
+    def svg(self, plan=None, level: str = "auto") -> str:
+        """The plan's Graphviz picture as SVG text (cached per plan and level)."""
+        plan = self.plan if plan is None else plan
+        per = self._svg_cache.get(plan)
+        if per is None:
+            per = {}
+            self._svg_cache[plan] = per
+        if level not in per:
+            data = plan.to_graphviz(level=level).pipe(format="svg")
+            text = data.decode("utf-8") if isinstance(data, bytes) else str(data)
+            i = text.find("<svg")
+            per[level] = text[i:] if i >= 0 else text
+        return per[level]
+
+    def export_html(self, path) -> str:
+        """Write the self-contained HTML report of the current plan (with the last run
+        and diff when the plan was executed). Returns the path written."""
+        plan = self.plan
+        plan.to_html(path, run=self.run, diff=self.diff)
+        return os.fspath(path)
+
+    def show(self):
+        """The ipywidgets app over this explorer."""
+        from .viz.widget import ExplorerApp
+        return ExplorerApp(self)
+
+    # -- listeners (the widget follows scripted changes) ------------------------------
+    def observe(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(event)`` after every re-plan (``"plan"``) and run (``"run"``)."""
+        self._listeners.append(callback)
+
+    def unobserve(self, callback) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def _notify(self, event: str) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(event)
+            except Exception:  # a view must never break the model
+                pass
+
+    def __repr__(self) -> str:
+        state = "not planned" if self._current is None else (self._current.error or
+                                                            self._current.plan.summary())
+        return f"Explorer({self.graph.name!r}, providers={self._order}, {state})"
+
+    def _repr_html_(self) -> str:
+        import html
+        return (f"<div><b>Explorer</b> {html.escape(self.graph.name)}: {len(self.graph.nodes)} nodes; "
+                f"providers {html.escape(', '.join(self._order))}</div>"
+                + self.providers_df().to_html(index=False, escape=True))
+
+
+def _replay(step: Step) -> Exception:
+    return step.exception or PlanningError(step.error or "planning failed")
+
+
+def _op_list(op_types) -> list[str]:
+    if isinstance(op_types, str):
+        return [op_types]
+    out = list(op_types)
+    for o in out:
+        if not isinstance(o, str):
+            raise TypeError(f"op types are strings such as 'Softmax', got {o!r}")
+    return out
+
+
+def explore(model, providers=None, input_shapes=None, reference=None, *, dim_values=None,
+            seed: int = 0) -> Explorer:
+    """An :class:`Explorer` over ``model`` (a path, ModelProto, bytes or loaded Graph).
+
+    Args:
+        providers: priority-ordered providers or names; default
+            :func:`default_providers` (a GPU, the CUDA simulator, or a virtual
+            ``gpu``, then ``cpu``).
+        input_shapes: graph input name → shape, to bind symbolic dims.
+        reference: the single provider outputs are compared against (default ``cpu``).
+        dim_values: symbolic dim name → value.
+        seed: seed of the default random inputs.
+    """
+    if isinstance(model, Graph):
+        if input_shapes or dim_values:
+            raise ValueError("input_shapes/dim_values bind a model while loading it; pass the model, "
+                             "not an already loaded Graph")
+        graph = model
+    else:
+        from .loader import load_model
+        graph = load_model(model, input_shapes=input_shapes, dim_values=dim_values)
+    provs = default_providers() if providers is None else providers
+    if isinstance(provs, (str, ExecutionProvider)):
+        provs = [provs]
+    return Explorer(graph, provs, reference=reference, seed=seed)

@@ -1,0 +1,897 @@
+"""Data-movement and shape ops: Reshape, Transpose, Concat, Split, Slice,
+Gather, GatherElements, GatherND, Squeeze, Unsqueeze, Flatten, Expand,
+Identity (both targets) and Shape, Size, ConstantOfShape, Constant, Range
+(CPU only, as in real GPU runtimes, which keep these small shape computations
+on the host).
+
+How the movement ops work
+-------------------------
+* Nothing here does arithmetic on element values: a kernel moves bits. Every
+  array is viewed as unsigned integers of its own width (:func:`bits`), so one
+  compiled kernel serves float32/int32 (and float16, which numba's CPU target
+  cannot load as a float), NaN payloads survive, and both targets are bitwise
+  equal by construction.
+* The index math is written once, in ``@dual`` functions that both the CPU and
+  the CUDA kernels call: a strided gather ``out[i] = x[base + offset(i)]``
+  (Transpose, Slice, Split, Expand — only ``base`` and the per-dimension
+  strides differ), its scatter twin (Concat), a contiguous copy (Reshape,
+  Flatten, Squeeze, Unsqueeze, Identity — never an alias of the input) and
+  the three Gathers. CPU kernels walk rows (one offset computation per row of
+  the innermost dimension); CUDA kernels run one thread per element.
+* Output shapes come from static shape inference (``ctx.out_shapes``), so the
+  kernels for Reshape, Squeeze, Unsqueeze, Flatten, Expand and Split need no
+  parameter input at run time. Slice needs ``starts`` (and ``axes``/``steps``
+  when present): the CPU kernel reads them from the input at run time when
+  they are not constants; CUDA declines such a Slice at planning time.
+* Gather indices may be negative. Out-of-range indices raise
+  :class:`~hetero_explore.errors.ExecutionError` on the CPU (it validates
+  them first); a CUDA kernel cannot raise, so it clamps them into range
+  (results for invalid indices are not part of the contract).
+
+Opsets: 13 to 28. The schema changes of these ops after 13 up to 28 (as of
+onnx 1.23) only add element types — except Split-18 (``num_outputs``; the
+kernel reads sizes from the output shapes, so both forms are handled), Shape-15
+(``start``/``end``, handled) and Range-27 (``stash_type``, which only affects
+float16/bfloat16, not claimed here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ...errors import ExecutionError, KernelError
+from .common import bcast_offset, broadcast_strides, cpu_kernel, cuda_kernel, dual, launch, to_target
+from .registry import register
+
+SINCE = 13
+#: last opset checked against onnx's schema history for these ops (see module docs)
+UNTIL = 28
+
+#: element types the movement ops accept (they copy bits, so width is all that matters)
+MOVE = ("float32", "int64", "int32", "bool", "float64", "float16", "int8", "uint8",
+        "int16", "uint16", "uint32", "uint64")
+INDEX = ("int64", "int32")
+#: element types the host-side shape ops accept for their (untouched) data input
+ANY = MOVE
+#: element types ConstantOfShape / Constant may produce
+CONST_OUT = MOVE
+RANGE = ("float32", "float64", "int64", "int32", "int16")
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def bits(a):
+    """A flat view of a host or device array as unsigned integers of the same width."""
+    v = a.view(_UINT[a.dtype.itemsize])
+    return v if v.ndim == 1 else v.reshape(v.size)
+
+
+def _prod(shape) -> int:
+    return int(np.prod(tuple(shape), dtype=np.int64)) if len(shape) else 1
+
+
+def _strides(shape) -> list[int]:
+    """Contiguous element strides of ``shape``."""
+    out = [1] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        out[d] = acc
+        acc *= int(shape[d])
+    return out
+
+
+def _meta(shape, strides):
+    """(shape, strides) as int64 arrays of length ≥ 1 (a scalar is one element)."""
+    if len(shape) == 0:
+        return np.ones(1, np.int64), np.zeros(1, np.int64)
+    return np.asarray(shape, np.int64), np.asarray(strides, np.int64)
+
+
+def _where(ctx) -> str:
+    return f"node {ctx.node.name!r} ({ctx.node.op_type})"
+
+
+def _norm_axis(ctx, axis: int, rank: int, what: str = "axis") -> int:
+    a = int(axis)
+    if not -rank <= a < max(rank, 1):
+        raise KernelError(f"{_where(ctx)}: {what}={axis} is out of range for rank {rank}")
+    return a + rank if a < 0 else a
+
+
+def _shapes_known(ctx, inputs=(0,)) -> str | None:
+    for i in inputs:
+        if ctx.has_input(i) and (i >= len(ctx.in_shapes) or ctx.in_shapes[i] is None):
+            return f"{ctx.node.op_type}: the shape of input {i} is unknown"
+    return None
+
+
+# --- index math, written once for both targets -------------------------------
+@dual
+def copy_item(i, x, out):
+    out[i] = x[i]
+
+
+@dual
+def strided_gather_item(i, x, out, base, shape, strides):
+    """out[i] = x[base + Σ coord_d(i) · strides[d]] (coordinates of i in ``shape``)."""
+    out[i] = x[base + bcast_offset(i, shape, strides)]
+
+
+@dual
+def strided_gather_row(r, x, out, base, shape, strides):
+    """Row ``r`` (innermost dimension) of :func:`strided_gather_item`."""
+    last = shape.shape[0] - 1
+    n = shape[last]
+    step = strides[last]
+    o = r * n
+    src = base + bcast_offset(o, shape, strides)
+    for j in range(n):
+        out[o + j] = x[src + j * step]
+
+
+@dual
+def strided_scatter_item(i, x, out, base, shape, strides):
+    """out[base + Σ coord_d(i) · strides[d]] = x[i] (coordinates of i in ``shape``)."""
+    out[base + bcast_offset(i, shape, strides)] = x[i]
+
+
+@dual
+def strided_scatter_row(r, x, out, base, shape, strides):
+    """Row ``r`` (innermost dimension) of :func:`strided_scatter_item`."""
+    last = shape.shape[0] - 1
+    n = shape[last]
+    step = strides[last]
+    o = r * n
+    dst = base + bcast_offset(o, shape, strides)
+    for j in range(n):
+        out[dst + j * step] = x[o + j]
+
+
+@dual
+def gather_index(idx, j, n):
+    """Index ``idx[j]`` along an axis of length ``n``: negative counts from the end;
+    clamped into range (the CPU validates first, CUDA cannot raise)."""
+    k = idx[j]
+    if k < 0:
+        k += n
+    if k < 0:
+        k = 0
+    if k >= n:
+        k = n - 1
+    return k
+
+
+@dual
+def gather_row(t, data, idx, out, axis_dim, n_idx, inner):
+    """Gather: output row ``t`` = (outer, j) copies ``inner`` elements of data[outer, idx[j], :]."""
+    outer = t // n_idx
+    j = t - outer * n_idx
+    k = gather_index(idx, j, axis_dim)
+    src = (outer * axis_dim + k) * inner
+    o = t * inner
+    for r in range(inner):
+        out[o + r] = data[src + r]
+
+
+@dual
+def gather_item(i, data, idx, out, axis_dim, n_idx, inner):
+    t = i // inner
+    r = i - t * inner
+    outer = t // n_idx
+    j = t - outer * n_idx
+    k = gather_index(idx, j, axis_dim)
+    out[i] = data[(outer * axis_dim + k) * inner + r]
+
+
+@dual
+def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim):
+    """GatherElements: out[c] = data[c with c[axis] = idx[c]] (c = coordinates of i)."""
+    off = 0
+    rem = i
+    for d in range(ishape.shape[0] - 1, -1, -1):
+        n = ishape[d]
+        c = rem % n
+        rem //= n
+        if d == axis:
+            c = gather_index(idx, i, axis_dim)
+        off += c * dstrides[d]
+    out[i] = data[off]
+
+
+@dual
+def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
+    """GatherND: output element i = (tuple t, inner r); t's index tuple idx[t, :m]
+    addresses data[batch(t), idx[t, 0], ..., idx[t, m-1], r]."""
+    t = i // inner
+    r = i - t * inner
+    off = (t // batch_div) * batch_stride
+    for j in range(m):
+        k = gather_index(idx, t * m + j, dshape[j])
+        off += k * dstrides[j]
+    out[i] = data[off + r]
+
+
+# --- kernels -----------------------------------------------------------------
+@cpu_kernel
+def _copy_cpu(x, out):
+    for i in range(out.shape[0]):
+        copy_item(i, x, out)
+
+
+@cuda_kernel
+def _copy_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        copy_item(i, x, out)
+
+
+@cpu_kernel
+def _gather_strided_cpu(x, out, base, shape, strides):
+    n = shape[shape.shape[0] - 1]
+    if n > 0:
+        for r in range(out.shape[0] // n):
+            strided_gather_row(r, x, out, base, shape, strides)
+
+
+@cuda_kernel
+def _gather_strided_cuda(x, out, base, shape, strides):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        strided_gather_item(i, x, out, base, shape, strides)
+
+
+@cpu_kernel
+def _scatter_strided_cpu(x, out, base, shape, strides):
+    n = shape[shape.shape[0] - 1]
+    if n > 0:
+        for r in range(x.shape[0] // n):
+            strided_scatter_row(r, x, out, base, shape, strides)
+
+
+@cuda_kernel
+def _scatter_strided_cuda(x, out, base, shape, strides):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        strided_scatter_item(i, x, out, base, shape, strides)
+
+
+@cpu_kernel
+def _gather_cpu(data, idx, out, axis_dim, n_idx, inner):
+    if inner > 0:
+        for t in range(out.shape[0] // inner):
+            gather_row(t, data, idx, out, axis_dim, n_idx, inner)
+
+
+@cuda_kernel
+def _gather_cuda(data, idx, out, axis_dim, n_idx, inner):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        gather_item(i, data, idx, out, axis_dim, n_idx, inner)
+
+
+@cpu_kernel
+def _gather_elements_cpu(data, idx, out, ishape, dstrides, axis, axis_dim):
+    for i in range(out.shape[0]):
+        gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
+
+
+@cuda_kernel
+def _gather_elements_cuda(data, idx, out, ishape, dstrides, axis, axis_dim):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
+
+
+@cpu_kernel
+def _gathernd_cpu(data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
+    for i in range(out.shape[0]):
+        gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+
+
+@cuda_kernel
+def _gathernd_cuda(data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+
+
+def _copy(target, x, out) -> None:
+    x, out = bits(x), bits(out)
+    if target == "cpu":
+        _copy_cpu(x, out)
+    else:
+        launch(_copy_cuda, out.shape[0], x, out)
+
+
+def _gather_strided(target, x, out, base, shape, strides) -> None:
+    x, out = bits(x), bits(out)
+    if out.shape[0] == 0:
+        return
+    if target == "cpu":
+        _gather_strided_cpu(x, out, base, shape, strides)
+    else:
+        launch(_gather_strided_cuda, out.shape[0], x, out, base, shape, strides)
+
+
+def _scatter_strided(target, x, out, base, shape, strides) -> None:
+    x, out = bits(x), bits(out)
+    if x.shape[0] == 0:
+        return
+    if target == "cpu":
+        _scatter_strided_cpu(x, out, base, shape, strides)
+    else:
+        launch(_scatter_strided_cuda, x.shape[0], x, out, base, shape, strides)
+
+
+# --- Reshape, Flatten, Squeeze, Unsqueeze, Identity: contiguous copies ---------
+def _check_copy(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    if _prod(ctx.in_shapes[0]) != _prod(ctx.out_shapes[0]):
+        return (f"{ctx.node.op_type}: input shape {tuple(ctx.in_shapes[0])} and inferred output "
+                f"shape {tuple(ctx.out_shapes[0])} hold different numbers of elements")
+    return None
+
+
+def _build_copy(ctx, target):
+    def run(inputs, outputs):
+        _copy(target, inputs[0], outputs[0])
+
+    return run
+
+
+for _op, _note in (("Reshape", "copy; the target shape comes from shape inference"),
+                   ("Flatten", "copy"),
+                   ("Squeeze", "copy; axes (input from 13) come from shape inference"),
+                   ("Unsqueeze", "copy; axes (input from 13) come from shape inference"),
+                   ("Identity", "copy (tensors only)")):
+    register(_op, dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_copy,
+             may_alias_input=False, note=_note)(_build_copy)
+
+
+# --- Transpose ---------------------------------------------------------------
+def _perm(ctx):
+    rank = len(ctx.in_shapes[0])
+    perm = ctx.attrs.get("perm")
+    perm = list(range(rank - 1, -1, -1)) if perm is None else [int(p) for p in perm]
+    return perm, rank
+
+
+def _check_transpose(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    perm, rank = _perm(ctx)
+    if sorted(perm) != list(range(rank)):
+        return f"Transpose: perm={perm} is not a permutation of 0..{rank - 1}"
+    return None
+
+
+@register("Transpose", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_transpose)
+def _build_transpose(ctx, target):
+    perm, _ = _perm(ctx)
+    in_str = _strides(ctx.in_shapes[0])
+    out_shape = tuple(ctx.out_shapes[0])
+    shape, strides = to_target(target, *_meta(out_shape, [in_str[p] for p in perm]))
+
+    def run(inputs, outputs):
+        _gather_strided(target, inputs[0], outputs[0], 0, shape, strides)
+
+    return run
+
+
+# --- Expand ------------------------------------------------------------------
+def _check_expand(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    ins, outs = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
+    pad = (1,) * (len(outs) - len(ins)) + ins
+    if len(ins) > len(outs) or any(a != b and a != 1 for a, b in zip(pad, outs)):
+        return f"Expand: input shape {ins} does not broadcast to the inferred output shape {outs}"
+    return None
+
+
+@register("Expand", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_expand,
+          note="broadcast copy; the shape input comes from shape inference")
+def _build_expand(ctx, target):
+    out_shape = tuple(ctx.out_shapes[0])
+    shape, strides = to_target(target, *_meta(out_shape, broadcast_strides(ctx.in_shapes[0], out_shape)))
+
+    def run(inputs, outputs):
+        _gather_strided(target, inputs[0], outputs[0], 0, shape, strides)
+
+    return run
+
+
+# --- Concat ------------------------------------------------------------------
+def _check_concat(ctx, target):
+    n = len(ctx.node.inputs)
+    why = _shapes_known(ctx, range(n))
+    if why:
+        return why
+    out = tuple(ctx.out_shapes[0])
+    rank = len(out)
+    if rank == 0:
+        return "Concat: scalars cannot be concatenated"
+    try:
+        axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), rank)
+    except KernelError as e:
+        return str(e)
+    total = 0
+    for i in range(n):
+        if not ctx.has_input(i):
+            return "Concat: empty input name"
+        s = tuple(ctx.in_shapes[i])
+        if len(s) != rank or any(a != b for d, (a, b) in enumerate(zip(s, out)) if d != axis):
+            return f"Concat: input {i} shape {s} does not fit output shape {out} on axis {axis}"
+        if ctx.in_dtypes[i] != ctx.in_dtypes[0]:
+            return "Concat: inputs have different dtypes"
+        total += s[axis]
+    if total != out[axis]:
+        return f"Concat: inputs add up to {total} on axis {axis}, output has {out[axis]}"
+    return None
+
+
+@register("Concat", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_concat)
+def _build_concat(ctx, target):
+    out_shape = tuple(ctx.out_shapes[0])
+    axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(out_shape))
+    out_str = _strides(out_shape)
+    parts = []  # (input index, base, shape, strides)
+    off = 0
+    for i in range(len(ctx.node.inputs)):
+        s = tuple(ctx.in_shapes[i])
+        if _prod(s):
+            shape, strides = to_target(target, *_meta(s, out_str))
+            parts.append((i, off * out_str[axis], shape, strides))
+        off += s[axis]
+
+    def run(inputs, outputs):
+        for i, base, shape, strides in parts:
+            _scatter_strided(target, inputs[i], outputs[0], base, shape, strides)
+
+    return run
+
+
+# --- Split -------------------------------------------------------------------
+def _check_split(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    ins = tuple(ctx.in_shapes[0])
+    if not ins:
+        return "Split: cannot split a scalar"
+    try:
+        axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ins))
+    except KernelError as e:
+        return str(e)
+    total = 0
+    for k, o in enumerate(ctx.out_shapes):
+        if o is None:
+            return f"Split: output {k} is absent"
+        o = tuple(o)
+        if len(o) != len(ins) or any(a != b for d, (a, b) in enumerate(zip(o, ins)) if d != axis):
+            return f"Split: output {k} shape {o} does not fit input shape {ins} on axis {axis}"
+        total += o[axis]
+    if total != ins[axis]:
+        return f"Split: outputs add up to {total} on axis {axis}, input has {ins[axis]}"
+    return None
+
+
+@register("Split", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_split,
+          note="split sizes (input from 13, num_outputs from 18) come from shape inference")
+def _build_split(ctx, target):
+    ins = tuple(ctx.in_shapes[0])
+    axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ins))
+    in_str = _strides(ins)
+    parts = []
+    off = 0
+    for k, o in enumerate(ctx.out_shapes):
+        o = tuple(o)
+        shape, strides = to_target(target, *_meta(o, in_str))
+        parts.append((k, off * in_str[axis], shape, strides))
+        off += o[axis]
+
+    def run(inputs, outputs):
+        for k, base, shape, strides in parts:
+            _gather_strided(target, inputs[0], outputs[k], base, shape, strides)
+
+    return run
+
+
+# --- Slice -------------------------------------------------------------------
+def slice_params(in_shape, starts, ends, axes=None, steps=None):
+    """(base offset, element strides, output shape) of ``x[starts:ends:steps]`` on ``axes``
+    (ONNX Slice semantics: negative values count from the end, clamping). ``ends``
+    may be None: the output shape entries for sliced axes are then None."""
+    in_shape = tuple(int(d) for d in in_shape)
+    rank = len(in_shape)
+    starts = [int(v) for v in np.asarray(starts).reshape(-1)]
+    n = len(starts)
+    ends = None if ends is None else [int(v) for v in np.asarray(ends).reshape(-1)]
+    axes = list(range(n)) if axes is None else [int(v) for v in np.asarray(axes).reshape(-1)]
+    steps = [1] * n if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
+    if len(axes) != n or len(steps) != n or (ends is not None and len(ends) != n):
+        raise ValueError(f"starts/ends/axes/steps have different lengths "
+                         f"({n}, {None if ends is None else len(ends)}, {len(axes)}, {len(steps)})")
+    in_str = _strides(in_shape)
+    strides = list(in_str)
+    out_shape: list = list(in_shape)
+    base = 0
+    seen = set()
+    for j in range(n):
+        a = axes[j] + rank if axes[j] < 0 else axes[j]
+        if not 0 <= a < rank or a in seen:
+            raise ValueError(f"axes={axes} has an out-of-range or repeated axis for rank {rank}")
+        seen.add(a)
+        st = steps[j]
+        if st == 0:
+            raise ValueError("steps must not be 0")
+        dim = in_shape[a]
+        s = starts[j] + dim if starts[j] < 0 else starts[j]
+        s = min(max(s, 0), dim) if st > 0 else min(max(s, 0), dim - 1)
+        if ends is None:
+            out_shape[a] = None
+        else:
+            e = ends[j] + dim if ends[j] < 0 else ends[j]
+            e = min(max(e, 0), dim) if st > 0 else min(max(e, -1), dim - 1)
+            out_shape[a] = max(0, -((s - e) // st))
+        base += s * in_str[a]
+        strides[a] = in_str[a] * st
+    return base, strides, tuple(out_shape)
+
+
+def _slice_inputs(ctx):
+    """Which parameter inputs the kernel needs at run time: (index, name, optional)."""
+    return [(1, "starts", False), (3, "axes", True), (4, "steps", True)]
+
+
+def _check_slice(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    if target != "cpu":
+        for i, name, optional in _slice_inputs(ctx):
+            if (ctx.has_input(i) or not optional) and ctx.const(i) is None:
+                return f"Slice {name!r} must be a constant on {target}"
+    if all(ctx.const(i) is not None for i, _, opt in _slice_inputs(ctx) if ctx.has_input(i) or not opt):
+        try:
+            _slice_static(ctx)
+        except (ValueError, KernelError) as e:
+            return f"Slice: {e}"
+    return None
+
+
+def _slice_static(ctx):
+    """Slice parameters from constant inputs, checked against the inferred output shape."""
+    opt = lambda i: ctx.const(i) if ctx.has_input(i) else None  # noqa: E731
+    ends = ctx.const(2)
+    base, strides, shape = slice_params(ctx.in_shapes[0], ctx.const(1), ends, opt(3), opt(4))
+    out = tuple(ctx.out_shapes[0])
+    if any(a is not None and a != b for a, b in zip(shape, out)) or len(shape) != len(out):
+        raise KernelError(f"{_where(ctx)}: slice gives shape {shape}, shape inference says {out}")
+    return base, strides
+
+
+@register("Slice", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_slice,
+          note="CUDA needs constant starts/axes/steps; the CPU reads them at run time")
+def _build_slice(ctx, target):
+    out_shape = tuple(ctx.out_shapes[0])
+    static = all(ctx.const(i) is not None for i, _, opt in _slice_inputs(ctx)
+                 if ctx.has_input(i) or not opt)
+    if static:
+        base, strides = _slice_static(ctx)
+        shape, strides = to_target(target, *_meta(out_shape, strides))
+
+        def run(inputs, outputs):
+            _gather_strided(target, inputs[0], outputs[0], base, shape, strides)
+
+        return run
+    if target != "cpu":  # pragma: no cover - declined by the check
+        raise KernelError(f"{_where(ctx)}: Slice parameters must be constants on {target}")
+
+    def run_dynamic(inputs, outputs):
+        try:
+            base, strides, shape = slice_params(ctx.in_shapes[0], inputs[1], inputs[2],
+                                                inputs[3] if len(inputs) > 3 else None,
+                                                inputs[4] if len(inputs) > 4 else None)
+        except ValueError as e:
+            raise ExecutionError(f"{_where(ctx)}: {e}") from e
+        if shape != out_shape:
+            raise ExecutionError(f"{_where(ctx)}: the slice parameters give shape {shape}, "
+                                 f"but the output was planned as {out_shape}")
+        _gather_strided(target, inputs[0], outputs[0], base, *_meta(out_shape, strides))
+
+    return run_dynamic
+
+
+# --- Gather, GatherElements, GatherND -----------------------------------------
+def _check_indices(ctx, target, op):
+    why = _shapes_known(ctx, (0, 1))
+    if why:
+        return why
+    dt = ctx.in_dtypes[1] if len(ctx.in_dtypes) > 1 else None
+    if dt is None or np.dtype(dt).name not in INDEX:
+        return f"{op}: indices must be int64 or int32, got {None if dt is None else np.dtype(dt).name}"
+    return None
+
+
+def _validate(idx, n, ctx):
+    """CPU: raise on indices outside [-n, n)."""
+    if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+        bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
+        raise ExecutionError(f"{_where(ctx)}: index {int(bad)} is out of range for an axis of "
+                             f"length {n}")
+
+
+def _check_gather(ctx, target):
+    why = _check_indices(ctx, target, "Gather")
+    if why:
+        return why
+    rank = len(ctx.in_shapes[0])
+    if rank == 0:
+        return "Gather: data must have rank >= 1"
+    try:
+        _norm_axis(ctx, ctx.attrs.get("axis", 0), rank)
+    except KernelError as e:
+        return str(e)
+    return None
+
+
+@register("Gather", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather,
+          note="negative indices; out-of-range indices raise on the CPU, clamp on CUDA")
+def _build_gather(ctx, target):
+    ds = tuple(ctx.in_shapes[0])
+    axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
+    axis_dim = ds[axis]
+    n_idx = _prod(ctx.in_shapes[1])
+    inner = _prod(ds[axis + 1:])
+
+    def run(inputs, outputs):
+        data, idx, out = bits(inputs[0]), inputs[1], bits(outputs[0])
+        if out.shape[0] == 0:
+            return
+        if axis_dim == 0:
+            raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
+        idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
+        if target == "cpu":
+            _validate(idx, axis_dim, ctx)
+            _gather_cpu(data, idx, out, axis_dim, n_idx, inner)
+        else:
+            launch(_gather_cuda, out.shape[0], data, idx, out, axis_dim, n_idx, inner)
+
+    return run
+
+
+def _check_gather_elements(ctx, target):
+    why = _check_indices(ctx, target, "GatherElements")
+    if why:
+        return why
+    ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    if len(ds) == 0 or len(ds) != len(ish):
+        return f"GatherElements: data {ds} and indices {ish} must have the same rank >= 1"
+    try:
+        _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
+    except KernelError as e:
+        return str(e)
+    return None
+
+
+@register("GatherElements", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather_elements,
+          note="negative indices; out-of-range indices raise on the CPU, clamp on CUDA")
+def _build_gather_elements(ctx, target):
+    ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
+    axis_dim = ds[axis]
+    ishape, dstrides = to_target(target, *_meta(ish, _strides(ds)))
+
+    def run(inputs, outputs):
+        data, idx, out = bits(inputs[0]), inputs[1], bits(outputs[0])
+        if out.shape[0] == 0:
+            return
+        if axis_dim == 0:
+            raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
+        idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
+        if target == "cpu":
+            _validate(idx, axis_dim, ctx)
+            _gather_elements_cpu(data, idx, out, ishape, dstrides, axis, axis_dim)
+        else:
+            launch(_gather_elements_cuda, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim)
+
+    return run
+
+
+def _check_gathernd(ctx, target):
+    why = _check_indices(ctx, target, "GatherND")
+    if why:
+        return why
+    ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    b = int(ctx.attrs.get("batch_dims", 0))
+    if len(ds) < 1 or len(ish) < 1:
+        return "GatherND: data and indices must have rank >= 1"
+    if not 0 <= b < min(len(ds), len(ish)):
+        return f"GatherND: batch_dims={b} must be < min(rank(data), rank(indices))"
+    if ds[:b] != ish[:b]:
+        return f"GatherND: the first {b} dims of data {ds} and indices {ish} differ"
+    m = ish[-1]
+    if m > len(ds) - b:
+        return f"GatherND: indices.shape[-1]={m} exceeds rank(data) - batch_dims"
+    return None
+
+
+@register("GatherND", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gathernd,
+          note="batch_dims; negative indices; out-of-range raise on the CPU, clamp on CUDA")
+def _build_gathernd(ctx, target):
+    ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    b = int(ctx.attrs.get("batch_dims", 0))
+    m = int(ish[-1])
+    dstr = _strides(ds)
+    inner = _prod(ds[b + m:])
+    batch_div = _prod(ish[b:-1])
+    batch_stride = _prod(ds[b:])
+    dshape_np = np.asarray(ds[b:b + m] or (1,), np.int64)
+    dstr_np = np.asarray(dstr[b:b + m] or (0,), np.int64)
+    dshape, dstrides = to_target(target, dshape_np, dstr_np)
+
+    def run(inputs, outputs):
+        data, idx, out = bits(inputs[0]), inputs[1], bits(outputs[0])
+        if out.shape[0] == 0:
+            return
+        if any(d == 0 for d in ds[b:b + m]):
+            raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
+        idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
+        if target == "cpu":
+            cols = idx.reshape(-1, m) if m else idx.reshape(0, 0)
+            for j in range(m):
+                _validate(cols[:, j], int(dshape_np[j]), ctx)
+            _gathernd_cpu(data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+        else:
+            launch(_gathernd_cuda, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride,
+                   dshape, dstrides)
+
+    return run
+
+
+# --- host-only shape ops: Shape, Size, ConstantOfShape, Constant, Range ----------
+def _check_out_dtype(ctx, allowed):
+    dt = ctx.out_dtypes[0] if ctx.out_dtypes else None
+    if dt is None or np.dtype(dt).name not in allowed:
+        return (f"{ctx.node.op_type}: output dtype {None if dt is None else np.dtype(dt).name} "
+                f"not supported (takes {', '.join(allowed)})")
+    return None
+
+
+def _shape_slice(ctx):
+    shp = tuple(ctx.in_shapes[0])
+    r = len(shp)
+    s = int(ctx.attrs.get("start", 0))
+    e = int(ctx.attrs.get("end", r))
+    s = min(max(s + r if s < 0 else s, 0), r)
+    e = min(max(e + r if e < 0 else e, 0), r)
+    return np.asarray(shp[s:e], dtype=np.int64).reshape(-1)
+
+
+def _check_shape(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    if tuple(ctx.out_shapes[0]) != _shape_slice(ctx).shape:
+        return "Shape: the inferred output shape does not match start/end"
+    return None
+
+
+@register("Shape", dtypes=ANY, since=SINCE, until=UNTIL, targets=("cpu",), check=_check_shape,
+          note="start/end (15); host only")
+def _build_shape(ctx, target):
+    vals = _shape_slice(ctx)
+
+    def run(inputs, outputs):
+        outputs[0][...] = vals
+
+    return run
+
+
+@register("Size", dtypes=ANY, since=SINCE, until=UNTIL, targets=("cpu",),
+          check=lambda ctx, target: _shapes_known(ctx),
+          note="host only")
+def _build_size(ctx, target):
+    n = np.int64(_prod(ctx.in_shapes[0]))
+
+    def run(inputs, outputs):
+        outputs[0][...] = n
+
+    return run
+
+
+def _cos_value(ctx):
+    v = ctx.attrs.get("value")
+    if v is None:
+        return np.zeros((), np.float32)
+    return np.asarray(v)
+
+
+def _check_constant_of_shape(ctx, target):
+    v = _cos_value(ctx)
+    if v.size != 1:
+        return f"ConstantOfShape: value must hold one element, it holds {v.size}"
+    if v.dtype.name not in CONST_OUT:
+        return f"ConstantOfShape: value dtype {v.dtype.name} not supported"
+    return _check_out_dtype(ctx, CONST_OUT)
+
+
+@register("ConstantOfShape", dtypes=("int64",), since=SINCE, until=UNTIL, targets=("cpu",),
+          check=_check_constant_of_shape, note="host only")
+def _build_constant_of_shape(ctx, target):
+    v = _cos_value(ctx).reshape(()).astype(ctx.out_dtypes[0])
+
+    def run(inputs, outputs):
+        outputs[0][...] = v
+
+    return run
+
+
+def _constant_value(ctx):
+    a = ctx.attrs
+    if "value" in a:
+        return np.asarray(a["value"])
+    if "value_float" in a:
+        return np.asarray(a["value_float"], dtype=np.float32)
+    if "value_floats" in a:
+        return np.asarray(a["value_floats"], dtype=np.float32)
+    if "value_int" in a:
+        return np.asarray(a["value_int"], dtype=np.int64)
+    if "value_ints" in a:
+        return np.asarray(a["value_ints"], dtype=np.int64)
+    return None
+
+
+def _check_constant(ctx, target):
+    v = _constant_value(ctx)
+    if v is None:
+        kinds = sorted(k for k in ctx.attrs if k.startswith(("value", "sparse")))
+        return f"Constant: attribute {kinds or '(none)'} not supported (strings and sparse tensors)"
+    if v.dtype.name not in CONST_OUT:
+        return f"Constant: dtype {v.dtype.name} not supported"
+    if not ctx.out_shapes or ctx.out_shapes[0] is None or tuple(ctx.out_shapes[0]) != v.shape:
+        return "Constant: the inferred output shape does not match the value"
+    return None
+
+
+@register("Constant", dtypes=CONST_OUT, since=SINCE, until=UNTIL, targets=("cpu",),
+          check=_check_constant, note="host only; no strings or sparse tensors")
+def _build_constant(ctx, target):
+    v = _constant_value(ctx)
+
+    def run(inputs, outputs):
+        outputs[0][...] = v
+
+    return run
+
+
+def _check_range(ctx, target):
+    dts = [None if d is None else np.dtype(d) for d in ctx.in_dtypes[:3]]
+    if len(dts) != 3 or len(set(dts)) != 1:
+        return "Range: start, limit and delta must have one dtype"
+    if any(s is not None and len(s) != 0 for s in ctx.in_shapes[:3]):
+        return "Range: start, limit and delta must be scalars"
+    if ctx.out_shapes[0] is None or len(ctx.out_shapes[0]) != 1:
+        return "Range: the output length is unknown"
+    return None
+
+
+@register("Range", dtypes=RANGE, since=SINCE, until=UNTIL, targets=("cpu",), check=_check_range,
+          note="output[i] = start + i*delta in the input dtype; host only")
+def _build_range(ctx, target):
+    n = int(ctx.out_shapes[0][0])
+    dt = np.dtype(ctx.out_dtypes[0])
+
+    def run(inputs, outputs):
+        start = np.asarray(inputs[0], dt).reshape(())
+        delta = np.asarray(inputs[2], dt).reshape(())
+        if n:
+            outputs[0][...] = start + np.arange(n, dtype=dt) * delta
+
+    return run

@@ -1,0 +1,1585 @@
+"""Neural-network ops (float32), written once for both targets.
+
+Every output element's float math lives in one ``@dual`` (array-walking) or
+``@njit`` (scalar) function that the CPU kernel and the CUDA kernel both
+call, and every accumulation has one fixed order, documented per op below.
+The CPU kernels may visit output elements in a different order than the CUDA
+threads (e.g. a row of accumulators for MatMul and Conv) as long as each
+output element sees exactly the same sequence of float32 operations: that
+is bitwise the same result.
+
+Transcendental functions come from :mod:`.pmath` (portable, IEEE-exact
+building blocks) -- never ``math.exp`` and friends, which differ between
+numba's CPU target and the CUDA simulator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, njit
+
+from ...errors import KernelError
+from .common import bcast_offset, broadcast_strides, cpu_kernel, cuda_kernel, dual, flat, launch, shape_array, to_target
+from .pmath import exp_f32, log_f32, pow_f32, sqrt_f32
+from .registry import ALL, register
+
+F32 = ("float32",)
+
+
+def _err(ctx, msg):
+    return KernelError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {msg}")
+
+
+def _prod(xs) -> int:
+    p = 1
+    for v in xs:
+        p *= int(v)
+    return p
+
+
+def _i64(*vals):
+    return np.asarray([int(v) for v in vals], dtype=np.int64)
+
+
+def _dummy_f32():
+    return np.zeros(1, dtype=np.float32)
+
+
+# =============================================================================
+# MatMul / Gemm
+# Order: per output element, acc = 0.0f, then acc = acc + a[k] * b[k] for
+# k = 0 .. K-1 (product rounded to float32, then the sum rounded); no FMA.
+# Gemm then computes y = alpha * acc, and y = y + beta * c when C is given.
+# CPU: for each row, a row of N accumulators updated k by k (i-k-j order),
+# which gives each element the same sequence as the per-element dot product
+# the CUDA kernel runs (one thread per output element).
+# =============================================================================
+
+
+@njit(cache=True)
+def _gemm_epilogue(acc, epi, alpha, beta, cv):
+    if epi == 0:
+        return acc
+    y = alpha * acc
+    if epi == 2:
+        y = y + beta * cv
+    return y
+
+
+@dual
+def _dot(a, a0, sak, b, b0, sbk, K):
+    acc = np.float32(0)
+    for k in range(K):
+        acc += a[a0 + k * sak] * b[b0 + k * sbk]
+    return acc
+
+
+@cpu_kernel
+def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
+    MN = M * N
+    nb = out.shape[0] // MN if MN > 0 else 0
+    acc = np.zeros(max(N, 1), dtype=np.float32)
+    for bt in range(nb):
+        a0 = bcast_offset(bt, bshape, sa)
+        b0 = bcast_offset(bt, bshape, sb)
+        for m in range(M):
+            arow = a0 + m * sam
+            if sbn == 1:
+                for n in range(N):
+                    acc[n] = np.float32(0)
+                for k in range(K):
+                    av = a[arow + k * sak]
+                    brow = b0 + k * sbk
+                    for n in range(N):
+                        acc[n] += av * b[brow + n]
+            else:
+                for n in range(N):
+                    acc[n] = _dot(a, arow, sak, b, b0 + n * sbn, sbk, K)
+            o = bt * MN + m * N
+            for n in range(N):
+                cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+                out[o + n] = _gemm_epilogue(acc[n], epi, alpha, beta, cv)
+
+
+@cuda_kernel
+def _mm_cuda(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        MN = M * N
+        bt = i // MN
+        r = i - bt * MN
+        m = r // N
+        n = r - m * N
+        a0 = bcast_offset(bt, bshape, sa)
+        b0 = bcast_offset(bt, bshape, sb)
+        acc = _dot(a, a0 + m * sam, sak, b, b0 + n * sbn, sbk, K)
+        cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+        out[i] = _gemm_epilogue(acc, epi, alpha, beta, cv)
+
+
+def _mm_launch(target, a, b, out, c, dims, meta, epi, alpha, beta):
+    M, K, N, sam, sak, sbk, sbn, scm, scn = dims
+    bshape, sa, sb = meta
+    args = (a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi,
+            np.float32(alpha), np.float32(beta))
+    if target == "cpu":
+        _mm_cpu(*args)
+    else:
+        launch(_mm_cuda, out.shape[0], *args)
+
+
+def _check_matmul(ctx, target):
+    sa, sb = ctx.in_shapes[0], ctx.in_shapes[1]
+    if sa is None or sb is None or len(sa) == 0 or len(sb) == 0:
+        return "MatMul needs ranked operands of rank >= 1"
+    return None
+
+
+def _build_matmul(ctx, target):
+    sa, sb = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    b2 = sb + (1,) if len(sb) == 1 else sb
+    M, K = a2[-2], a2[-1]
+    K2, N = b2[-2], b2[-1]
+    if K != K2:
+        raise _err(ctx, f"inner dimensions differ: {sa} x {sb}")
+    abatch, bbatch = a2[:-2], b2[:-2]
+    obatch = tuple(np.broadcast_shapes(abatch, bbatch))
+    bshape = shape_array(obatch)
+    stra = broadcast_strides(abatch, obatch) * (M * K)
+    strb = broadcast_strides(bbatch, obatch) * (K * N)
+    meta = to_target(target, bshape, stra, strb)
+    c = to_target(target, _dummy_f32())
+    dims = (M, K, N, K, 1, N, 1, 0, 0)
+
+    def run(inputs, outputs):
+        _mm_launch(target, flat(inputs[0]), flat(inputs[1]), flat(outputs[0]), c, dims, meta, 0, 1.0, 1.0)
+
+    return run
+
+
+register("MatMul", dtypes=F32, since=9, check=_check_matmul,
+         note="per element: k ascending from 0.0f, no FMA")(_build_matmul)
+
+
+def _check_gemm(ctx, target):
+    sa, sb = ctx.in_shapes[0], ctx.in_shapes[1]
+    if sa is None or sb is None or len(sa) != 2 or len(sb) != 2:
+        return "Gemm needs 2-D A and B"
+    return None
+
+
+def _build_gemm(ctx, target):
+    at = ctx.attrs
+    alpha = float(at.get("alpha", 1.0))
+    beta = float(at.get("beta", 1.0))
+    ta = int(at.get("transA", 0))
+    tb = int(at.get("transB", 0))
+    sa, sb = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    M, K = (sa[1], sa[0]) if ta else sa
+    K2, N = (sb[1], sb[0]) if tb else sb
+    if K != K2:
+        raise _err(ctx, f"inner dimensions differ: A{sa} transA={ta}, B{sb} transB={tb}")
+    sam, sak = (1, M) if ta else (K, 1)
+    sbk, sbn = (1, K) if tb else (N, 1)
+    has_c = ctx.has_input(2) and ctx.in_shapes[2] is not None
+    if has_c:
+        cs = broadcast_strides(tuple(ctx.in_shapes[2]), (M, N))
+        scm, scn = int(cs[0]), int(cs[1])
+    else:
+        scm = scn = 0
+    epi = 2 if has_c else 1
+    meta = to_target(target, shape_array(()), np.zeros(1, np.int64), np.zeros(1, np.int64))
+    dummy = to_target(target, _dummy_f32())
+    dims = (M, K, N, sam, sak, sbk, sbn, scm, scn)
+
+    def run(inputs, outputs):
+        c = flat(inputs[2]) if has_c else dummy
+        _mm_launch(target, flat(inputs[0]), flat(inputs[1]), flat(outputs[0]), c, dims, meta, epi, alpha, beta)
+
+    return run
+
+
+register("Gemm", dtypes=F32, since=11, check=_check_gemm,
+         note="per element: k ascending from 0.0f; then alpha*acc (+ beta*C); no FMA")(_build_gemm)
+
+
+# =============================================================================
+# Conv (1-D and 2-D; 1-D runs as 2-D with H = 1)
+# Order: per output element, acc = 0.0f, then acc = acc + x * w over input
+# channel c (of the group), kernel row kh, kernel column kw, all ascending,
+# skipping taps that fall into the padding; then acc + bias[m].
+# CPU: a row of OW accumulators per (n, m, oh), updated tap by tap in the
+# same (c, kh, kw) order; CUDA: one thread per output element.
+# =============================================================================
+
+_P_N, _P_C, _P_H, _P_W, _P_M, _P_KH, _P_KW, _P_OH, _P_OW, _P_SH, _P_SW, _P_DH, _P_DW, _P_PT, _P_PL, _P_G = range(16)
+
+
+@dual
+def _conv_item(i, x, w, bias, has_b, p):
+    C = p[1]
+    H = p[2]
+    W = p[3]
+    M = p[4]
+    KH = p[5]
+    KW = p[6]
+    OH = p[7]
+    OW = p[8]
+    sh = p[9]
+    sw = p[10]
+    dh = p[11]
+    dw = p[12]
+    pt = p[13]
+    pl = p[14]
+    G = p[15]
+    ow = i % OW
+    t = i // OW
+    oh = t % OH
+    t = t // OH
+    m = t % M
+    n = t // M
+    Cg = C // G
+    g = m // (M // G)
+    acc = np.float32(0)
+    for c in range(Cg):
+        xb = (n * C + g * Cg + c) * H * W
+        wb = (m * Cg + c) * KH * KW
+        for kh in range(KH):
+            ih = oh * sh - pt + kh * dh
+            if ih >= 0 and ih < H:
+                for kw in range(KW):
+                    iw = ow * sw - pl + kw * dw
+                    if iw >= 0 and iw < W:
+                        acc += x[xb + ih * W + iw] * w[wb + kh * KW + kw]
+    if has_b:
+        acc = acc + bias[m]
+    return acc
+
+
+@cuda_kernel
+def _conv_cuda(x, w, bias, has_b, p, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _conv_item(i, x, w, bias, has_b, p)
+
+
+@cpu_kernel
+def _conv_cpu(x, w, bias, has_b, p, out):
+    N = p[0]
+    C = p[1]
+    H = p[2]
+    W = p[3]
+    M = p[4]
+    KH = p[5]
+    KW = p[6]
+    OH = p[7]
+    OW = p[8]
+    sh = p[9]
+    sw = p[10]
+    dh = p[11]
+    dw = p[12]
+    pt = p[13]
+    pl = p[14]
+    G = p[15]
+    Cg = C // G
+    Mg = M // G
+    acc = np.zeros(max(OW, 1), dtype=np.float32)
+    # valid output-column range of each kernel column kw
+    lo = np.empty(max(KW, 1), dtype=np.int64)
+    hi = np.empty(max(KW, 1), dtype=np.int64)
+    for kw in range(KW):
+        a = pl - kw * dw  # iw = ow*sw - a >= 0  <=>  ow >= ceil(a / sw)
+        l = -((-a) // sw)
+        lo[kw] = l if l > 0 else 0
+        h = (W - 1 + a) // sw + 1  # iw <= W-1  <=>  ow <= floor((W-1+a)/sw)
+        hi[kw] = h if h < OW else OW
+    for n in range(N):
+        for m in range(M):
+            g = m // Mg
+            for oh in range(OH):
+                for ow in range(OW):
+                    acc[ow] = np.float32(0)
+                for c in range(Cg):
+                    xb = (n * C + g * Cg + c) * H * W
+                    wb = (m * Cg + c) * KH * KW
+                    for kh in range(KH):
+                        ih = oh * sh - pt + kh * dh
+                        if ih >= 0 and ih < H:
+                            xr = xb + ih * W
+                            for kw in range(KW):
+                                wv = w[wb + kh * KW + kw]
+                                base = xr - pl + kw * dw
+                                for ow in range(lo[kw], hi[kw]):
+                                    acc[ow] += x[base + ow * sw] * wv
+                o = ((n * M + m) * OH + oh) * OW
+                for ow in range(OW):
+                    v = acc[ow]
+                    if has_b:
+                        v = v + bias[m]
+                    out[o + ow] = v
+
+
+def _spatial_attrs(ctx, nsp, kshape):
+    """strides, dilations, pads(begin+end) for ``nsp`` spatial dims (explicit pads / VALID)."""
+    at = ctx.attrs
+    strides = list(at.get("strides", [1] * nsp) or [1] * nsp)
+    dil = list(at.get("dilations", [1] * nsp) or [1] * nsp)
+    pads = list(at.get("pads", [0] * 2 * nsp) or [0] * 2 * nsp)
+    return strides, dil, pads
+
+
+def _same_pads(auto_pad, in_sp, out_sp, kshape, strides, dil):
+    """Conv/pool auto_pad SAME_* begin/end pads (extra pad at the end for SAME_UPPER)."""
+    beg, end = [], []
+    for i in range(len(in_sp)):
+        total = max(0, (out_sp[i] - 1) * strides[i] + (kshape[i] - 1) * dil[i] + 1 - in_sp[i])
+        if auto_pad == "SAME_UPPER":
+            b = total // 2
+        else:
+            b = total - total // 2
+        beg.append(b)
+        end.append(total - b)
+    return beg + end
+
+
+def _conv_like_check(ctx, kind):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) not in (3, 4):
+        return f"{ctx.node.op_type}: only 1-D and 2-D ({kind}) inputs are supported (N, C, [H,] W)"
+    ap = ctx.attrs.get("auto_pad", "NOTSET")
+    if ap not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        return f"{ctx.node.op_type}: auto_pad {ap!r} not supported"
+    return None
+
+
+def _to2d(vals, nsp, fill):
+    """Spatial lists for 1-D become 2-D with a leading ``fill`` dim."""
+    return [fill] + list(vals) if nsp == 1 else list(vals)
+
+
+def _check_conv(ctx, target):
+    r = _conv_like_check(ctx, "NCW or NCHW")
+    if r:
+        return r
+    ws = ctx.in_shapes[1]
+    if ws is None or len(ws) != len(ctx.in_shapes[0]):
+        return "Conv: weight rank must match the input rank"
+    g = int(ctx.attrs.get("group", 1))
+    if g < 1 or ctx.in_shapes[0][1] % g or ws[0] % g or ctx.in_shapes[0][1] // g != ws[1]:
+        return f"Conv: group={g} does not match the channel counts"
+    return None
+
+
+def _build_conv(ctx, target):
+    xs, ws = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    ys = tuple(ctx.out_shapes[0])
+    nsp = len(xs) - 2
+    ksp = list(ws[2:])
+    if "kernel_shape" in ctx.attrs and list(ctx.attrs["kernel_shape"]) != ksp:
+        raise _err(ctx, f"kernel_shape {ctx.attrs['kernel_shape']} does not match the weight {ws}")
+    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
+    ap = ctx.attrs.get("auto_pad", "NOTSET")
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
+    elif ap == "VALID":
+        pads = [0] * (2 * nsp)
+    H, W = _to2d(xs[2:], nsp, 1)
+    KH, KW = _to2d(ksp, nsp, 1)
+    OH, OW = _to2d(ys[2:], nsp, 1)
+    sh, sw = _to2d(strides, nsp, 1)
+    dh, dw = _to2d(dil, nsp, 1)
+    pt, pl = _to2d(pads[:nsp], nsp, 0)
+    G = int(ctx.attrs.get("group", 1))
+    p = _i64(xs[0], xs[1], H, W, ws[0], KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G)
+    has_b = ctx.has_input(2)
+    p, dummy = to_target(target, p, _dummy_f32())
+
+    def run(inputs, outputs):
+        x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
+        b = flat(inputs[2]) if has_b else dummy
+        if target == "cpu":
+            _conv_cpu(x, w, b, has_b, p, out)
+        else:
+            launch(_conv_cuda, out.shape[0], x, w, b, has_b, p, out)
+
+    return run
+
+
+register("Conv", dtypes=F32, since=11, check=_check_conv,
+         note="per element: (c, kh, kw) ascending from 0.0f, padding taps skipped, then + bias")(_build_conv)
+
+
+# =============================================================================
+# ConvTranspose (1-D and 2-D)
+# Order: per output element, acc = 0.0f, then acc = acc + x * w over input
+# channel c (of the group), kh, kw ascending, over the taps that map onto this
+# output position; then acc + bias[m]. Both targets: per output element.
+# =============================================================================
+
+
+@dual
+def _convt_item(i, x, w, bias, has_b, p):
+    C = p[1]
+    H = p[2]
+    W = p[3]
+    M = p[4]
+    KH = p[5]
+    KW = p[6]
+    OH = p[7]
+    OW = p[8]
+    sh = p[9]
+    sw = p[10]
+    dh = p[11]
+    dw = p[12]
+    pt = p[13]
+    pl = p[14]
+    G = p[15]
+    ow = i % OW
+    t = i // OW
+    oh = t % OH
+    t = t // OH
+    m = t % M
+    n = t // M
+    Cg = C // G
+    Mg = M // G
+    g = m // Mg
+    mm = m - g * Mg
+    acc = np.float32(0)
+    for c in range(Cg):
+        ci = g * Cg + c
+        xb = (n * C + ci) * H * W
+        wb = (ci * Mg + mm) * KH * KW
+        for kh in range(KH):
+            th = oh + pt - kh * dh
+            if th >= 0 and th % sh == 0:
+                ih = th // sh
+                if ih < H:
+                    for kw in range(KW):
+                        tw = ow + pl - kw * dw
+                        if tw >= 0 and tw % sw == 0:
+                            iw = tw // sw
+                            if iw < W:
+                                acc += x[xb + ih * W + iw] * w[wb + kh * KW + kw]
+    if has_b:
+        acc = acc + bias[m]
+    return acc
+
+
+@cuda_kernel
+def _convt_cuda(x, w, bias, has_b, p, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _convt_item(i, x, w, bias, has_b, p)
+
+
+@cpu_kernel
+def _convt_cpu(x, w, bias, has_b, p, out):
+    for i in range(out.shape[0]):
+        out[i] = _convt_item(i, x, w, bias, has_b, p)
+
+
+def _check_convt(ctx, target):
+    r = _conv_like_check(ctx, "NCW or NCHW")
+    if r:
+        return r
+    if "output_shape" in ctx.attrs:
+        return "ConvTranspose: the output_shape attribute is not supported (give pads instead)"
+    ws = ctx.in_shapes[1]
+    if ws is None or len(ws) != len(ctx.in_shapes[0]):
+        return "ConvTranspose: weight rank must match the input rank"
+    g = int(ctx.attrs.get("group", 1))
+    if g < 1 or ctx.in_shapes[0][1] % g or ws[0] != ctx.in_shapes[0][1]:
+        return f"ConvTranspose: group={g} does not match the channel counts"
+    return None
+
+
+def _build_convt(ctx, target):
+    xs, ws = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    ys = tuple(ctx.out_shapes[0])
+    nsp = len(xs) - 2
+    ksp = list(ws[2:])
+    G = int(ctx.attrs.get("group", 1))
+    if ys[1] != ws[1] * G:
+        raise _err(ctx, f"output channels {ys[1]} != W.shape[1] * group = {ws[1] * G}")
+    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
+    outpad = list(ctx.attrs.get("output_padding", [0] * nsp) or [0] * nsp)
+    ap = ctx.attrs.get("auto_pad", "NOTSET")
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        beg, end = [], []
+        for i in range(nsp):
+            total = strides[i] * (xs[2 + i] - 1) + outpad[i] + (ksp[i] - 1) * dil[i] + 1 - xs[2 + i] * strides[i]
+            b = total // 2 if ap == "SAME_UPPER" else total - total // 2
+            beg.append(b)
+            end.append(total - b)
+        pads = beg + end
+    elif ap == "VALID":
+        pads = [0] * (2 * nsp)
+    for i in range(nsp):
+        want = strides[i] * (xs[2 + i] - 1) + outpad[i] + (ksp[i] - 1) * dil[i] + 1 - pads[i] - pads[nsp + i]
+        if want != ys[2 + i]:
+            raise _err(ctx, f"output spatial size {ys[2 + i]} != {want} computed from the attributes")
+    H, W = _to2d(xs[2:], nsp, 1)
+    KH, KW = _to2d(ksp, nsp, 1)
+    OH, OW = _to2d(ys[2:], nsp, 1)
+    sh, sw = _to2d(strides, nsp, 1)
+    dh, dw = _to2d(dil, nsp, 1)
+    pt, pl = _to2d(pads[:nsp], nsp, 0)
+    p = _i64(xs[0], xs[1], H, W, ys[1], KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G)
+    has_b = ctx.has_input(2)
+    p, dummy = to_target(target, p, _dummy_f32())
+
+    def run(inputs, outputs):
+        x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
+        b = flat(inputs[2]) if has_b else dummy
+        if target == "cpu":
+            _convt_cpu(x, w, b, has_b, p, out)
+        else:
+            launch(_convt_cuda, out.shape[0], x, w, b, has_b, p, out)
+
+    return run
+
+
+register("ConvTranspose", dtypes=F32, since=11, check=_check_convt,
+         note="per element: (c, kh, kw) ascending from 0.0f over contributing taps, then + bias; "
+              "output_shape attribute declined")(_build_convt)
+
+
+# =============================================================================
+# MaxPool / AveragePool (1-D and 2-D)
+# MaxPool: acc = -inf, then for taps (kh, kw) ascending inside the input:
+#   if v > acc: acc = v   (NaN inputs are ignored, as onnxruntime and the
+#   ONNX reference do).
+# AveragePool: sum = 0.0f, then sum = sum + v over in-input taps (kh, kw)
+# ascending; result = sum / float32(count), count = in-input taps, plus the
+# taps in the explicit padding when count_include_pad=1 (taps beyond the end
+# padding, from ceil_mode, never count).
+# Both targets: per output element.
+# =============================================================================
+
+
+@dual
+def _pool_item(i, x, p, is_max):
+    C = p[1]
+    H = p[2]
+    W = p[3]
+    OH = p[4]
+    OW = p[5]
+    KH = p[6]
+    KW = p[7]
+    sh = p[8]
+    sw = p[9]
+    dh = p[10]
+    dw = p[11]
+    pt = p[12]
+    pl = p[13]
+    pb = p[14]
+    pr = p[15]
+    include = p[16]
+    ow = i % OW
+    t = i // OW
+    oh = t % OH
+    nc = t // OH
+    xb = nc * H * W
+    h0 = oh * sh - pt
+    w0 = ow * sw - pl
+    if is_max:
+        acc = np.float32(-np.inf)
+        for kh in range(KH):
+            ih = h0 + kh * dh
+            if ih >= 0 and ih < H:
+                for kw in range(KW):
+                    iw = w0 + kw * dw
+                    if iw >= 0 and iw < W:
+                        v = x[xb + ih * W + iw]
+                        if v > acc:
+                            acc = v
+        return acc
+    s = np.float32(0)
+    cnt = 0
+    cpad = 0
+    for kh in range(KH):
+        ih = h0 + kh * dh
+        if ih >= -pt and ih < H + pb:
+            inh = ih >= 0 and ih < H
+            for kw in range(KW):
+                iw = w0 + kw * dw
+                if iw >= -pl and iw < W + pr:
+                    if inh and iw >= 0 and iw < W:
+                        s += x[xb + ih * W + iw]
+                        cnt += 1
+                    else:
+                        cpad += 1
+    if include:
+        cnt += cpad
+    return s / np.float32(cnt)
+
+
+@cuda_kernel
+def _pool_cuda(x, p, is_max, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _pool_item(i, x, p, is_max)
+
+
+@cpu_kernel
+def _pool_cpu(x, p, is_max, out):
+    for i in range(out.shape[0]):
+        out[i] = _pool_item(i, x, p, is_max)
+
+
+def _check_pool(ctx, target):
+    r = _conv_like_check(ctx, "NCW or NCHW")
+    if r:
+        return r
+    op = ctx.node.op_type
+    if op == "MaxPool":
+        if len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
+            return "MaxPool: the Indices output is not supported"
+    ks = ctx.attrs.get("kernel_shape")
+    if ks is None or len(ks) != len(ctx.in_shapes[0]) - 2:
+        return f"{op}: kernel_shape missing or of the wrong length"
+    return None
+
+
+def _build_pool(ctx, target):
+    xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
+    nsp = len(xs) - 2
+    ksp = list(ctx.attrs["kernel_shape"])
+    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
+    ap = ctx.attrs.get("auto_pad", "NOTSET")
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
+    elif ap == "VALID":
+        pads = [0] * (2 * nsp)
+    is_max = ctx.node.op_type == "MaxPool"
+    include = int(ctx.attrs.get("count_include_pad", 0))
+    H, W = _to2d(xs[2:], nsp, 1)
+    KH, KW = _to2d(ksp, nsp, 1)
+    OH, OW = _to2d(ys[2:], nsp, 1)
+    sh, sw = _to2d(strides, nsp, 1)
+    dh, dw = _to2d(dil, nsp, 1)
+    pt, pl = _to2d(pads[:nsp], nsp, 0)
+    pb, pr = _to2d(pads[nsp:], nsp, 0)
+    p = to_target(target, _i64(xs[0], xs[1], H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, include))
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if target == "cpu":
+            _pool_cpu(x, p, is_max, out)
+        else:
+            launch(_pool_cuda, out.shape[0], x, p, is_max, out)
+
+    return run
+
+
+register("MaxPool", dtypes=F32, since=12, check=_check_pool,
+         note="ascending taps, NaN ignored; Indices output declined")(_build_pool)
+register("AveragePool", dtypes=F32, since=11, check=_check_pool,
+         note="ascending float32 sum of taps, then / count")(_build_pool)
+
+
+# =============================================================================
+# GlobalAveragePool / GlobalMaxPool (any rank >= 3)
+# Average: sum = 0.0f, += x over the spatial positions in ascending flat order,
+# then / float32(count). Max: acc = -inf, if v > acc: acc = v (NaN ignored,
+# as MaxPool). One output per (n, c) on both targets.
+# =============================================================================
+
+
+@dual
+def _gpool_item(r, x, S, is_max, count):
+    b = r * S
+    if is_max:
+        acc = np.float32(-np.inf)
+        for j in range(S):
+            v = x[b + j]
+            if v > acc:
+                acc = v
+        return acc
+    s = np.float32(0)
+    for j in range(S):
+        s += x[b + j]
+    return s / count
+
+
+@cuda_kernel
+def _gpool_cuda(x, S, is_max, count, out):
+    r = cuda.grid(1)
+    if r < out.shape[0]:
+        out[r] = _gpool_item(r, x, S, is_max, count)
+
+
+@cpu_kernel
+def _gpool_cpu(x, S, is_max, count, out):
+    for r in range(out.shape[0]):
+        out[r] = _gpool_item(r, x, S, is_max, count)
+
+
+def _check_gpool(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 3:
+        return f"{ctx.node.op_type}: input must be (N, C, spatial...)"
+    return None
+
+
+def _build_gpool(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    S = _prod(xs[2:])
+    is_max = ctx.node.op_type == "GlobalMaxPool"
+    count = np.float32(S)
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if target == "cpu":
+            _gpool_cpu(x, S, is_max, count, out)
+        else:
+            launch(_gpool_cuda, out.shape[0], x, S, is_max, count, out)
+
+    return run
+
+
+register(("GlobalAveragePool", "GlobalMaxPool"), dtypes=F32, since=1, check=_check_gpool,
+         note="ascending spatial order per (n, c)")(_build_gpool)
+
+
+# =============================================================================
+# BatchNormalization (inference)
+# Per channel: f = scale / sqrt_f32(var + eps); per element:
+# y = (x - mean) * f + b  (each operation rounded to float32, no FMA).
+# The CPU computes f once per (n, c) block, CUDA once per element; the same
+# scalar functions give the same bits.
+# =============================================================================
+
+
+@njit(cache=True)
+def _bn_factor(scale, var, eps):
+    return scale / sqrt_f32(var + eps)
+
+
+@njit(cache=True)
+def _bn_apply(x, mean, f, b):
+    t = (x - mean) * f
+    return t + b
+
+
+@cuda_kernel
+def _bn_cuda(x, scale, bias, mean, var, eps, C, S, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        c = (i // S) % C
+        f = _bn_factor(scale[c], var[c], eps)
+        out[i] = _bn_apply(x[i], mean[c], f, bias[c])
+
+
+@cpu_kernel
+def _bn_cpu(x, scale, bias, mean, var, eps, C, S, out):
+    nblocks = out.shape[0] // (C * S) if C * S > 0 else 0
+    for nb in range(nblocks):
+        for c in range(C):
+            f = _bn_factor(scale[c], var[c], eps)
+            mc = mean[c]
+            bc = bias[c]
+            o = (nb * C + c) * S
+            for j in range(S):
+                out[o + j] = _bn_apply(x[o + j], mc, f, bc)
+
+
+def _check_bn(ctx, target):
+    if int(ctx.attrs.get("training_mode", 0)) != 0:
+        return "BatchNormalization: training_mode=1 is not supported (inference only)"
+    if len([o for o in ctx.node.outputs if o]) != 1:
+        return "BatchNormalization: only the Y output is supported (inference)"
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 2:
+        return "BatchNormalization: input must be (N, C, ...)"
+    C = xs[1]
+    for i in range(1, 5):
+        s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
+        if s is None or _prod(s) != C or len(s) != 1:
+            return "BatchNormalization: scale, B, mean and var must be 1-D of length C"
+    return None
+
+
+def _build_bn(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    C = int(xs[1])
+    S = _prod(xs[2:])
+    eps = np.float32(ctx.attrs.get("epsilon", 1e-5))
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        sc, b, mean, var = (flat(inputs[i]) for i in range(1, 5))
+        if target == "cpu":
+            _bn_cpu(x, sc, b, mean, var, eps, C, S, out)
+        else:
+            launch(_bn_cuda, out.shape[0], x, sc, b, mean, var, eps, C, S, out)
+
+    return run
+
+
+register("BatchNormalization", dtypes=F32, since=9, check=_check_bn,
+         note="inference: (x - mean) * (scale / sqrt(var + eps)) + B")(_build_bn)
+
+
+# =============================================================================
+# LRN
+# Per element: s = 0.0f; s = s + v*v over channels c - floor((size-1)/2) ..
+# c + ceil((size-1)/2) (clipped), ascending; then
+# y = x / pow_f32(bias + coef * s, beta), coef = float32(alpha) / float32(size)
+# computed once on the host. Both targets: per output element.
+# =============================================================================
+
+
+@njit(cache=True)
+def _lrn_finish(x, s, coef, bias, beta):
+    t = coef * s
+    base = bias + t
+    return x / pow_f32(base, beta)
+
+
+@dual
+def _lrn_item(i, x, C, S, lo, hi, coef, bias, beta):
+    c = (i // S) % C
+    b = i - c * S
+    c0 = c - lo
+    if c0 < 0:
+        c0 = 0
+    c1 = c + hi
+    if c1 > C - 1:
+        c1 = C - 1
+    s = np.float32(0)
+    for cc in range(c0, c1 + 1):
+        v = x[b + cc * S]
+        s += v * v
+    return _lrn_finish(x[i], s, coef, bias, beta)
+
+
+@cuda_kernel
+def _lrn_cuda(x, C, S, lo, hi, coef, bias, beta, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
+
+
+@cpu_kernel
+def _lrn_cpu(x, C, S, lo, hi, coef, bias, beta, out):
+    for i in range(out.shape[0]):
+        out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
+
+
+def _check_lrn(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 3:
+        return "LRN: input must be (N, C, spatial...)"
+    if "size" not in ctx.attrs or int(ctx.attrs["size"]) < 1:
+        return "LRN: the size attribute is required"
+    return None
+
+
+def _build_lrn(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    C = int(xs[1])
+    S = _prod(xs[2:])
+    size = int(ctx.attrs["size"])
+    alpha = np.float32(ctx.attrs.get("alpha", 1e-4))
+    beta = np.float32(ctx.attrs.get("beta", 0.75))
+    bias = np.float32(ctx.attrs.get("bias", 1.0))
+    coef = np.float32(alpha / np.float32(size))
+    lo = (size - 1) // 2
+    hi = size - 1 - lo
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if target == "cpu":
+            _lrn_cpu(x, C, S, lo, hi, coef, bias, beta, out)
+        else:
+            launch(_lrn_cuda, out.shape[0], x, C, S, lo, hi, coef, bias, beta, out)
+
+    return run
+
+
+register("LRN", dtypes=F32, since=1, check=_check_lrn,
+         note="ascending channel-window sum of squares; x / pow(bias + alpha/size * s, beta)")(_build_lrn)
+
+
+# =============================================================================
+# Softmax / LogSoftmax (opset >= 13: one axis)
+# Per row (all elements along the axis): m = max (first element, then
+# if v > m: m = v, ascending); s = 0.0f, s = s + exp_f32(v - m) ascending;
+# Softmax: y = exp_f32(v - m) / s; LogSoftmax: y = (v - m) - log_f32(s).
+# Both targets: one row per item (CUDA thread).
+# =============================================================================
+
+
+@dual
+def _softmax_row(r, x, out, A, inner, is_log):
+    o = r // inner
+    j = r - o * inner
+    b = o * A * inner + j
+    if A <= 0:
+        return
+    m = x[b]
+    for a in range(1, A):
+        v = x[b + a * inner]
+        if v > m:
+            m = v
+    s = np.float32(0)
+    for a in range(A):
+        s += exp_f32(x[b + a * inner] - m)
+    if is_log:
+        ls = log_f32(s)
+        for a in range(A):
+            k = b + a * inner
+            out[k] = (x[k] - m) - ls
+    else:
+        for a in range(A):
+            k = b + a * inner
+            out[k] = exp_f32(x[k] - m) / s
+
+
+@cuda_kernel
+def _softmax_cuda(x, out, rows, A, inner, is_log):
+    r = cuda.grid(1)
+    if r < rows:
+        _softmax_row(r, x, out, A, inner, is_log)
+
+
+@cpu_kernel
+def _softmax_cpu(x, out, rows, A, inner, is_log):
+    for r in range(rows):
+        _softmax_row(r, x, out, A, inner, is_log)
+
+
+def _check_softmax(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None:
+        return f"{ctx.node.op_type}: unknown rank"
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", -1))
+    if rank == 0 or ax < -rank or ax >= rank:
+        return f"{ctx.node.op_type}: axis {ax} out of range for rank {rank}"
+    return None
+
+
+def _build_softmax(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", -1))
+    ax = ax + rank if ax < 0 else ax
+    A = int(xs[ax])
+    inner = _prod(xs[ax + 1:])
+    rows = _prod(xs[:ax]) * inner
+    is_log = ctx.node.op_type == "LogSoftmax"
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if target == "cpu":
+            _softmax_cpu(x, out, rows, A, inner, is_log)
+        else:
+            launch(_softmax_cuda, rows, x, out, rows, A, inner, is_log)
+
+    return run
+
+
+register(("Softmax", "LogSoftmax"), dtypes=F32, since=13, check=_check_softmax,
+         note="max, ascending sum of exp(x - max), then exp(x - max) / sum (Log: (x - max) - log(sum))")(
+    _build_softmax)
+
+
+# =============================================================================
+# LayerNormalization (opset >= 17)
+# Per row of D = prod(shape[axis:]) elements: s = 0.0f, s += x ascending;
+# mean = s / float32(D); q = 0.0f, q += (x - mean)^2 ascending (d = x - mean;
+# q = q + d*d); var = q / float32(D); inv = 1.0f / sqrt_f32(var + eps);
+# y = ((x - mean) * inv) * scale (+ bias). Optional outputs Mean, InvStdDev
+# get mean and inv. Both targets: one row per item.
+# =============================================================================
+
+
+@njit(cache=True)
+def _ln_inv(q, Df, eps):
+    var = q / Df
+    return np.float32(1.0) / sqrt_f32(var + eps)
+
+
+@njit(cache=True)
+def _ln_apply(x, mean, inv, sc):
+    return ((x - mean) * inv) * sc
+
+
+@dual
+def _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+            want_stats):
+    b = r * D
+    s = np.float32(0)
+    for j in range(D):
+        s += x[b + j]
+    mean = s / Df
+    q = np.float32(0)
+    for j in range(D):
+        d = x[b + j] - mean
+        q += d * d
+    inv = _ln_inv(q, Df, eps)
+    for j in range(D):
+        so = j if sfull else bcast_offset(j, nshape, sstr)
+        y = _ln_apply(x[b + j], mean, inv, scale[so])
+        if has_b:
+            bo = j if bfull else bcast_offset(j, nshape, bstr)
+            y = y + bias[bo]
+        out[b + j] = y
+    if want_stats:
+        mean_out[r] = mean
+        inv_out[r] = inv
+
+
+@cuda_kernel
+def _ln_cuda(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+             want_stats):
+    r = cuda.grid(1)
+    if r < rows:
+        _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+                want_stats)
+
+
+@cpu_kernel
+def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+            want_stats):
+    for r in range(rows):
+        _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+                want_stats)
+
+
+def _check_ln(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) == 0:
+        return "LayerNormalization: input must have rank >= 1"
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", -1))
+    if ax < -rank or ax >= rank:
+        return f"LayerNormalization: axis {ax} out of range for rank {rank}"
+    if int(ctx.attrs.get("stash_type", 1)) != 1:
+        return "LayerNormalization: only stash_type=1 (float32) is supported"
+    ax = ax + rank if ax < 0 else ax
+    ns = tuple(xs[ax:])
+    for i in (1, 2):
+        if i == 2 and not ctx.has_input(2):
+            continue
+        s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
+        if s is None:
+            return "LayerNormalization: scale/bias shape unknown"
+        try:
+            if tuple(np.broadcast_shapes(tuple(s), ns)) != ns:
+                raise ValueError
+        except ValueError:
+            return f"LayerNormalization: {'scale' if i == 1 else 'bias'} shape {tuple(s)} " \
+                   f"does not broadcast to the normalized shape {ns}"
+    outs = ctx.node.outputs
+    for k in (1, 2):
+        if len(outs) > k and outs[k] and k < len(ctx.out_dtypes) and ctx.out_dtypes[k] is not None \
+                and np.dtype(ctx.out_dtypes[k]) != np.float32:
+            return "LayerNormalization: Mean/InvStdDev outputs must be float32"
+    return None
+
+
+def _build_ln(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", -1))
+    ax = ax + rank if ax < 0 else ax
+    ns = tuple(xs[ax:])
+    D = _prod(ns)
+    rows = _prod(xs[:ax])
+    Df = np.float32(D)
+    eps = np.float32(ctx.attrs.get("epsilon", 1e-5))
+    has_b = ctx.has_input(2)
+    ss = tuple(ctx.in_shapes[1])
+    sfull = _prod(ss) == D
+    bs = tuple(ctx.in_shapes[2]) if has_b else ns
+    bfull = _prod(bs) == D
+    nshape = shape_array(ns)
+    sstr = broadcast_strides(ss, ns)
+    bstr = broadcast_strides(bs, ns)
+    outs = ctx.node.outputs
+    want_mean = len(outs) > 1 and bool(outs[1])
+    want_inv = len(outs) > 2 and bool(outs[2])
+    want_stats = want_mean or want_inv
+    nshape, sstr, bstr, d_scratch = to_target(target, nshape, sstr, bstr, np.zeros(max(rows, 1), np.float32))
+    d_scratch2 = to_target(target, np.zeros(max(rows, 1), np.float32))
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        sc = flat(inputs[1])
+        b = flat(inputs[2]) if has_b else sc
+        mo = flat(outputs[1]) if want_mean else d_scratch
+        io = flat(outputs[2]) if want_inv else d_scratch2
+        args = (x, out, sc, b, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mo, io, want_stats)
+        if target == "cpu":
+            _ln_cpu(*args)
+        else:
+            launch(_ln_cuda, rows, *args)
+
+    return run
+
+
+register("LayerNormalization", dtypes=F32, since=17, check=_check_ln,
+         note="two-pass mean/variance in ascending order; ((x - mean) * inv) * scale + bias")(_build_ln)
+
+
+# =============================================================================
+# Dropout (inference): identity copy; the optional mask output is all True.
+# =============================================================================
+
+
+@cpu_kernel
+def _copy_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = x[i]
+
+
+@cuda_kernel
+def _copy_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i]
+
+
+@cpu_kernel
+def _fill_true_cpu(out):
+    for i in range(out.shape[0]):
+        out[i] = True
+
+
+@cuda_kernel
+def _fill_true_cuda(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = True
+
+
+def _check_dropout(ctx, target):
+    if ctx.has_input(2):
+        c = ctx.const(2)
+        if c is None:
+            return "Dropout: training_mode is not a constant (only inference is supported)"
+        if bool(np.asarray(c).reshape(-1)[0]):
+            return "Dropout: training_mode=True is not supported (inference only)"
+    return None
+
+
+def _build_dropout(ctx, target):
+    want_mask = len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1])
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if target == "cpu":
+            _copy_cpu(x, out)
+            if want_mask:
+                _fill_true_cpu(flat(outputs[1]))
+        else:
+            launch(_copy_cuda, out.shape[0], x, out)
+            if want_mask:
+                m = flat(outputs[1])
+                launch(_fill_true_cuda, m.shape[0], m)
+
+    return run
+
+
+register("Dropout", dtypes=F32, since=12, check=_check_dropout,
+         note="inference: identity (mask all True); training_mode must be absent or constant False")(_build_dropout)
+
+
+# =============================================================================
+# Resize (modes nearest and linear)
+# Coordinates are mapped on the host, once per axis and output position, with
+# the ONNX reference's float64 formulas, into integer index tables (and, for
+# linear, float32 weights) shared by both targets. Linear interpolates over at
+# most two axes (e.g. H and W of NCHW): with weights (a0, a1) on the inner
+# axis and (b0, b1) on the outer one,
+#   y = (x00*a0 + x01*a1)*b0 + (x10*a0 + x11*a1)*b1   (float32, this order),
+#   one axis: y = x0*a0 + x1*a1.
+# Axes with an identity mapping are copied, not interpolated.
+# =============================================================================
+
+
+def _resize_axis_tables(mode, ctm, nearest_mode, in_w, out_w, scale):
+    """(idx0, idx1, w0, w1, identity) for one axis, per the ONNX reference."""
+    if math.isclose(scale, 1.0) and out_w == in_w:
+        idx = np.arange(out_w, dtype=np.int64)
+        return idx, idx, np.ones(out_w, np.float32), np.zeros(out_w, np.float32), True
+    output_width = scale * in_w
+    y = np.arange(out_w, dtype=np.float64)
+    if ctm == "align_corners":
+        x_ori = np.zeros(out_w) if output_width == 1 else y * (in_w - 1) / (output_width - 1)
+    elif ctm == "asymmetric":
+        x_ori = y / scale
+    elif ctm == "pytorch_half_pixel":
+        x_ori = np.full(out_w, -0.5) if output_width == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x_ori = (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        adjustment = out_w / output_width
+        center = in_w / 2
+        offset = center * (1 - adjustment)
+        x_ori = offset + (y + 0.5) / scale - 0.5
+    else:  # pragma: no cover - rejected by the check
+        raise ValueError(ctm)
+    x_int = np.floor(x_ori).astype(np.int64)
+    is_int = x_ori == x_int
+    ratio = np.where(is_int, 1.0, x_ori - x_int)
+    if mode == "nearest":
+        if nearest_mode == "round_prefer_floor":
+            up = ratio > 0.5
+        elif nearest_mode == "round_prefer_ceil":
+            up = ratio >= 0.5
+        elif nearest_mode == "floor":
+            up = np.zeros(out_w, bool)
+        else:  # ceil
+            up = np.ones(out_w, bool)
+        # an integer x_ori: the reference's neighbours are (x-1, x) with weights (0, 1): x itself
+        idx = np.where(is_int, x_int, np.where(up, x_int + 1, x_int))
+        idx = np.clip(idx, 0, in_w - 1).astype(np.int64)
+        return idx, idx, np.ones(out_w, np.float32), np.zeros(out_w, np.float32), False
+    # linear: neighbours (x_int, x_int + 1) with weights (1 - r, r); integer x_ori: (x-1, x), (0, 1)
+    i0 = np.where(is_int, x_int - 1, x_int)
+    i1 = i0 + 1
+    w1 = ratio
+    w0 = 1.0 - ratio
+    i0 = np.clip(i0, 0, in_w - 1).astype(np.int64)
+    i1 = np.clip(i1, 0, in_w - 1).astype(np.int64)
+    return i0, i1, w0.astype(np.float32), w1.astype(np.float32), False
+
+
+@dual
+def _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
+    """Output element i. Axes other than ax_a/ax_b (the interpolated ones,
+    ax_b the inner one; -1 when absent) use idx0 (nearest / identity)."""
+    nd = oshape.shape[0]
+    base = 0
+    t = i
+    pa = 0
+    pb = 0
+    for d in range(nd - 1, -1, -1):
+        n = oshape[d]
+        o = t % n
+        t = t // n
+        k = tab_off[d] + o
+        if d == ax_a:
+            pa = k
+        elif d == ax_b:
+            pb = k
+        else:
+            base += idx0[k] * istr[d]
+    if nlin == 0:
+        return x[base]
+    if nlin == 1:
+        sb = istr[ax_b]
+        return x[base + idx0[pb] * sb] * w0[pb] + x[base + idx1[pb] * sb] * w1[pb]
+    sa = istr[ax_a]
+    sb = istr[ax_b]
+    r0 = base + idx0[pa] * sa
+    r1 = base + idx1[pa] * sa
+    c0 = idx0[pb] * sb
+    c1 = idx1[pb] * sb
+    a0 = w0[pb]
+    a1 = w1[pb]
+    top = x[r0 + c0] * a0 + x[r0 + c1] * a1
+    bot = x[r1 + c0] * a0 + x[r1 + c1] * a1
+    return top * w0[pa] + bot * w1[pa]
+
+
+@cuda_kernel
+def _resize_cuda(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
+
+
+@cpu_kernel
+def _resize_cpu(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
+    for i in range(out.shape[0]):
+        out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
+
+
+_CTM = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_params(ctx):
+    """(scales, sizes) as float64 / int lists from constant inputs, or a reason string."""
+    xs = ctx.in_shapes[0]
+    rank = len(xs)
+    scales = sizes = None
+    if ctx.has_input(2):
+        c = ctx.const(2)
+        if c is None:
+            return "Resize: the scales input is not a constant"
+        c = np.asarray(c).reshape(-1)
+        if c.size:
+            scales = [float(v) for v in c]
+    if ctx.has_input(3):
+        c = ctx.const(3)
+        if c is None:
+            return "Resize: the sizes input is not a constant"
+        c = np.asarray(c).reshape(-1)
+        if c.size:
+            sizes = [int(v) for v in c]
+    if (scales is None) == (sizes is None):
+        return "Resize: exactly one of scales and sizes must be given"
+    if (scales or sizes) and len(scales or sizes) != rank:
+        return "Resize: scales/sizes length must equal the input rank"
+    return scales, sizes
+
+
+def _check_resize(ctx, target):
+    at = ctx.attrs
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) == 0:
+        return "Resize: unknown or zero input rank"
+    mode = at.get("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        return f"Resize: mode {mode!r} not supported (nearest, linear only)"
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    if ctm not in _CTM:
+        return f"Resize: coordinate_transformation_mode {ctm!r} not supported"
+    if ctm == "half_pixel_symmetric" and ctx.opset < 19:
+        return "Resize: half_pixel_symmetric needs opset 19"
+    if mode == "nearest" and at.get("nearest_mode", "round_prefer_floor") not in _NEAREST:
+        return f"Resize: nearest_mode {at.get('nearest_mode')!r} not supported"
+    if int(at.get("antialias", 0)):
+        return "Resize: antialias=1 not supported"
+    if "axes" in at:
+        return "Resize: the axes attribute is not supported"
+    if int(at.get("exclude_outside", 0)):
+        return "Resize: exclude_outside=1 not supported"
+    if at.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        return "Resize: keep_aspect_ratio_policy other than 'stretch' is not supported"
+    p = _resize_params(ctx)
+    if isinstance(p, str):
+        return p
+    if mode == "linear":
+        scales, sizes = p
+        ys = ctx.out_shapes[0] if ctx.out_shapes else None
+        if ys is not None:
+            n_interp = 0
+            for d in range(len(xs)):
+                sc = scales[d] if scales is not None else sizes[d] / xs[d]
+                if not (math.isclose(sc, 1.0) and ys[d] == xs[d]):
+                    n_interp += 1
+            if n_interp > 2:
+                return "Resize: linear interpolation over more than two axes is not supported"
+    return None
+
+
+def _build_resize(ctx, target):
+    at = ctx.attrs
+    xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
+    rank = len(xs)
+    mode = at.get("mode", "nearest")
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    nm = at.get("nearest_mode", "round_prefer_floor")
+    p = _resize_params(ctx)
+    if isinstance(p, str):
+        raise _err(ctx, p)
+    scales, sizes = p
+    if scales is None:
+        scales = [sizes[d] / xs[d] for d in range(rank)]
+    i0s, i1s, w0s, w1s, offs, interp = [], [], [], [], [], []
+    off = 0
+    for d in range(rank):
+        if xs[d] == 0 and ys[d] > 0:
+            raise _err(ctx, "cannot resize an empty axis to a non-empty one")
+        if ys[d] == 0:
+            i0, i1, w0, w1, ident = (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.float32),) * 2 + (True,)
+        else:
+            i0, i1, w0, w1, ident = _resize_axis_tables(mode, ctm, nm, xs[d], ys[d], float(scales[d]))
+        offs.append(off)
+        off += ys[d]
+        i0s.append(i0)
+        i1s.append(i1)
+        w0s.append(w0)
+        w1s.append(w1)
+        if mode == "linear" and not ident:
+            interp.append(d)
+    if len(interp) > 2:
+        raise _err(ctx, "linear interpolation over more than two axes is not supported")
+    nlin = len(interp)
+    ax_a = interp[0] if nlin == 2 else -1
+    ax_b = interp[-1] if nlin >= 1 else -1
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if off else np.zeros(1, dt)  # noqa: E731
+    istr = np.ones(max(rank, 1), np.int64)
+    acc = 1
+    for d in range(rank - 1, -1, -1):
+        istr[d] = acc
+        acc *= xs[d]
+    tabs = to_target(target, shape_array(ys), istr, np.asarray(offs or [0], np.int64),
+                     cat(i0s, np.int64), cat(i1s, np.int64), cat(w0s, np.float32), cat(w1s, np.float32))
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if target == "cpu":
+            _resize_cpu(x, out, *tabs, nlin, ax_a, ax_b)
+        else:
+            launch(_resize_cuda, out.shape[0], x, out, *tabs, nlin, ax_a, ax_b)
+
+    return run
+
+
+register("Resize", dtypes=F32, since=13, check=_check_resize,
+         note="nearest / (bi)linear; host-side coordinate tables; constant scales or sizes")(_build_resize)
+
+
+# =============================================================================
+# Pad (constant / reflect / edge / wrap): pure data movement, any dtype.
+# =============================================================================
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+@dual
+def _pad_src(i, oshape, ishape, istr, pbeg, mode):
+    """Flat input offset of output element i, or -1 for the constant value."""
+    off = 0
+    t = i
+    for d in range(oshape.shape[0] - 1, -1, -1):
+        n_o = oshape[d]
+        o = t % n_o
+        t = t // n_o
+        n = ishape[d]
+        j = o - pbeg[d]
+        if j < 0 or j >= n:
+            if mode == 0:
+                return -1
+            if mode == 2:
+                j = 0 if j < 0 else n - 1
+            elif mode == 1:
+                if n == 1:
+                    j = 0
+                else:
+                    per = 2 * (n - 1)
+                    j = j % per
+                    if j < 0:
+                        j += per
+                    if j >= n:
+                        j = per - j
+            else:
+                j = j % n
+                if j < 0:
+                    j += n
+        off += j * istr[d]
+    return off
+
+
+@cuda_kernel
+def _pad_cuda(x, out, cval, oshape, ishape, istr, pbeg, mode):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        s = _pad_src(i, oshape, ishape, istr, pbeg, mode)
+        out[i] = cval[0] if s < 0 else x[s]
+
+
+@cpu_kernel
+def _pad_cpu(x, out, cval, oshape, ishape, istr, pbeg, mode):
+    for i in range(out.shape[0]):
+        s = _pad_src(i, oshape, ishape, istr, pbeg, mode)
+        out[i] = cval[0] if s < 0 else x[s]
+
+
+def _pad_layout(ctx, xs, pads, axes):
+    """Begin pads per dim and the output shape from the pads input (and axes)."""
+    rank = len(xs)
+    pads = [int(v) for v in np.asarray(pads).reshape(-1)]
+    if axes is None:
+        axes = list(range(rank))
+    else:
+        axes = [int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(axes).reshape(-1)]
+    k = len(axes)
+    if len(pads) != 2 * k:
+        raise _err(ctx, f"pads has {len(pads)} values, expected {2 * k}")
+    beg = [0] * rank
+    end = [0] * rank
+    for i, a in enumerate(axes):
+        beg[a] = pads[i]
+        end[a] = pads[k + i]
+    oshape = tuple(xs[d] + beg[d] + end[d] for d in range(rank))
+    return beg, oshape
+
+
+def _check_pad(ctx, target):
+    mode = ctx.attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        return f"Pad: mode {mode!r} not supported"
+    if mode == "wrap" and ctx.opset < 19:
+        return "Pad: mode 'wrap' needs opset 19"
+    if ctx.in_shapes[0] is None:
+        return "Pad: unknown input rank"
+    if target != "cpu":
+        for i, what in ((1, "pads"), (2, "constant_value"), (3, "axes")):
+            if ctx.has_input(i) and ctx.const(i) is None:
+                return f"Pad: the {what} input is not a constant (the CUDA kernel needs it at build time)"
+    if ctx.has_input(1) and ctx.const(1) is not None:
+        pads = np.asarray(ctx.const(1)).reshape(-1)
+        if mode != "constant" and (pads < 0).any():
+            return f"Pad: negative pads with mode {mode!r} are not supported"
+        xs = ctx.in_shapes[0]
+        if mode in ("reflect", "edge", "wrap") and any(d == 0 for d in xs):
+            return f"Pad: mode {mode!r} cannot pad an empty axis"
+    return None
+
+
+def _build_pad(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    mode = _PAD_MODES[ctx.attrs.get("mode", "constant")]
+    dtype = np.dtype(ctx.in_dtypes[0])
+    has_cv = ctx.has_input(2)
+    has_axes = ctx.has_input(3)
+
+    def meta(inputs):
+        pads = ctx.const(1)
+        if pads is None:
+            pads = inputs[1]
+        axes = None
+        if has_axes:
+            axes = ctx.const(3)
+            if axes is None:
+                axes = inputs[3]
+        cv = None
+        if has_cv:
+            cv = ctx.const(2)
+            if cv is None:
+                cv = inputs[2]
+        cval = np.zeros(1, dtype)
+        if cv is not None and np.asarray(cv).size:
+            cval[0] = np.asarray(cv).reshape(-1)[0]
+        beg, oshape = _pad_layout(ctx, xs, pads, axes)
+        if tuple(oshape) != tuple(ctx.out_shapes[0]):
+            raise _err(ctx, f"output shape {tuple(ctx.out_shapes[0])} != {oshape} from the pads")
+        istr = np.ones(max(rank, 1), np.int64)
+        acc = 1
+        for d in range(rank - 1, -1, -1):
+            istr[d] = acc
+            acc *= xs[d]
+        return to_target(target, cval, shape_array(oshape), shape_array(xs), istr,
+                         np.asarray(beg or [0], np.int64))
+
+    static = all((not ctx.has_input(i)) or ctx.const(i) is not None for i in (1, 2, 3))
+    fixed = meta(None) if static else None
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        m = fixed if fixed is not None else meta(inputs)
+        if rank == 0:
+            m = m  # a scalar: the single element maps to itself
+        if target == "cpu":
+            _pad_cpu(x, out, *m, mode)
+        else:
+            launch(_pad_cuda, out.shape[0], x, out, *m, mode)
+
+    return run
+
+
+register("Pad", dtypes=ALL, since=13, check=_check_pad,
+         note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)

@@ -1,0 +1,461 @@
+"""Graphviz DAG of a plan: a node-level view and a partition-level view.
+
+Node ids in the DOT are synthetic (``n17``, ``p3``, ``in_0``, ``out_1``,
+``init_4``); names that come from the model appear only inside quoted labels
+and tooltips, escaped by :func:`dot_text`, so hostile names (quotes,
+backslashes, ``<script>``, DOT syntax, newlines) cannot change the graph's
+structure or the SVG that ``dot`` writes.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import shutil
+from collections import Counter
+
+import graphviz
+
+from ..errors import HeteroExploreError
+from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, lighter,
+                     provider_colors)
+
+#: ``level="auto"`` draws every node up to this many nodes, partitions above it
+#: (node-level layouts of thousands of nodes are unreadable and slow).
+AUTO_NODE_LIMIT = 400
+LEVELS = ("auto", "node", "partition")
+#: Longest model string shown in a label (the tooltip has more).
+MAX_LABEL = 40
+#: Longest tooltip.
+MAX_TOOLTIP = 2000
+#: Values listed per node or partition in a tooltip.
+MAX_LISTED = 12
+
+INSTALL_HINT = ("install Graphviz: `apt-get install graphviz` (Debian/Ubuntu), "
+                "`brew install graphviz` (macOS), `conda install -c conda-forge graphviz` (conda), "
+                "or run the set-up command in the README")
+
+
+class GraphvizNotFoundError(HeteroExploreError, RuntimeError):
+    """Graphviz's ``dot`` executable is missing, so a graph cannot be rendered."""
+
+
+def _missing_dot(cause: str = "") -> GraphvizNotFoundError:
+    extra = f" ({cause})" if cause else ""
+    return GraphvizNotFoundError(
+        "Graphviz's `dot` executable was not found on PATH" + extra + "; it is needed to render "
+        "plan graphs (the DOT text is still available as `.source`). To fix it, " + INSTALL_HINT)
+
+
+def check_dot() -> str:
+    """Path of the ``dot`` executable, or :class:`GraphvizNotFoundError` saying how to install it."""
+    path = shutil.which("dot")
+    if path is None:
+        raise _missing_dot()
+    return path
+
+
+class PlanGraph(graphviz.Digraph):
+    """A :class:`graphviz.Digraph` that displays itself in Jupyter as SVG and turns a
+    missing ``dot`` into :class:`GraphvizNotFoundError`.
+
+    ``level`` is the view that was drawn (``"node"`` or ``"partition"``)."""
+
+    level: str = "node"
+
+    def pipe(self, *args, **kwargs):
+        check_dot()
+        try:
+            return super().pipe(*args, **kwargs)
+        except graphviz.ExecutableNotFound as e:
+            raise _missing_dot(str(e)) from e
+
+    def render(self, *args, **kwargs):
+        check_dot()
+        try:
+            return super().render(*args, **kwargs)
+        except graphviz.ExecutableNotFound as e:
+            raise _missing_dot(str(e)) from e
+
+    def svg(self) -> str:
+        """The rendered SVG without the XML prologue and doctype (ready to inline in HTML)."""
+        return strip_svg_prologue(self.pipe(format="svg", encoding="utf-8"))
+
+
+def strip_svg_prologue(svg: str) -> str:
+    i = svg.find("<svg")
+    return svg[i:] if i >= 0 else svg
+
+
+# -- escaping ----------------------------------------------------------------------------
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _truncate(s: str, limit: int | None) -> str:
+    if limit is not None and len(s) > limit:
+        return s[: max(1, limit - 1)] + "\u2026"
+    return s
+
+
+def dot_text(s, limit: int | None = MAX_LABEL, multiline: bool = False) -> str:
+    """``s`` escaped for a quoted DOT label or tooltip (an escString).
+
+    Backslashes are doubled (so ``\\N``, ``\\G``, ``\\l`` stay literal), ``&`` becomes
+    ``&amp;`` (dot decodes entities in labels), control characters become U+FFFD and
+    newlines become a DOT line break when ``multiline`` or a visible ``\\n`` otherwise.
+    Quotes are escaped by the graphviz package's quoting; wrap the final label with
+    :func:`graphviz.nohtml` so ``<...>`` is never taken for an HTML-like label."""
+    s = _truncate(str(s), limit)
+    s = s.replace("\\", "\\\\").replace("&", "&amp;")
+    s = s.replace("\r\n", "\n").replace("\r", "\n")
+    s = s.replace("\n", "\\n" if multiline else "\\\\n").replace("\t", " ")
+    return _CTRL.sub("\ufffd", s)
+
+
+def _label(*lines) -> str:
+    """Join already-escaped lines with DOT line breaks; never an HTML-like label."""
+    return graphviz.nohtml("\\n".join(lines))
+
+
+def _tooltip(lines) -> str:
+    # dot applies object substitution (\N, \G ...) to tooltips in version-dependent ways
+    # even after escaping, so a backslash is shown as U+29F5 (reverse solidus operator).
+    text = "\n".join(str(x) for x in lines).replace("\\", "\u29f5")
+    return graphviz.nohtml(dot_text(text, MAX_TOOLTIP, multiline=True))
+
+
+def _html_text(s, limit: int | None = MAX_LABEL) -> str:
+    """``s`` escaped for text inside a DOT HTML-like label."""
+    s = _CTRL.sub("\ufffd", _truncate(str(s), limit)).replace("\n", " ").replace("\r", " ")
+    return html.escape(s, quote=True)
+
+
+# -- formatting --------------------------------------------------------------------------
+def human_bytes(n) -> str:
+    """``4096`` → ``4.0 KiB``; None → ``? B``."""
+    if n is None:
+        return "? B"
+    n = int(n)
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024.0
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    return f"{n} B"  # pragma: no cover
+
+
+def fmt_shape(shape) -> str:
+    if shape is None:
+        return "[?]"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def fmt_value(graph, name: str) -> str:
+    v = graph.values.get(name)
+    if v is None:
+        return f"{name}: ?"
+    dt = "?" if v.dtype is None else v.dtype.name
+    return f"{name}: {dt}{fmt_shape(v.shape)}"
+
+
+def _listed(graph, names, limit=MAX_LISTED) -> list[str]:
+    names = [n for n in names if n]
+    out = ["  " + fmt_value(graph, n) for n in names[:limit]]
+    if len(names) > limit:
+        out.append(f"  ... and {len(names) - limit} more")
+    return out
+
+
+def _penwidth(nbytes) -> str:
+    if not nbytes:
+        return "1.2"
+    return f"{1.2 + min(5.0, math.log10(1 + nbytes) * 0.6):.2f}"
+
+
+def _weight(nbytes) -> str:
+    return str(1 + int(math.log2(1 + nbytes))) if nbytes else "1"
+
+
+# -- the views ---------------------------------------------------------------------------
+def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False, *,
+                     max_nodes: int = AUTO_NODE_LIMIT, rankdir: str = "TB", legend: bool = True,
+                     max_label: int = MAX_LABEL) -> PlanGraph:
+    """The plan's DAG as a :class:`PlanGraph` (a ``graphviz.Digraph``).
+
+    Args:
+        plan: a :class:`hetero_explore.planner.plan.Plan`.
+        level: ``"node"`` (one box per node, one cluster per partition),
+            ``"partition"`` (one box per partition, edges labelled by the bytes that
+            cross them) or ``"auto"`` (node level up to ``max_nodes`` nodes).
+        show_initializers: draw initializers as small notes (node level only).
+        max_nodes: the ``auto`` threshold.
+        rankdir: Graphviz ``rankdir`` (``TB`` or ``LR``).
+        legend: draw the provider legend.
+        max_label: longest model string shown in a label; tooltips show more.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
+    if level == "auto":
+        level = "node" if len(plan.graph.nodes) <= max_nodes else "partition"
+    colors = provider_colors(plan.provider_names)
+    g = PlanGraph(name="plan", graph_attr={
+        "rankdir": rankdir, "fontname": "Helvetica", "fontsize": "12", "labelloc": "t",
+        "newrank": "true", "compound": "true", "nodesep": "0.25", "ranksep": "0.45",
+        "tooltip": " ",
+    }, node_attr={"fontname": "Helvetica", "fontsize": "10", "style": "filled,rounded",
+                  "shape": "box", "margin": "0.08,0.04", "height": "0.3"},
+        edge_attr={"fontname": "Helvetica", "fontsize": "9", "color": EDGE_COLOR, "arrowsize": "0.6"})
+    g.level = level
+    graph = plan.graph
+    tb = plan.transfer_bytes
+    title = [dot_text(graph.name, 80),
+             dot_text(f"{len(graph.nodes)} node(s) · {len(plan.partitions)} partition(s) · "
+                      f"{len(plan.transfers)} transfer(s) ({human_bytes(tb)}) · {level} view", None)]
+    g.attr(label=_label(*title))
+    _io_nodes(g, plan, max_label)
+    if level == "node":
+        _node_level(g, plan, colors, show_initializers, max_label)
+    else:
+        _partition_level(g, plan, colors, max_label)
+    if legend:
+        _legend(g, plan, colors, level)
+    return g
+
+
+def _io_nodes(g, plan, max_label):
+    graph = plan.graph
+    for i, name in enumerate(graph.inputs):
+        g.node(f"in_{i}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)),
+               shape="ellipse", style="filled,bold", fillcolor=IO_FILL,
+               tooltip=_tooltip(["graph input", fmt_value(graph, name)]))
+    for i, name in enumerate(graph.outputs):
+        g.node(f"out_{i}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)),
+               shape="ellipse", peripheries="2", style="filled", fillcolor=IO_FILL,
+               tooltip=_tooltip(["graph output", fmt_value(graph, name)]))
+
+
+def _vshort(graph, name) -> str:
+    v = graph.values.get(name)
+    if v is None:
+        return "?"
+    return ("?" if v.dtype is None else v.dtype.name) + fmt_shape(v.shape)
+
+
+def _output_edges(g, plan, src_of):
+    """Edges into graph-output nodes; ``src_of(value) -> node id or None``."""
+    graph = plan.graph
+    in_index = {n: i for i, n in enumerate(graph.inputs)}
+    for i, name in enumerate(graph.outputs):
+        v = graph.values.get(name)
+        if v is None:
+            continue
+        if v.producer is not None:
+            g.edge(src_of(v.producer), f"out_{i}", tooltip=_tooltip([fmt_value(graph, name)]))
+        elif name in in_index:
+            g.edge(f"in_{in_index[name]}", f"out_{i}", tooltip=_tooltip([fmt_value(graph, name)]))
+
+
+def _node_level(g, plan, colors, show_initializers, max_label):
+    graph = plan.graph
+    vals = graph.values
+    provs = plan.providers
+    in_index = {n: i for i, n in enumerate(graph.inputs)}
+    init_index: dict[str, int] = {}
+    tmap = {(t.value, t.dst_provider): t for t in plan.transfers}
+
+    for part in plan.partitions:
+        color = colors[part.provider]
+        with g.subgraph(name=f"cluster_p{part.id}") as c:
+            c.attr(label=_label(dot_text(f"P{part.id} · {part.provider} · {part.device} · "
+                                         f"{part.n_nodes} node(s)", 2 * max_label)),
+                   style="rounded,filled", fillcolor=lighter(color), color=darker(color),
+                   fontsize="11", tooltip=_tooltip(_partition_tooltip(plan, part)))
+            for nid in part.node_ids:
+                n = graph.nodes[nid]
+                lines = [dot_text(n.op_type, max_label)]
+                if n.name != f"{n.op_type}_{n.id}":
+                    lines.append(dot_text(n.name, max_label))
+                c.node(f"n{nid}", _label(*lines), fillcolor=color, color=darker(color),
+                       tooltip=_tooltip(_node_tooltip(plan, n)))
+
+    if show_initializers:
+        for name, v in vals.items():
+            if v.kind == "initializer" and v.consumers:
+                k = init_index[name] = len(init_index)
+                g.node(f"init_{k}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name))),
+                       shape="note", style="filled", fillcolor=INIT_FILL, fontsize="8",
+                       tooltip=_tooltip(["initializer", fmt_value(graph, name)]))
+
+    labelled: set[tuple[str, str]] = set()
+    for n in graph.nodes:
+        dst_prov = provs[plan.assignment[n.id]].name
+        for name in dict.fromkeys(x for x in n.inputs if x):
+            v = vals.get(name)
+            if v is None:
+                continue
+            tip = fmt_value(graph, name)
+            if v.producer is None:
+                if name in in_index:
+                    g.edge(f"in_{in_index[name]}", f"n{n.id}", tooltip=_tooltip([tip]))
+                elif name in init_index:
+                    g.edge(f"init_{init_index[name]}", f"n{n.id}", tooltip=_tooltip([tip]),
+                           style="dotted", arrowsize="0.4")
+                continue
+            src = f"n{v.producer}"
+            t = tmap.get((name, dst_prov))
+            if t is not None and plan.assignment[v.producer] != plan.assignment[n.id]:
+                key = (name, dst_prov)
+                first = key not in labelled and plan.node_partition[n.id] == t.dst_partitions[0]
+                col = TRANSFER_COLORS.get(t.kind, "#d62728")
+                text = (f"{t.kind} transfer of {name} ({t.dtype or '?'}{fmt_shape(t.shape)}, "
+                        f"{'?' if t.nbytes is None else t.nbytes} bytes) from {t.src_provider} "
+                        f"({t.src_device}) to {t.dst_provider} ({t.dst_device}); partitions "
+                        + ", ".join(f"P{p}" for p in t.dst_partitions))
+                if first:
+                    labelled.add(key)
+                    g.edge(src, f"n{n.id}", label=_label(dot_text(f"{t.kind} {human_bytes(t.nbytes)}")),
+                           color=col, fontcolor=col, penwidth="2.2", style="bold",
+                           tooltip=_tooltip([text]))
+                else:
+                    g.edge(src, f"n{n.id}", color=col, penwidth="1.4", style="dashed",
+                           tooltip=_tooltip([text, "(reuses the copy already made)"]))
+            elif plan.node_partition[v.producer] != plan.node_partition[n.id]:
+                g.edge(src, f"n{n.id}", style="dashed",
+                       tooltip=_tooltip([tip, "crosses partitions on one provider (no copy)"]))
+            else:
+                g.edge(src, f"n{n.id}", tooltip=_tooltip([tip]))
+    _output_edges(g, plan, lambda nid: f"n{nid}")
+
+
+def _node_tooltip(plan, n) -> list[str]:
+    graph = plan.graph
+    p = plan.provider_of(n.id)
+    dom = n.domain or "ai.onnx"
+    lines = [f"{n.op_type} ({dom}, opset {n.opset})", f"name: {n.name}",
+             f"provider: {p.name} ({p.device}), partition P{plan.node_partition[n.id]}"]
+    ins = [x for x in n.inputs if x]
+    if ins:
+        lines += ["inputs:"] + _listed(graph, ins)
+    outs = [x for x in n.outputs if x]
+    if outs:
+        lines += ["outputs:"] + _listed(graph, outs)
+    declined = plan.declined[n.id]
+    if declined:
+        lines.append("declined by:")
+        lines += [f"  {k}: {r}" for k, r in declined.items()]
+    if n.id in set(plan.forced):
+        lines.append("no provider supports it (placed on the last provider for display)")
+    return lines
+
+
+def _op_counts(plan, part) -> Counter:
+    nodes = plan.graph.nodes
+    return Counter(nodes[i].op_type for i in part.node_ids)
+
+
+def _partition_tooltip(plan, part) -> list[str]:
+    graph = plan.graph
+    ops = _op_counts(plan, part)
+    lines = [f"partition P{part.id}: {part.provider} ({part.device}), {part.n_nodes} node(s)",
+             "ops: " + ", ".join(f"{op}×{k}" for op, k in ops.most_common(MAX_LISTED))
+             + (" ..." if len(ops) > MAX_LISTED else ""),
+             f"bytes in: {human_bytes(part.bytes_in)}, bytes out: {human_bytes(part.bytes_out)}"]
+    if part.inputs:
+        lines += ["inputs:"] + _listed(graph, part.inputs)
+    if part.outputs:
+        lines += ["outputs:"] + _listed(graph, part.outputs)
+    return lines
+
+
+def _partition_level(g, plan, colors, max_label):
+    graph = plan.graph
+    vals = graph.values
+    np_ = plan.node_partition
+    parts = plan.partitions
+    in_index = {n: i for i, n in enumerate(graph.inputs)}
+    tmap = {(t.value, t.dst_provider): t for t in plan.transfers}
+
+    for part in parts:
+        color = colors[part.provider]
+        ops = _op_counts(plan, part)
+        top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
+        g.node(f"p{part.id}", _label(dot_text(f"P{part.id} · {part.provider}", max_label),
+                                     dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label),
+                                     dot_text(top, 2 * max_label)),
+               fillcolor=color, color=darker(color), penwidth="1.5",
+               tooltip=_tooltip(_partition_tooltip(plan, part)))
+
+    # aggregate the values that cross each (producer partition, consumer partition) pair
+    agg: dict[tuple[int, int], list[str]] = {}
+    inp: dict[tuple[int, int], list[str]] = {}
+    for part in parts:
+        for name in part.inputs:
+            v = vals[name]
+            if v.producer is None:
+                if name in in_index:
+                    inp.setdefault((in_index[name], part.id), []).append(name)
+                continue
+            agg.setdefault((np_[v.producer], part.id), []).append(name)
+
+    for (k, b), names in inp.items():
+        g.edge(f"in_{k}", f"p{b}", tooltip=_tooltip([fmt_value(graph, n) for n in names]))
+
+    for (a, b), names in agg.items():
+        pa, pb = parts[a], parts[b]
+        nbytes = 0
+        copied = 0
+        for name in names:
+            nb = vals[name].nbytes
+            if nb is None:
+                nbytes = None
+                break
+            nbytes += nb
+        tip = [f"P{a} ({pa.provider}) → P{b} ({pb.provider}): {len(names)} value(s), "
+               f"{human_bytes(nbytes)}"] + _listed(graph, names)
+        if pa.provider_index == pb.provider_index:
+            g.edge(f"p{a}", f"p{b}", label=_label(dot_text(f"{len(names)} value(s) · {human_bytes(nbytes)}")),
+                   style="dashed", penwidth=_penwidth(nbytes), weight=_weight(nbytes),
+                   tooltip=_tooltip(tip + ["same provider: no copy"]))
+            continue
+        kinds = []
+        reused = 0
+        for name in names:
+            t = tmap.get((name, pb.provider))
+            if t is None:
+                continue
+            kinds.append(t.kind)
+            if t.dst_partitions and t.dst_partitions[0] != b:
+                reused += vals[name].nbytes or 0
+            else:
+                copied += vals[name].nbytes or 0
+        kind = "/".join(dict.fromkeys(kinds)) or "copy"
+        col = TRANSFER_COLORS.get(kinds[0], "#d62728") if kinds else "#d62728"
+        text = f"{kind} · {len(names)} value(s) · {human_bytes(nbytes)}"
+        if reused and nbytes is not None:
+            text += f"\n({human_bytes(reused)} reuse an earlier copy)"
+        g.edge(f"p{a}", f"p{b}", label=_label(dot_text(text, None, multiline=True)), color=col,
+               fontcolor=col, style="bold", penwidth=_penwidth(nbytes), weight=_weight(nbytes),
+               tooltip=_tooltip(tip))
+    _output_edges(g, plan, lambda nid: f"p{np_[nid]}")
+
+
+def _legend(g, plan, colors, level):
+    rows = []
+    counts = plan.placement_counts()
+    for i, p in enumerate(plan.providers):
+        c = colors[p.name]
+        rows.append(f'<TR><TD BGCOLOR="{c}" WIDTH="18"> </TD><TD ALIGN="LEFT">{i}. '
+                    f'{_html_text(p.name)} ({_html_text(p.device)}) · {counts.get(p.name, 0)} node(s)'
+                    f'</TD></TR>')
+    kinds = list(dict.fromkeys(t.kind for t in plan.transfers))
+    for k in kinds:
+        rows.append(f'<TR><TD><FONT COLOR="{TRANSFER_COLORS.get(k, "#d62728")}">&#10230;</FONT></TD>'
+                    f'<TD ALIGN="LEFT">{_html_text(k)} transfer</TD></TR>')
+    rows.append('<TR><TD>&#9711;</TD><TD ALIGN="LEFT">graph input (double: output)</TD></TR>')
+    table = ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
+             '<TR><TD COLSPAN="2"><B>providers (priority order)</B></TD></TR>'
+             + "".join(rows) + "</TABLE>>")
+    g.node("legend", table, shape="plaintext", style="", fontsize="9",
+           tooltip=graphviz.nohtml("legend"))

@@ -1,0 +1,215 @@
+"""Property tests of the planner's invariants on random DAGs and capability masks."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import hetero_explore as he
+from hetero_explore.providers import VirtualProvider
+
+UNARY = ["Relu", "Sigmoid", "Tanh", "Exp", "Neg"]
+BINARY = ["Add", "Mul", "Sub"]
+OPS = UNARY + BINARY
+DEVICES = ["cpu:0", "cuda:0", "cuda:1", "npu:0", "cpu:0"]
+
+
+@st.composite
+def dags(draw, max_nodes=30):
+    """A random DAG as a list of (op, input indices); index -1 is the graph input."""
+    n = draw(st.integers(1, max_nodes))
+    nodes = []
+    for i in range(n):
+        op = draw(st.sampled_from(OPS))
+        arity = 2 if op in BINARY else 1
+        ins = [draw(st.integers(-1, i - 1)) for _ in range(arity)]
+        nodes.append((op, ins))
+    return nodes
+
+
+def build_model(nodes, order=None) -> onnx.ModelProto:
+    order = list(range(len(nodes))) if order is None else order
+    consumed = {j for _, ins in nodes for j in ins}
+    protos = []
+    for i in order:
+        op, ins = nodes[i]
+        names = ["x" if j < 0 else f"v{j}" for j in ins]
+        protos.append(helper.make_node(op, names, [f"v{i}"], name=f"n{i}"))
+    outs = [i for i in range(len(nodes)) if i not in consumed] or [len(nodes) - 1]
+    graph = helper.make_graph(
+        protos, "random",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info(f"v{i}", TensorProto.FLOAT, [4]) for i in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@st.composite
+def provider_sets(draw):
+    k = draw(st.integers(2, 4))
+    provs = []
+    for i in range(k):
+        if i == k - 1:
+            ops = OPS  # the last provider takes everything: placement always succeeds
+        else:
+            ops = draw(st.lists(st.sampled_from(OPS), unique=True, max_size=len(OPS)))
+        provs.append(VirtualProvider(f"p{i}", draw(st.sampled_from(DEVICES)), ops=ops))
+    return provs
+
+
+def closure(graph):
+    """reach[u] = set of nodes reachable from u (excluding u)."""
+    _, succs = graph.adjacency()
+    reach = [set() for _ in graph.nodes]
+    for u in reversed(range(len(graph.nodes))):
+        for w in succs[u]:
+            reach[u].add(w)
+            reach[u] |= reach[w]
+    return reach
+
+
+def check_invariants(g, p):
+    n = len(g.nodes)
+    # placement is priority first-fit
+    for node in g.nodes:
+        first = next(i for i, pr in enumerate(p.providers) if node.op_type in pr.ops)
+        assert p.assignment[node.id] == first
+        assert set(p.declined[node.id]) == {pr.name for pr in p.providers[:first]}
+    # every node in exactly one partition, on the partition's provider
+    seen = sorted(v for part in p.partitions for v in part.node_ids)
+    assert seen == list(range(n))
+    for part in p.partitions:
+        assert all(p.assignment[v] == part.provider_index for v in part.node_ids)
+        assert all(p.node_partition[v] == part.id for v in part.node_ids)
+    assert [part.id for part in p.partitions] == list(range(len(p.partitions)))
+    # convexity
+    reach = closure(g)
+    for part in p.partitions:
+        members = set(part.node_ids)
+        out_of = set().union(*(reach[v] for v in members)) - members
+        for x in out_of:
+            assert not (reach[x] & members), f"path leaves partition {part.id} via node {x} and re-enters"
+    # partition graph acyclic and listed in topological order
+    preds, _ = g.adjacency()
+    for v in range(n):
+        for u in preds[v]:
+            assert p.node_partition[u] <= p.node_partition[v]
+    # transfers are exactly the deduplicated cross-provider boundary edges
+    expected = set()
+    for v in range(n):
+        for name in g.nodes[v].inputs:
+            u = g.values[name].producer
+            if u is not None and p.assignment[u] != p.assignment[v]:
+                expected.add((name, p.providers[p.assignment[v]].name))
+    got = [(t.value, t.dst_provider) for t in p.transfers]
+    assert len(got) == len(set(got)), "duplicate transfers"
+    assert set(got) == expected
+    for t in p.transfers:
+        assert t.src_provider == p.providers[p.assignment[g.values[t.value].producer]].name
+        assert t.nbytes == 16
+    # the first provider (by priority) whose node set is convex gets exactly one partition
+    for pi, pr in enumerate(p.providers):
+        members = {v for v in range(n) if p.assignment[v] == pi}
+        if not members:
+            continue
+        out_of = set().union(*(reach[v] for v in members)) - members
+        if not any(reach[x] & members for x in out_of):
+            assert sum(1 for part in p.partitions if part.provider_index == pi) == 1
+            break
+
+
+def random_topological_order(nodes, rnd):
+    """A random order of node indices in which producers come before consumers
+    (ONNX requires topologically sorted nodes)."""
+    remaining = {i: {j for j in ins if j >= 0} for i, (_, ins) in enumerate(nodes)}
+    order = []
+    while remaining:
+        ready = sorted(i for i, deps in remaining.items() if not deps)
+        pick = rnd.choice(ready)
+        order.append(pick)
+        del remaining[pick]
+        for deps in remaining.values():
+            deps.discard(pick)
+    return order
+
+
+def canonical(p):
+    names = lambda ids: frozenset(p.graph.nodes[i].name for i in ids)  # noqa: E731
+    return (frozenset((part.provider, names(part.node_ids)) for part in p.partitions),
+            frozenset((t.value, t.src_provider, t.dst_provider, t.kind) for t in p.transfers),
+            {p.graph.nodes[i].name: p.providers[a].name for i, a in enumerate(p.assignment)})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags(), provider_sets(), st.randoms(use_true_random=False))
+def test_plan_invariants_and_determinism(nodes, provs, rnd):
+    g = he.load_model(build_model(nodes))
+    p = he.plan(g, provs)
+    check_invariants(g, p)
+    # deterministic
+    p2 = he.plan(he.load_model(build_model(nodes)), provs)
+    assert canonical(p) == canonical(p2)
+    assert [part.node_ids for part in p.partitions] == [part.node_ids for part in p2.partitions]
+    assert p.to_json() == p2.to_json().replace(f'"plan_seconds": {p2.plan_seconds}',
+                                               f'"plan_seconds": {p.plan_seconds}')
+    # unchanged (up to ids) when the model's node order is permuted
+    order = random_topological_order(nodes, rnd)
+    p3 = he.plan(he.load_model(build_model(nodes, order)), provs)
+    assert canonical(p3) == canonical(p)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=40))
+def test_chain_gets_one_partition_per_maximal_run(seq):
+    """A chain whose node i runs op OPS[seq[i]]: partitions == maximal same-provider runs."""
+    ops = ["Relu", "Sigmoid", "Tanh"]
+    nodes = [(ops[s], [i - 1]) for i, s in enumerate(seq)]
+    g = he.load_model(build_model(nodes))
+    provs = [VirtualProvider("a", "cuda:0", ops=["Relu"]), VirtualProvider("b", "npu:0", ops=["Sigmoid"]),
+             VirtualProvider("c", "cpu:0", ops=ops)]
+    p = he.plan(g, provs)
+    runs = [k for k, _ in itertools.groupby(p.assignment)]
+    assert len(p.partitions) == len(runs)
+    assert len(p.transfers) == len(runs) - 1
+    check_invariants(g, p)
+
+
+def test_diamond_cannot_merge_and_explains_why():
+    # a -> b(other provider) -> d ; a -> d : a and d are on "g" but merging them would
+    # make a path leave and re-enter.
+    nodes = [("Relu", [-1]), ("Sigmoid", [0]), ("Add", [0, 1])]
+    g = he.load_model(build_model(nodes))
+    provs = [VirtualProvider("g", "cuda:0", ops=["Relu", "Add"]), VirtualProvider("c", "cpu:0", ops=OPS)]
+    p = he.plan(g, provs)
+    assert len(p.partitions) == 3
+    assert [part.provider for part in p.partitions] == ["g", "c", "g"]
+    assert len(p.convexity_splits) == 1
+    split = p.convexity_splits[0]
+    assert split.path == ("n0", "n1", "n2")
+    check_invariants(g, p)
+
+
+def test_independent_branches_of_a_convex_provider_form_one_partition():
+    # two independent branches on the primary provider: its node set is convex
+    nodes = [("Relu", [-1]), ("Relu", [0]), ("Tanh", [-1]), ("Sigmoid", [2])]
+    g = he.load_model(build_model(nodes))
+    provs = [VirtualProvider("g", "cuda:0", ops=["Relu", "Sigmoid"]), VirtualProvider("c", "cpu:0", ops=OPS)]
+    p = he.plan(g, provs)
+    assert sum(part.provider == "g" for part in p.partitions) == 1
+    check_invariants(g, p)
+
+
+def test_transfer_dedup_per_value_and_destination():
+    # v0 on gpu feeds three cpu consumers and two npu consumers
+    nodes = [("Relu", [-1]), ("Tanh", [0]), ("Exp", [0]), ("Neg", [0]), ("Sigmoid", [0]), ("Sigmoid", [0])]
+    g = he.load_model(build_model(nodes))
+    provs = [VirtualProvider("gpu", "cuda:0", ops=["Relu"]), VirtualProvider("npu", "npu:0", ops=["Sigmoid"]),
+             VirtualProvider("cpu", "cpu:0", ops=OPS)]
+    p = he.plan(g, provs)
+    keys = sorted((t.value, t.dst_provider, t.kind) for t in p.transfers)
+    assert keys == [("v0", "cpu", "D2H"), ("v0", "npu", "D2D")]
