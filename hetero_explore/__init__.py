@@ -25,3 +25,12 @@ __all__ = [
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
 ]
+
+from .explorer import Explorer, explore  # noqa: E402
+
+__all__ += ["explore", "Explorer"]
+
+from .compare import compare  # noqa: E402
+from .executor import RunResult, execute, execute_reference  # noqa: E402
+
+__all__ += ["execute", "execute_reference", "compare", "RunResult"]

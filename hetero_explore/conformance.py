@@ -16,15 +16,21 @@ tolerance. For a provider, a case is
 How models are loaded (so that kernels, not the loader, answer the case):
 
 * symbolic input dims are bound from the data set's input shapes;
-* constant folding is off by default (``fold_constants=False``): a folded
-  ``Shape`` or ``Constant`` case would be answered by the loader and would be
-  "claimed" by any provider;
+* constant folding is off by default (``fold_constants=False``), so that every
+  node runs on a kernel: a folded ``Shape`` or ``Constant`` case would be
+  answered by the loader. When the unfolded model is not claimed (typically: a
+  function-expanded case holds ``Constant`` nodes, which CUDA does not run),
+  ``fold_fallback=True`` (default) retries with folding on, as a runtime's graph
+  optimizer would; a model that folds away entirely is not claimed. The
+  ``folded`` column counts the nodes folded at load time.
 * many cases pass shape parameters as graph inputs (Reshape's ``shape``,
-  Slice's ``starts``, Range's scalars ...), which leaves the output shapes
-  unknown to static shape inference. With ``const_params=True`` (default) the
-  runner retries with the small (≤ 64 elements, rank ≤ 1) integer inputs, then
-  all small inputs, turned into initializers — the same values, now constants,
-  as exporters emit them. The ``const_inputs`` column lists them.
+  Slice's ``starts``, Range's scalars ...). That can leave output shapes
+  unknown to static shape inference, or make a provider decline the node (CUDA
+  wants constant Slice parameters). With ``const_params=True`` (default) the
+  runner then retries with the small (≤ 64 elements, rank ≤ 1) integer inputs,
+  then all small inputs, turned into initializers — the same values, now
+  constants, as exporters emit them. The ``const_inputs`` column lists them;
+  the first form that loads statically and is fully supported is run.
 
 A crashing case never stops the run: its error is recorded.
 """
@@ -41,17 +47,19 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import HeteroExploreError
-from .loader import load_model
+from .loader import FOLDABLE_OPS, load_model
 from .runtime import node_context, run_graph
 
-__all__ = ["node_cases", "run_case", "run_conformance", "compare_outputs", "RTOL", "ATOL"]
+__all__ = ["node_cases", "op_without_kernel", "run_case", "run_conformance", "compare_outputs",
+           "COLUMNS", "RTOL", "ATOL"]
 
 RTOL = 1e-4
 ATOL = 1e-5
 #: inputs with at most this many elements (and rank ≤ 1) may be bound as constants
 CONST_PARAM_MAX_ELEMENTS = 64
 
-COLUMNS = ["case", "ops", "claimed", "passed", "status", "reason", "error", "const_inputs", "seconds"]
+COLUMNS = ["case", "ops", "claimed", "passed", "status", "reason", "error", "const_inputs", "folded",
+           "seconds"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,45 +107,82 @@ def compare_outputs(expected, actual, rtol: float, atol: float) -> str | None:
     return None
 
 
-def _with_constants(model: onnx.ModelProto, consts: dict) -> onnx.ModelProto:
+def _prepare(model: onnx.ModelProto, consts: dict, scalars) -> onnx.ModelProto:
+    """A copy of ``model`` with the inputs in ``consts`` turned into initializers and
+    the inputs named in ``scalars`` declared rank-0 (see :func:`_load`)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     keep = [vi for vi in m.graph.input if vi.name not in consts]
     del m.graph.input[:]
     m.graph.input.extend(keep)
+    for vi in m.graph.input:
+        if vi.name in scalars and vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+            vi.type.tensor_type.shape.SetInParent()  # present with no dims: a scalar
     for name, arr in consts.items():
         m.graph.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
     return m
 
 
-def _load(case, names, arrays, *, fold_constants, const_params):
-    """Load ``case.model`` with input shapes bound; with ``const_params`` retry with small
-    parameter inputs turned into initializers until every shape is static.
-    Returns (graph, tuple of const input names)."""
+def _attempts(names, arrays, const_params):
+    """Which inputs to turn into constants, in the order tried: none, then the small
+    integer inputs, then all small inputs."""
     small = [n for n, a in zip(names, arrays) if a.size <= CONST_PARAM_MAX_ELEMENTS and a.ndim <= 1]
-    ints = [n for n in small if np.asarray(arrays[names.index(n)]).dtype.kind in "iu"]
+    ints = [n for n in small if arrays[names.index(n)].dtype.kind in "iu"]
     attempts = [()]
     if const_params:
         if ints:
             attempts.append(tuple(ints))
         if small and len(small) != len(ints):
             attempts.append(tuple(small))
-    best = None
-    for const in attempts:
-        consts = {n: arrays[names.index(n)] for n in const}
-        model = _with_constants(case.model, consts) if consts else case.model
-        shapes = {n: tuple(a.shape) for n, a in zip(names, arrays) if n not in consts}
-        g = load_model(model, input_shapes=shapes, fold_constants=fold_constants)
-        if not g.symbolic_values:
-            return g, const
-        if best is None:
-            best = (g, const)
-    return best
+    return attempts
+
+
+def _load(case, names, arrays, const, fold_constants):
+    """Load ``case.model`` with input shapes bound and the inputs in ``const`` as initializers.
+
+    Rank-0 inputs are declared scalar in the model itself rather than through
+    ``input_shapes``: the loader's binding clears the declared shape and then adds
+    no dims, which leaves a scalar input with an unknown shape (a loader bug)."""
+    consts = {n: arrays[names.index(n)] for n in const}
+    scalars = {n for n, a in zip(names, arrays) if a.ndim == 0 and n not in consts}
+    model = _prepare(case.model, consts, scalars) if consts or scalars else case.model
+    shapes = {n: tuple(a.shape) for n, a in zip(names, arrays) if n not in consts and n not in scalars}
+    return load_model(model, input_shapes=shapes, fold_constants=fold_constants)
+
+
+def _claim(graph, provider) -> str | None:
+    """None when ``provider`` supports every node, else why not."""
+    if graph.symbolic_values:
+        return f"symbolic or unknown shapes after loading: {graph.symbolic_values[:3]}"
+    for node in graph.nodes:
+        ctx = node_context(graph, node)
+        try:
+            m = provider.supports_op(node, node.opset, ctx.in_shapes, ctx.in_dtypes, ctx)
+        except Exception as e:  # a buggy capability check is a failure, not a decline
+            raise _ClaimCrash(f"supports_op crashed on {node.op_type}: {type(e).__name__}: {e}") from e
+        if not m.supported:
+            return f"{node.op_type}: {m.reason}"
+    return None
+
+
+class _ClaimCrash(Exception):
+    pass
+
+
+def _as_array(a):
+    """A data-set entry as a numpy array (TensorProtos converted), or None when it is
+    not a tensor (a sequence, an optional, a map)."""
+    if isinstance(a, onnx.TensorProto):
+        return numpy_helper.to_array(a)
+    if isinstance(a, (np.ndarray, np.generic)):
+        return np.asarray(a)
+    return None
 
 
 def _row(case, **kw):
     r = {"case": case.name, "ops": _ops(case.model), "claimed": False, "passed": False,
-         "status": "", "reason": "", "error": "", "const_inputs": "", "seconds": 0.0}
+         "status": "", "reason": "", "error": "", "const_inputs": "", "folded": 0, "seconds": 0.0}
     r.update(kw)
     return r
 
@@ -148,26 +193,43 @@ def _max_elements(graph) -> int:
     return max(sizes, default=0)
 
 
+def op_without_kernel(case, provider, *, fold: bool = True) -> str | None:
+    """Cheap pre-filter: the first op type of ``case`` for which ``provider`` has no
+    kernel at all (ops that constant folding may remove are ignored when ``fold``),
+    else None. Providers without ``supported_op_types`` are not pre-filtered."""
+    ops_supported = getattr(provider, "supported_op_types", None)
+    if ops_supported is None:
+        return None
+    have = ops_supported()
+    missing = [(n.domain + "::" if n.domain not in ("", "ai.onnx") else "") + n.op_type
+               for n in case.model.graph.node
+               if n.domain not in ("", "ai.onnx") or n.op_type not in have]
+    hard = [op for op in missing if not (fold and op in FOLDABLE_OPS)]
+    return (hard or missing)[0] if hard or (missing and not fold) else None
+
+
 def run_case(case, provider, *, max_elements: int | None = None, fold_constants: bool = False,
-             const_params: bool = True) -> dict:
+             const_params: bool = True, fold_fallback: bool = True) -> dict:
     """Run one backend case on ``provider``; returns one result row (see :data:`COLUMNS`).
 
     ``status`` is one of: ``passed``, ``failed`` (wrong values), ``error`` (a claimed
     case crashed), ``unclaimed``, ``skipped: size cap``."""
     t0 = time.perf_counter()
-    ops_supported = getattr(provider, "supported_op_types", None)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # onnx's reference ops, when folding
+        return _run_case(case, provider, t0, max_elements, fold_constants, const_params,
+                         fold_fallback)
+
+
+def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fold_fallback):
     try:
-        # cheap pre-filter: an op type with no kernel at all cannot be claimed
-        if ops_supported is not None and not fold_constants:
-            have = ops_supported()
-            missing = [n.op_type for n in case.model.graph.node
-                       if n.domain not in ("", "ai.onnx") or n.op_type not in have]
-            if missing:
-                return _row(case, status="unclaimed",
-                            reason=f"{missing[0]}: no kernel on {provider.name}")
-        data_sets = case.data_sets
+        blocker = op_without_kernel(case, provider, fold=fold_constants or fold_fallback)
+        if blocker:
+            return _row(case, status="unclaimed", reason=f"{blocker}: no kernel on {provider.name}")
+        data_sets = [([_as_array(a) for a in ins], [_as_array(a) for a in outs])
+                     for ins, outs in case.data_sets]
         for inputs, outputs in data_sets:
-            if not all(isinstance(a, np.ndarray) for a in list(inputs) + list(outputs)):
+            if any(a is None for a in list(inputs) + list(outputs)):
                 return _row(case, status="unclaimed",
                             reason="non-tensor inputs or outputs (sequence/optional/map)")
         if max_elements is not None:
@@ -178,39 +240,47 @@ def run_case(case, provider, *, max_elements: int | None = None, fold_constants:
         init_names = {t.name for t in case.model.graph.initializer}
         names = [vi.name for vi in case.model.graph.input if vi.name not in init_names]
 
-        rows_ok = True
         const_used: tuple = ()
+        folded = 0
         for inputs, expected in data_sets:
-            inputs = [np.asarray(a) for a in inputs]
             if len(inputs) != len(names):
                 return _row(case, status="unclaimed",
                             reason=f"the data set has {len(inputs)} inputs, the model {len(names)}")
-            try:
-                graph, const_used = _load(case, names, inputs, fold_constants=fold_constants,
-                                          const_params=const_params)
-            except (HeteroExploreError, onnx.checker.ValidationError) as e:
-                return _row(case, status="unclaimed", reason=f"load: {e}")
-            if max_elements is not None and _max_elements(graph) > max_elements:
-                return _row(case, status="skipped: size cap",
-                            reason=f"a value has {_max_elements(graph)} elements > {max_elements}")
-            # claim: every node supported
-            for node in graph.nodes:
-                ctx = node_context(graph, node)
+            graph, first_reason = None, None
+            forms = [(c, fold_constants) for c in _attempts(names, inputs, const_params)]
+            if fold_fallback and not fold_constants:
+                forms += [(c, True) for c, _ in forms]
+            for const, fold in forms:
                 try:
-                    m = provider.supports_op(node, node.opset, ctx.in_shapes, ctx.in_dtypes, ctx)
-                except Exception as e:  # a buggy capability check is a failure, not a decline
-                    return _row(case, claimed=True, status="error", const_inputs=",".join(const_used),
-                                error=f"supports_op crashed on {node.op_type}: {type(e).__name__}: {e}")
-                if not m.supported:
-                    return _row(case, status="unclaimed", const_inputs=",".join(const_used),
-                                reason=f"{node.op_type}: {m.reason}")
+                    g = _load(case, names, inputs, const, fold)
+                except (HeteroExploreError, onnx.checker.ValidationError) as e:
+                    first_reason = first_reason or f"load: {e}"
+                    continue
+                if fold and not g.nodes:
+                    first_reason = first_reason or "every node folds away at load time"
+                    continue
+                if max_elements is not None and _max_elements(g) > max_elements:
+                    return _row(case, status="skipped: size cap",
+                                reason=f"a value has {_max_elements(g)} elements > {max_elements}")
+                try:
+                    why = _claim(g, provider)
+                except _ClaimCrash as e:
+                    return _row(case, claimed=True, status="error", error=str(e),
+                                const_inputs=",".join(const))
+                if why is None:
+                    graph, const_used, folded = g, const, len(g.folded_nodes)
+                    break
+                first_reason = first_reason or why
+            if graph is None:
+                return _row(case, status="unclaimed", reason=first_reason)
             feeds = {n: a for n, a in zip(names, inputs) if n not in const_used}
             try:
                 got = run_graph(graph, provider, feeds)
             except Exception as e:
                 msg = " ".join(f"{type(e).__name__}: {e}".split())[:600]
                 return _row(case, claimed=True, status="error", error=msg,
-                            const_inputs=",".join(const_used), seconds=time.perf_counter() - t0)
+                            const_inputs=",".join(const_used), folded=folded,
+                                seconds=time.perf_counter() - t0)
             rtol = min(RTOL, case.rtol)
             atol = min(ATOL, case.atol)
             out_names = [o.name for o in case.model.graph.output]
@@ -218,25 +288,28 @@ def run_case(case, provider, *, max_elements: int | None = None, fold_constants:
                 why = compare_outputs(exp, got[name], rtol, atol)
                 if why:
                     return _row(case, claimed=True, status="failed", error=f"output {name!r}: {why}",
-                                const_inputs=",".join(const_used), seconds=time.perf_counter() - t0)
-        return _row(case, claimed=True, passed=rows_ok, status="passed",
-                    const_inputs=",".join(const_used), seconds=time.perf_counter() - t0)
+                                const_inputs=",".join(const_used), folded=folded,
+                                seconds=time.perf_counter() - t0)
+        return _row(case, claimed=True, passed=True, status="passed",
+                    const_inputs=",".join(const_used), folded=folded,
+                                seconds=time.perf_counter() - t0)
     except Exception as e:  # never let one case stop the run
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:600]
         return _row(case, status="error", error=f"runner: {msg}", seconds=time.perf_counter() - t0)
 
 
 def run_conformance(provider, cases=None, *, pattern=None, max_elements: int | None = None,
-                    fold_constants: bool = False, const_params: bool = True, progress=None):
+                    fold_constants: bool = False, const_params: bool = True,
+                    fold_fallback: bool = True, progress=None):
     """Run backend node cases on ``provider``; returns a pandas DataFrame with one row
-    per case: case, ops, claimed, passed, status, reason, error, const_inputs, seconds.
+    per case: case, ops, claimed, passed, status, reason, error, const_inputs, folded, seconds.
 
     Args:
         cases: the cases to run (default: all of :func:`node_cases`).
         pattern: fnmatch pattern(s) on case names, e.g. ``"test_slice*"``.
         max_elements: skip cases with a tensor larger than this (``skipped: size cap``),
             e.g. for the CUDA simulator.
-        fold_constants / const_params: see the module docs.
+        fold_constants / const_params / fold_fallback: see the module docs.
         progress: optional callable ``progress(i, n, row)`` after each case.
     """
     import pandas as pd
@@ -245,7 +318,7 @@ def run_conformance(provider, cases=None, *, pattern=None, max_elements: int | N
     rows = []
     for i, case in enumerate(selected):
         row = run_case(case, provider, max_elements=max_elements, fold_constants=fold_constants,
-                       const_params=const_params)
+                       const_params=const_params, fold_fallback=fold_fallback)
         rows.append(row)
         if progress is not None:
             progress(i, len(selected), row)

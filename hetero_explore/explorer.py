@@ -33,7 +33,7 @@ import numpy as np
 
 from .errors import PlanningError
 from .ir import Graph
-from .providers import ExecutionProvider, mask, resolve
+from .providers import ExecutionProvider, MaskedProvider, resolve
 
 #: plans kept per configuration (toggling back and forth re-plans instantly)
 PLAN_CACHE_SIZE = 64
@@ -69,6 +69,29 @@ def _inputs_key(inputs: dict) -> str:
         h.update(repr(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+class _Memo(MaskedProvider):
+    """A provider whose capability answers are remembered per node.
+
+    What-if planning asks every provider about every node again and again while
+    only the masks change; the answers of the provider itself do not. Everything
+    else (name, device, memory, kernels) is the wrapped provider's."""
+
+    def __init__(self, inner: ExecutionProvider):
+        super().__init__(inner)
+        self._answers: dict[int, tuple] = {}
+
+    def supports_op(self, node, opset, shapes, dtypes, ctx=None):
+        hit = self._answers.get(id(node))
+        if hit is not None and hit[0] is node and hit[1] == opset:
+            return hit[2]
+        m = self.inner.supports_op(node, opset, shapes, dtypes, ctx)
+        self._answers[id(node)] = (node, opset, m)  # holding the node keeps its id unique
+        return m
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
 
 
 # -- history and comparisons ---------------------------------------------------------
@@ -230,6 +253,7 @@ class Explorer:
         self.graph = graph
         self.seed = seed
         self._base: dict[str, ExecutionProvider] = {}
+        self._memo: dict[str, _Memo] = {}
         for p in providers:
             self._add(p)
         if not self._base:
@@ -258,6 +282,7 @@ class Explorer:
         if prov.name in self._base:
             raise ValueError(f"two providers are named {prov.name!r}; provider names must be unique")
         self._base[prov.name] = prov
+        self._memo[prov.name] = _Memo(prov)
         return prov.name
 
     def _resolve_reference(self, reference) -> ExecutionProvider:
@@ -377,6 +402,7 @@ class Explorer:
     def remove_provider(self, name: str) -> "Explorer":
         name = self._check_name(name)
         del self._base[name]
+        del self._memo[name]
         self._order.remove(name)
         del self._enabled[name]
         del self._denied[name]
@@ -392,8 +418,8 @@ class Explorer:
         for n in self._order:
             if not self._enabled[n]:
                 continue
-            p = self._base[n]
-            out.append(mask(p, deny=self._denied[n]) if self._denied[n] else p)
+            p = self._memo[n]
+            out.append(MaskedProvider(p, deny=self._denied[n]) if self._denied[n] else p)
         return out
 
     @property
@@ -599,11 +625,19 @@ class Explorer:
             per = {}
             self._svg_cache[plan] = per
         if level not in per:
-            data = plan.to_graphviz(level=level).pipe(format="svg")
+            g = plan.to_graphviz(level=level)
+            data = g.pipe(format="svg")
             text = data.decode("utf-8") if isinstance(data, bytes) else str(data)
             i = text.find("<svg")
             per[level] = text[i:] if i >= 0 else text
+            drawn = getattr(g, "level", None)  # "auto" resolved: the same picture
+            if isinstance(drawn, str) and drawn != level:
+                per.setdefault(drawn, per[level])
         return per[level]
+
+    def svg_cached(self, plan, level: str = "auto") -> str | None:
+        """The SVG of ``plan`` at ``level`` when it was drawn before, else None."""
+        return self._svg_cache.get(plan, {}).get(level)
 
     def export_html(self, path) -> str:
         """Write the self-contained HTML report of the current plan (with the last run

@@ -4,10 +4,11 @@ Each generator returns an ``onnx.ModelProto`` (opset 17, float32, static
 shapes) built with ``onnx.helper`` and weights drawn from a seeded generator,
 so the same arguments always give the same bytes::
 
-    from hetero_explore import models
+    from hetero_explore import load_model, models
+    from hetero_explore.inputs import random_inputs
     m = models.mlp("tiny")                    # a preset
     m = models.cnn("small", blocks=3)         # a preset with one dimension overridden
-    feeds = models.random_inputs(m, seed=1)   # {input name: array}
+    feeds = random_inputs(load_model(m), seed=1)   # {input name: array}
 
 Presets (``size=``): ``"tiny"`` (a few hundred elements per tensor: fit for
 the CUDA simulator), ``"small"``, ``"medium"``, ``"large"`` (benchmarks).
@@ -248,35 +249,4 @@ def chain(size: str = "tiny", *, batch: int | None = None, width: int | None = N
                    f"generated Add/Relu chain {p}")
 
 
-def random_inputs(model, seed: int = 0, scale: float = 1.0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input of ``model`` (a ModelProto, a loaded Graph or a Plan):
-    standard normal floats times ``scale``, small non-negative integers, random booleans."""
-    graph = getattr(model, "graph", model)
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    if isinstance(graph, onnx.GraphProto):
-        inits = {t.name for t in graph.initializer}
-        specs = []
-        for vi in graph.input:
-            if vi.name in inits:
-                continue
-            tt = vi.type.tensor_type
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-            specs.append((vi.name, helper.tensor_dtype_to_np_dtype(tt.elem_type), dims))
-    else:  # hetero_explore.ir.Graph
-        specs = [(n, graph.values[n].dtype, list(graph.values[n].shape or ())) for n in graph.inputs]
-    for name, dtype, dims in specs:
-        if any(not isinstance(d, (int, np.integer)) or d is None for d in dims):
-            raise ValueError(f"input {name!r} has a symbolic or unknown shape {dims}; bind it first "
-                             "(load_model(model, input_shapes=...)) or build the inputs yourself")
-        dtype = np.dtype(dtype)
-        if dtype.kind == "f":
-            out[name] = (rng.standard_normal(dims) * scale).astype(dtype)
-        elif dtype.kind == "b":
-            out[name] = rng.random(dims) < 0.5
-        else:
-            out[name] = rng.integers(0, 8, size=dims).astype(dtype)
-    return out
-
-
-__all__ = ["mlp", "cnn", "transformer", "chain", "random_inputs", "SIZES", "OPSET"]
+__all__ = ["mlp", "cnn", "transformer", "chain", "SIZES", "OPSET"]

@@ -85,7 +85,9 @@ def validate_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str,
         raise InputValidationError(f"missing input(s) {missing}; the graph's inputs are {graph.inputs}")
     out = {}
     for name in graph.inputs:
-        a = np.ascontiguousarray(inputs[name])
+        a = np.asarray(inputs[name])
+        if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn a scalar into shape (1,))
+            a = a.copy(order="C")
         v = graph.values[name]
         if v.dtype is not None and a.dtype != v.dtype:
             raise InputValidationError(f"input {name!r} has dtype {a.dtype}, the graph expects "
@@ -148,12 +150,14 @@ def run_graph(graph: Graph, provider, inputs: Mapping[str, np.ndarray], *,
     bufs: dict = {}
     try:
         # 2. graph inputs and used initializers onto the provider
-        for name in graph.inputs:
-            if name in last_use:
-                bufs[name] = provider.copy_from_host(feeds[name])
-        for name in graph.initializer_protos:
-            if name in last_use:
-                bufs[name] = provider.copy_from_host(np.ascontiguousarray(graph.initializer(name)))
+        host = [(n, feeds[n]) for n in graph.inputs if n in last_use]
+        host += [(n, graph.initializer(n)) for n in graph.initializer_protos if n in last_use]
+        for name, a in host:
+            a = np.asarray(a)
+            a = a if a.flags.c_contiguous else a.copy(order="C")
+            # allocate with the exact shape first: copy_from_host(a) alone may reshape scalars
+            bufs[name] = provider.allocate(a.shape, a.dtype)
+            provider.copy_from_host(a, bufs[name])
 
         # 3. run
         for pos, (node, kernel) in enumerate(zip(graph.nodes, kernels)):

@@ -91,7 +91,7 @@ def test_reduce_old_opset_attribute_axes(op):
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 def test_reduce_ints(op, dtype):
     x = RNG.integers(-1000, 1000, size=(3, 4, 2)).astype(dtype)
-    for axes in ([1], [0, 2], None):
+    for axes in ([1], [0, 2], [-1], None):
         check_ref(op, x, axes, 1)
 
 
@@ -116,6 +116,19 @@ def test_reduce_max_nan_propagates():
     got = run_node(CPU, node, inputs, opset=18, const_inputs=const)[0]
     assert np.isnan(got[0]) and got[1] == 6
     assert bits_equal(got, run_node(GPU, node, inputs, opset=18, const_inputs=const)[0])
+
+
+def test_reduce_max_nan_propagates_row_path():
+    # innermost dim kept: the CPU's row-of-accumulators path
+    x = np.array([[1, 2], [np.nan, 0], [5, 1]], dtype=np.float32)
+    node, inputs, const = make("ReduceMax", x, [0], 0)
+    got = run_node(CPU, node, inputs, opset=18, const_inputs=const)[0]
+    assert np.isnan(got[0]) and got[1] == 2
+    assert bits_equal(got, run_node(GPU, node, inputs, opset=18, const_inputs=const)[0])
+    x[0, 0] = np.nan
+    x[1, 0] = 7
+    got = run_node(CPU, node, inputs, opset=18, const_inputs=const)[0]
+    assert np.isnan(got[0])
 
 
 def test_reduce_sum_order_is_ascending():

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from collections import deque
+
+import numpy as np
 from dataclasses import dataclass
 
 from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
 from ..ir import Graph, shape_is_static
 from ..providers import resolve_all
 from ..providers.base import KernelContext
+from .arrays import graph_arrays
 from .partition import convex_partitions, order_partitions
 from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
 
@@ -43,31 +46,62 @@ def _blocker_kind(graph: Graph, node) -> str | None:
     return None
 
 
-def place(graph: Graph, providers) -> tuple[list[int], list[dict], list[int]]:
-    """Priority first-fit. Returns (assignment, declined-reasons, unplaceable node ids)."""
-    assignment: list[int] = []
-    declined: list[dict] = []
-    unplaceable: list[int] = []
+def _cacheable(p, node) -> bool:
+    f = getattr(p, "signature_cacheable", None)
+    return bool(f(node)) if f is not None else False
+
+
+def _ask(p, node, ctx, reasons) -> bool:
+    try:
+        m = p.supports_op(node, node.opset, ctx.in_shapes, ctx.in_dtypes, ctx)
+    except Exception as e:  # a provider's oracle must not take the planner down
+        reasons[p.name] = f"capability check failed: {type(e).__name__}: {e}"
+        return False
+    if m.supported:
+        return True
+    reasons[p.name] = m.reason or "declined"
+    return False
+
+
+def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
+    """Priority first-fit. Returns (assignment, declined-reasons, unplaceable node ids).
+
+    A provider that declares ``signature_cacheable(node)`` (its answer depends only
+    on domain, op type, opset and input dtypes) is asked once per distinct
+    signature instead of once per node."""
+    arr = graph_arrays(graph)
+    nodes = graph.nodes
     n_prov = len(providers)
-    for node in graph.nodes:
-        ctx = _context(graph, node)
+    # per signature: (chosen provider or -1, reasons so far, provider index to resume per node or -1)
+    sig_choice = np.full(len(arr.signatures), -1, np.int64)
+    sig_resume = np.full(len(arr.signatures), -1, np.int64)
+    sig_reasons: list[dict] = []
+    for s, rep in enumerate(arr.sig_first.tolist()):
+        node = nodes[rep]
+        ctx = None
         reasons: dict[str, str] = {}
-        chosen = -1
         for pi, p in enumerate(providers):
-            try:
-                m = p.supports_op(node, node.opset, ctx.in_shapes, ctx.in_dtypes, ctx)
-            except Exception as e:  # a provider's oracle must not take the planner down
-                reasons[p.name] = f"capability check failed: {type(e).__name__}: {e}"
-                continue
-            if m.supported:
-                chosen = pi
+            if not _cacheable(p, node):
+                sig_resume[s] = pi
                 break
-            reasons[p.name] = m.reason or "declined"
-        if chosen < 0:
-            unplaceable.append(node.id)
-            chosen = n_prov - 1
-        assignment.append(chosen)
-        declined.append(reasons)
+            ctx = ctx or _context(graph, node)
+            if _ask(p, node, ctx, reasons):
+                sig_choice[s] = pi
+                break
+        sig_reasons.append(reasons)
+    assignment = sig_choice[arr.node_sig].copy()
+    declined = [sig_reasons[s] for s in arr.node_sig.tolist()]
+    for nid in np.flatnonzero(sig_resume[arr.node_sig] >= 0).tolist():
+        node = nodes[nid]
+        reasons = dict(declined[nid])
+        ctx = _context(graph, node)
+        for pi in range(int(sig_resume[arr.node_sig[nid]]), n_prov):
+            if _ask(providers[pi], node, ctx, reasons):
+                assignment[nid] = pi
+                break
+        declined[nid] = reasons
+    unplaceable = np.flatnonzero(assignment < 0).tolist()
+    assignment[assignment < 0] = n_prov - 1
     return assignment, declined, unplaceable
 
 
@@ -118,97 +152,129 @@ def _kind(src_dev, dst_dev) -> str:
     return "D2D"
 
 
-def _sum_bytes(graph: Graph, names) -> int | None:
-    total = 0
-    for n in names:
-        b = graph.values[n].nbytes
-        if b is None:
-            return None
-        total += b
-    return total
-
-
 def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, unplaceable) -> Plan:
-    preds, succs = graph.adjacency()
-    groups = convex_partitions(assignment, preds, succs, len(providers))
-    ordered = order_partitions(groups, assignment, preds)
-    node_partition = [0] * len(graph.nodes)
-    for pid, members in enumerate(ordered):
-        for v in members:
-            node_partition[v] = pid
-    vals = graph.values
-    graph_outputs = set(graph.outputs)
+    arr = graph_arrays(graph)
+    n = arr.n_nodes
+    group_of = convex_partitions(assignment, arr, len(providers))
+    node_part, n_parts = order_partitions(group_of, assignment, arr)
+    names = arr.value_names
+    vbytes = arr.value_bytes
+
+    # members of each partition, ascending node ids
+    by_part = np.argsort(node_part, kind="stable")
+    counts = np.bincount(node_part, minlength=n_parts) if n else np.zeros(0, np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+
+    src, dst, val = arr.use_src, arr.use_dst, arr.use_val
+    src_part = np.where(src >= 0, node_part[np.maximum(src, 0)] if n else src, -1)
+    dst_part = node_part[dst] if n else dst
+    crossing = src_part != dst_part
+    # partition inputs: (dst partition, value), in first-use order
+    ins = _unique_pairs(dst_part[crossing], val[crossing])
+    # partition outputs: (src partition, value) for uses elsewhere, plus graph outputs
+    internal_cross = crossing & (src >= 0)
+    out_p = [src_part[internal_cross]]
+    out_v = [val[internal_cross]]
+    gprod = arr.value_producer[arr.output_vals]
+    has = gprod >= 0
+    out_p.append(node_part[gprod[has]] if n else gprod[has])
+    out_v.append(arr.output_vals[has])
+    outs = _unique_pairs(np.concatenate(out_p), np.concatenate(out_v), sort_by_value=True)
+
     partitions = []
-    for pid, members in enumerate(ordered):
-        pi = assignment[members[0]]
+    for pid in range(n_parts):
+        members = tuple(by_part[bounds[pid]:bounds[pid + 1]].tolist())
+        pi = int(assignment[members[0]])
         prov = providers[pi]
-        mset = set(members)
-        ins: dict[str, None] = {}
-        outs: dict[str, None] = {}
-        for v in members:
-            node = graph.nodes[v]
-            for i in node.inputs:
-                if i and vals[i].producer not in mset:
-                    ins.setdefault(i, None)
-            for o in node.outputs:
-                if not o:
-                    continue
-                if o in graph_outputs or any(c not in mset for c in vals[o].consumers):
-                    outs.setdefault(o, None)
-        partitions.append(Partition(pid, prov.name, pi, str(prov.device), tuple(members), tuple(ins),
-                                    tuple(outs), _sum_bytes(graph, ins), _sum_bytes(graph, outs)))
+        iv = ins.get(pid, [])
+        ov = outs.get(pid, [])
+        partitions.append(Partition(pid, prov.name, pi, str(prov.device), members,
+                                    tuple(names[v] for v in iv), tuple(names[v] for v in ov),
+                                    _bytes(vbytes, iv), _bytes(vbytes, ov)))
 
-    # transfers: one per (value, destination provider), in first-use order
+    # transfers: one per (value, destination provider); ordered by first destination partition
+    a = np.asarray(assignment)
+    xp = (src >= 0) & (a[np.maximum(src, 0)] != a[dst]) if n else np.zeros(0, bool)
+    t_val, t_dprov, t_dpart = val[xp], a[dst[xp]], dst_part[xp]
     transfers: list[Transfer] = []
-    index: dict[tuple[str, int], int] = {}
-    dst_parts: dict[int, list[int]] = {}
-    for part in partitions:
-        for name in part.inputs:
-            v = vals[name]
-            if v.producer is None:  # graph input / initializer: staged by the consumer
-                continue
-            src_pi = assignment[v.producer]
-            if src_pi == part.provider_index:
-                continue
-            key = (name, part.provider_index)
-            if key in index:
-                dst_parts[index[key]].append(part.id)
-                continue
-            sp, dp = providers[src_pi], providers[part.provider_index]
-            index[key] = len(transfers)
-            dst_parts[len(transfers)] = [part.id]
+    if len(t_val):
+        key = t_val * len(providers) + t_dprov
+        order = np.lexsort((t_dpart, key))
+        key_s, part_s = key[order], t_dpart[order]
+        starts = np.flatnonzero(np.concatenate([[True], key_s[1:] != key_s[:-1]]))
+        ends = np.concatenate([starts[1:], [len(key_s)]])
+        recs = []
+        for st, en in zip(starts.tolist(), ends.tolist()):
+            k = int(key_s[st])
+            v, dp = divmod(k, len(providers))
+            dparts = tuple(dict.fromkeys(part_s[st:en].tolist()))
+            recs.append((dparts[0], v, dp, dparts))
+        recs.sort()
+        for _, v, dp, dparts in recs:
+            value = graph.values[names[v]]
+            sp_i = int(a[arr.value_producer[v]])
+            sp, dpv = providers[sp_i], providers[dp]
             transfers.append(Transfer(
-                name, None if v.dtype is None else v.dtype.name, v.shape, v.nbytes, sp.name, dp.name,
-                str(sp.device), str(dp.device), _kind(sp.device, dp.device),
-                node_partition[v.producer], ()))
-    transfers = [Transfer(**{**t.__dict__, "dst_partitions": tuple(dst_parts[i])})
-                 for i, t in enumerate(transfers)]
-
-    # explain convexity splits: same-provider edges across partitions
-    splits: list[ConvexitySplit] = []
-    seen_pairs = set()
-    for v in range(len(graph.nodes)):
-        for u in preds[v]:
-            if assignment[u] == assignment[v] and node_partition[u] != node_partition[v]:
-                pair = (node_partition[u], node_partition[v])
-                if pair in seen_pairs or len(splits) >= MAX_SPLIT_EXPLANATIONS:
-                    continue
-                seen_pairs.add(pair)
-                path = _escape_path(u, v, node_partition, succs)
-                if path:
-                    splits.append(ConvexitySplit(pair[0], pair[1],
-                                                 tuple(graph.nodes[i].name for i in path)))
+                names[v], None if value.dtype is None else value.dtype.name, value.shape,
+                None if vbytes[v] < 0 else int(vbytes[v]), sp.name, dpv.name, str(sp.device),
+                str(dpv.device), _kind(sp.device, dpv.device), int(node_part[arr.value_producer[v]]), dparts))
 
     blockers = _blockers(graph, providers, unplaceable, declined)
-    return Plan(graph=graph, providers=tuple(providers), policy=policy, assignment=tuple(assignment),
-                declined=tuple(declined), partitions=tuple(partitions),
-                node_partition=tuple(node_partition), transfers=tuple(transfers),
-                execution_blockers=tuple(blockers), convexity_splits=tuple(splits),
+    return Plan(graph=graph, providers=tuple(providers), policy=policy,
+                assignment=tuple(np.asarray(assignment).tolist()), declined=tuple(declined),
+                partitions=tuple(partitions), node_partition=tuple(node_part.tolist()),
+                transfers=tuple(transfers), execution_blockers=tuple(blockers),
                 inlined_functions=tuple(inlined), plan_seconds=time.perf_counter() - t0,
                 forced=tuple(unplaceable))
 
 
-def _escape_path(u: int, v: int, node_partition, succs) -> list[int] | None:
+def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False) -> dict[int, list[int]]:
+    """partition -> distinct values, in first-occurrence order (or value order)."""
+    out: dict[int, list[int]] = {}
+    if len(part) == 0:
+        return out
+    key = part.astype(np.int64) * (int(val.max()) + 1) + val
+    _, first = np.unique(key, return_index=True)
+    if not sort_by_value:
+        first = np.sort(first)
+    for i in first.tolist():
+        out.setdefault(int(part[i]), []).append(int(val[i]))
+    if sort_by_value:
+        for k in out:
+            out[k].sort()
+    return out
+
+
+def _bytes(vbytes: np.ndarray, vals: list[int]) -> int | None:
+    if not vals:
+        return 0
+    b = vbytes[vals]
+    return None if (b < 0).any() else int(b.sum())
+
+
+def convexity_splits(plan: Plan, limit: int = MAX_SPLIT_EXPLANATIONS) -> tuple[ConvexitySplit, ...]:
+    """Why adjacent same-provider nodes stayed in different partitions: for each such
+    partition pair, a path that would leave the merged partition and re-enter it."""
+    graph = plan.graph
+    preds, succs = graph.adjacency()
+    node_partition, assignment = plan.node_partition, plan.assignment
+    splits: list[ConvexitySplit] = []
+    seen_pairs = set()
+    budget = [200_000]
+    for v in range(len(graph.nodes)):
+        for u in preds[v]:
+            if assignment[u] == assignment[v] and node_partition[u] != node_partition[v]:
+                pair = (node_partition[u], node_partition[v])
+                if pair in seen_pairs or len(splits) >= limit:
+                    continue
+                seen_pairs.add(pair)
+                path = _escape_path(u, v, node_partition, succs, budget)
+                if path:
+                    splits.append(ConvexitySplit(pair[0], pair[1], tuple(graph.nodes[i].name for i in path)))
+    return tuple(splits)
+
+
+def _escape_path(u: int, v: int, node_partition, succs, budget) -> list[int] | None:
     """A path u → (outside u's partition) → ... → v: why u and v could not merge."""
     pu = node_partition[u]
     start = [w for w in succs[u] if node_partition[w] != pu and w != v]
@@ -216,9 +282,8 @@ def _escape_path(u: int, v: int, node_partition, succs) -> list[int] | None:
         return None
     prev = {w: u for w in start}
     q = deque(start)
-    limit = 20000
-    while q and limit:
-        limit -= 1
+    while q and budget[0] > 0:
+        budget[0] -= 1
         x = q.popleft()
         for w in succs[x]:
             if w in prev:
@@ -229,14 +294,16 @@ def _escape_path(u: int, v: int, node_partition, succs) -> list[int] | None:
                 while path[-1] != u:
                     path.append(prev[path[-1]])
                 return path[::-1]
-            if w < v + 1:
+            if w < v:
                 q.append(w)
     return None
 
 
 def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
     out: list[Blocker] = []
-    for node in graph.nodes:
+    present = {sig[1] for sig in graph_arrays(graph).signatures}
+    risky = present & (CONTROL_FLOW | SEQUENCE_OPS | {"EPContext"})
+    for node in (graph.nodes if risky else ()):
         kind = _blocker_kind(graph, node)
         if kind == "control-flow":
             out.append(Blocker(kind, node.name, f"{node.op_type} (control flow) is not executed yet; "

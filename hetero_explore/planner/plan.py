@@ -109,14 +109,22 @@ class Plan:
     """Cross-provider copies in execution order."""
     execution_blockers: tuple[Blocker, ...] = ()
     """What makes execution fail closed."""
-    convexity_splits: tuple[ConvexitySplit, ...] = ()
-    """Why some adjacent same-provider nodes stayed apart."""
     inlined_functions: tuple[str, ...] = ()
     """Model-local functions inlined so that placement could succeed."""
     plan_seconds: float = 0.0
     """Wall time of planning."""
     forced: tuple[int, ...] = field(default=())
     """Nodes no provider supports, placed on the last provider only so that the plan can be shown."""
+
+    @property
+    def convexity_splits(self) -> tuple[ConvexitySplit, ...]:
+        """Why some adjacent same-provider nodes stayed apart (computed on first use)."""
+        cached = self.__dict__.get("_splits")
+        if cached is None:
+            from .core import convexity_splits
+            cached = convexity_splits(self)
+            object.__setattr__(self, "_splits", cached)
+        return cached
 
     # -- basics ----------------------------------------------------------------
     @property

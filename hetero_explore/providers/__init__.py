@@ -46,6 +46,9 @@ class _CapabilityOf(VirtualProvider):
             return KernelMatch.no(f"its kernels ({self.kernels.name}) decline: {k.reason}")
         return m
 
+    def signature_cacheable(self, node) -> bool:
+        return self.capability.signature_cacheable(node) and self.kernels.signature_cacheable(node)
+
     def support_df(self):
         df = self.capability.support_df().copy()
         df["note"] = f"virtual {self.device}; executes with {self.kernels.name}"

@@ -165,6 +165,11 @@ class ExecutionProvider:
     def supports_op(self, node, opset: int, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
         raise NotImplementedError
 
+    def signature_cacheable(self, node) -> bool:
+        """True when :meth:`supports_op` for ``node`` depends only on its domain, op type,
+        opset and input dtypes, so the planner may ask once per such signature."""
+        return False
+
     def available(self) -> tuple[bool, str]:
         """(True, "") when this provider can execute on this machine, else (False, reason)."""
         return True, ""

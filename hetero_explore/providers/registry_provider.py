@@ -26,6 +26,9 @@ class RegistryProvider(ExecutionProvider):
             return None, f"{node.op_type} opset {opset} not supported (kernel covers opsets {ranges})"
         return in_range, ""
 
+    def signature_cacheable(self, node) -> bool:
+        return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target))
+
     def supports_op(self, node, opset, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
         kernels, why = self._kernels_for(node, opset)
         if kernels is None:

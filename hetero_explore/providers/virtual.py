@@ -85,6 +85,9 @@ class VirtualProvider(ExecutionProvider):
                 return KernelMatch.no(f"its kernels ({self.kernels.name}) decline: {m.reason}")
         return KernelMatch.yes()
 
+    def signature_cacheable(self, node) -> bool:
+        return self.kernels is None or self.kernels.signature_cacheable(node)
+
     @property
     def can_execute(self) -> bool:
         return self.kernels is not None and self.kernels.can_execute
@@ -178,6 +181,9 @@ class MaskedProvider(ExecutionProvider):
     def can_execute(self):
         return self.inner.can_execute
 
+    def signature_cacheable(self, node) -> bool:
+        return self.inner.signature_cacheable(node)
+
     # memory and copies are the inner provider's
     def available(self):
         return self.inner.available()
@@ -252,6 +258,9 @@ class CheckedProvider(MaskedProvider):
     def __init__(self, inner, check: Check):
         super().__init__(inner)
         self.check = check
+
+    def signature_cacheable(self, node) -> bool:
+        return False
 
     def supports_op(self, node, opset, shapes, dtypes, ctx=None) -> KernelMatch:
         m = self.check(node, opset, shapes, dtypes)

@@ -23,6 +23,9 @@ How the movement ops work
   parameter input at run time. Slice needs ``starts`` (and ``axes``/``steps``
   when present): the CPU kernel reads them from the input at run time when
   they are not constants; CUDA declines such a Slice at planning time.
+* CPU row loops index with ``np.uint64(offset)``: an unsigned index skips
+  numba's negative-index wraparound branch, which lets LLVM vectorize the
+  copy (5-10x faster here). Offsets are never negative.
 * Gather indices may be negative. Out-of-range indices raise
   :class:`~hetero_explore.errors.ExecutionError` on the CPU (it validates
   them first); a CUDA kernel cannot raise, so it clamps them into range
@@ -127,7 +130,7 @@ def strided_gather_row(r, x, out, base, shape, strides):
     o = r * n
     src = base + bcast_offset(o, shape, strides)
     for j in range(n):
-        out[o + j] = x[src + j * step]
+        out[np.uint64(o + j)] = x[np.uint64(src + j * step)]
 
 
 @dual
@@ -145,7 +148,7 @@ def strided_scatter_row(r, x, out, base, shape, strides):
     o = r * n
     dst = base + bcast_offset(o, shape, strides)
     for j in range(n):
-        out[dst + j * step] = x[o + j]
+        out[np.uint64(dst + j * step)] = x[np.uint64(o + j)]
 
 
 @dual
@@ -171,7 +174,7 @@ def gather_row(t, data, idx, out, axis_dim, n_idx, inner):
     src = (outer * axis_dim + k) * inner
     o = t * inner
     for r in range(inner):
-        out[o + r] = data[src + r]
+        out[np.uint64(o + r)] = data[np.uint64(src + r)]
 
 
 @dual
@@ -674,9 +677,11 @@ def _check_gather_elements(ctx, target):
     if len(ds) == 0 or len(ds) != len(ish):
         return f"GatherElements: data {ds} and indices {ish} must have the same rank >= 1"
     try:
-        _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
+        axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
     except KernelError as e:
         return str(e)
+    if any(i > d for k, (i, d) in enumerate(zip(ish, ds)) if k != axis):
+        return f"GatherElements: indices {ish} exceed data {ds} outside axis {axis}"
     return None
 
 

@@ -11,6 +11,12 @@ is bitwise the same result.
 Transcendental functions come from :mod:`.pmath` (portable, IEEE-exact
 building blocks) -- never ``math.exp`` and friends, which differ between
 numba's CPU target and the CUDA simulator.
+
+Simulator pitfall: there an ``@njit`` helper runs as compiled CPU code and
+returns a *Python float* (float64). Passed on to another untyped ``@njit``
+function it would compile a float64 variant, so every scalar helper here has
+an explicit float32 signature, and ``@dual`` code wraps helper results in
+``np.float32(...)`` before doing arithmetic with them.
 """
 
 from __future__ import annotations
@@ -47,18 +53,30 @@ def _dummy_f32():
     return np.zeros(1, dtype=np.float32)
 
 
+# error_model="numpy": a float32 division by zero gives inf/NaN (IEEE), as on the GPU,
+# instead of numba's default Python ZeroDivisionError.
+_JIT = dict(cache=True, error_model="numpy")
+
+
+@njit("float32(float32, float32)", **_JIT)
+def _div(a, b):
+    return a / b
+
+
 # =============================================================================
 # MatMul / Gemm
 # Order: per output element, acc = 0.0f, then acc = acc + a[k] * b[k] for
 # k = 0 .. K-1 (product rounded to float32, then the sum rounded); no FMA.
 # Gemm then computes y = alpha * acc, and y = y + beta * c when C is given.
-# CPU: for each row, a row of N accumulators updated k by k (i-k-j order),
-# which gives each element the same sequence as the per-element dot product
-# the CUDA kernel runs (one thread per output element).
+# CPU: a blocked i-k-j GEMM (_gemm_rows_cpu): rows of accumulators, four
+# output rows at a time, updated k by k, which gives each element the same
+# sequence of operations as the per-element dot product the CUDA kernel runs
+# (one thread per output element). A transposed B is first copied into a
+# k-major scratch buffer (a copy does not change any value).
 # =============================================================================
 
 
-@njit(cache=True)
+@njit("float32(float32, int64, float32, float32, float32)", **_JIT)
 def _gemm_epilogue(acc, epi, alpha, beta, cv):
     if epi == 0:
         return acc
@@ -76,31 +94,103 @@ def _dot(a, a0, sak, b, b0, sbk, K):
     return acc
 
 
+@njit(**_JIT)
+def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
+    """CPU only: out[o0 + m*som + n] = sum_k a[a0 + m*sam + k*sak] * b[b0 + k*sbk + n]
+    (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is a
+    float32 scratch of shape (4, >= min(N, tile)). Columns are processed in
+    tiles (B tile kept in cache), rows four at a time. Slices keep the inner
+    loops free of negative-index checks so that LLVM vectorizes them (over n,
+    which does not reorder any element's sum)."""
+    T = acc.shape[1]
+    for n0 in range(0, N, T):
+        nt = min(T, N - n0)
+        m = 0
+        while m < M:
+            if M - m >= 4:
+                r0 = acc[0, :nt]
+                r1 = acc[1, :nt]
+                r2 = acc[2, :nt]
+                r3 = acc[3, :nt]
+                r0[:] = np.float32(0)
+                r1[:] = np.float32(0)
+                r2[:] = np.float32(0)
+                r3[:] = np.float32(0)
+                ab = a0 + m * sam
+                for k in range(K):
+                    ak = ab + k * sak
+                    v0 = a[ak]
+                    v1 = a[ak + sam]
+                    v2 = a[ak + 2 * sam]
+                    v3 = a[ak + 3 * sam]
+                    st = b0 + k * sbk + n0
+                    brow = b[st:st + nt]
+                    for n in range(nt):
+                        bv = brow[n]
+                        r0[n] += v0 * bv
+                        r1[n] += v1 * bv
+                        r2[n] += v2 * bv
+                        r3[n] += v3 * bv
+                for r in range(4):
+                    o = o0 + (m + r) * som + n0
+                    out[o:o + nt] = acc[r, :nt]
+                m += 4
+            else:
+                r0 = acc[0, :nt]
+                r0[:] = np.float32(0)
+                ab = a0 + m * sam
+                for k in range(K):
+                    v0 = a[ab + k * sak]
+                    st = b0 + k * sbk + n0
+                    brow = b[st:st + nt]
+                    for n in range(nt):
+                        r0[n] += v0 * brow[n]
+                o = o0 + m * som + n0
+                out[o:o + nt] = r0
+                m += 1
+
+
+@njit(**_JIT)
+def _gemm_scratch(K, N):
+    """Accumulator scratch for _gemm_rows_cpu: a column tile whose B panel fits in L2."""
+    t = (96 * 1024) // max(K, 1)
+    t = max(64, min(t, 2048))
+    t = min(t, max(N, 1))
+    return np.zeros((4, t), dtype=np.float32)
+
+
+@njit(**_JIT)
+def _transpose_into(b, b0, sbk, sbn, K, N, dst):
+    """dst[k*N + n] = b[b0 + k*sbk + n*sbn], in 32x32 blocks (pure data movement)."""
+    for k0 in range(0, K, 32):
+        k1 = min(K, k0 + 32)
+        for n0 in range(0, N, 32):
+            n1 = min(N, n0 + 32)
+            for n in range(n0, n1):
+                for k in range(k0, k1):
+                    dst[k * N + n] = b[b0 + k * sbk + n * sbn]
+
+
 @cpu_kernel
 def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
     MN = M * N
     nb = out.shape[0] // MN if MN > 0 else 0
-    acc = np.zeros(max(N, 1), dtype=np.float32)
+    acc = _gemm_scratch(K, N)
+    bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
     for bt in range(nb):
         a0 = bcast_offset(bt, bshape, sa)
         b0 = bcast_offset(bt, bshape, sb)
-        for m in range(M):
-            arow = a0 + m * sam
-            if sbn == 1:
+        o0 = bt * MN
+        if sbn != 1:
+            _transpose_into(b, b0, sbk, sbn, K, N, bt_buf)
+            _gemm_rows_cpu(a, a0, sam, sak, bt_buf, 0, N, M, K, N, out, o0, N, acc)
+        else:
+            _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
+        if epi != 0:
+            for m in range(M):
                 for n in range(N):
-                    acc[n] = np.float32(0)
-                for k in range(K):
-                    av = a[arow + k * sak]
-                    brow = b0 + k * sbk
-                    for n in range(N):
-                        acc[n] += av * b[brow + n]
-            else:
-                for n in range(N):
-                    acc[n] = _dot(a, arow, sak, b, b0 + n * sbn, sbk, K)
-            o = bt * MN + m * N
-            for n in range(N):
-                cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-                out[o + n] = _gemm_epilogue(acc[n], epi, alpha, beta, cv)
+                    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+                    out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
 
 
 @cuda_kernel
@@ -208,11 +298,15 @@ register("Gemm", dtypes=F32, since=11, check=_check_gemm,
 
 # =============================================================================
 # Conv (1-D and 2-D; 1-D runs as 2-D with H = 1)
-# Order: per output element, acc = 0.0f, then acc = acc + x * w over input
+# Order: per output element, acc = 0.0f, then acc = acc + xv * w over input
 # channel c (of the group), kernel row kh, kernel column kw, all ascending,
-# skipping taps that fall into the padding; then acc + bias[m].
-# CPU: a row of OW accumulators per (n, m, oh), updated tap by tap in the
-# same (c, kh, kw) order; CUDA: one thread per output element.
+# where xv is the input value, or 0.0f for a tap in the zero padding (as the
+# ONNX spec pads with zeros; a padded tap still adds 0.0f * w); then
+# acc + bias[m].
+# CPU: im2col (the (c, kh, kw) x (oh, ow) matrix of xv, a pure copy) and the
+# blocked GEMM above, whose k order is (c, kh, kw) ascending; a 1x1 stride-1
+# unpadded Conv multiplies the input directly. CUDA: one thread per output
+# element, same sequence.
 # =============================================================================
 
 _P_N, _P_C, _P_H, _P_W, _P_M, _P_KH, _P_KW, _P_OH, _P_OW, _P_SH, _P_SW, _P_DH, _P_DW, _P_PT, _P_PL, _P_G = range(16)
@@ -249,11 +343,13 @@ def _conv_item(i, x, w, bias, has_b, p):
         wb = (m * Cg + c) * KH * KW
         for kh in range(KH):
             ih = oh * sh - pt + kh * dh
-            if ih >= 0 and ih < H:
-                for kw in range(KW):
-                    iw = ow * sw - pl + kw * dw
-                    if iw >= 0 and iw < W:
-                        acc += x[xb + ih * W + iw] * w[wb + kh * KW + kw]
+            hin = ih >= 0 and ih < H
+            for kw in range(KW):
+                iw = ow * sw - pl + kw * dw
+                xv = np.float32(0)
+                if hin and iw >= 0 and iw < W:
+                    xv = x[xb + ih * W + iw]
+                acc += w[wb + kh * KW + kw] * xv
     if has_b:
         acc = acc + bias[m]
     return acc
@@ -264,6 +360,40 @@ def _conv_cuda(x, w, bias, has_b, p, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i] = _conv_item(i, x, w, bias, has_b, p)
+
+
+@njit(**_JIT)
+def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, col):
+    """col[((c*KH + kh)*KW + kw) * OH*OW + oh*OW + ow] = x tap, or 0.0f in the padding."""
+    NN = OH * OW
+    for c in range(Cg):
+        for kh in range(KH):
+            for kw in range(KW):
+                r = ((c * KH + kh) * KW + kw) * NN
+                for oh in range(OH):
+                    ih = oh * sh - pt + kh * dh
+                    o = r + oh * OW
+                    dst = col[o:o + OW]
+                    if ih < 0 or ih >= H:
+                        dst[:] = np.float32(0)
+                        continue
+                    xr = xb + (c * H + ih) * W
+                    a = pl - kw * dw  # iw = ow*sw - a
+                    lo = -((-a) // sw)
+                    if lo < 0:
+                        lo = 0
+                    if lo > OW:
+                        lo = OW
+                    hi = (W - 1 + a) // sw + 1
+                    if hi > OW:
+                        hi = OW
+                    if hi < lo:
+                        hi = lo
+                    dst[:lo] = np.float32(0)
+                    dst[hi:] = np.float32(0)
+                    if hi > lo:
+                        st = xr + lo * sw - a
+                        dst[lo:hi] = x[st:st + (hi - lo - 1) * sw + 1:sw]
 
 
 @cpu_kernel
@@ -286,40 +416,26 @@ def _conv_cpu(x, w, bias, has_b, p, out):
     G = p[15]
     Cg = C // G
     Mg = M // G
-    acc = np.zeros(max(OW, 1), dtype=np.float32)
-    # valid output-column range of each kernel column kw
-    lo = np.empty(max(KW, 1), dtype=np.int64)
-    hi = np.empty(max(KW, 1), dtype=np.int64)
-    for kw in range(KW):
-        a = pl - kw * dw  # iw = ow*sw - a >= 0  <=>  ow >= ceil(a / sw)
-        l = -((-a) // sw)
-        lo[kw] = l if l > 0 else 0
-        h = (W - 1 + a) // sw + 1  # iw <= W-1  <=>  ow <= floor((W-1+a)/sw)
-        hi[kw] = h if h < OW else OW
+    K = Cg * KH * KW
+    NN = OH * OW
+    direct = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W
+    col = np.empty(1 if direct else K * NN, dtype=np.float32)
+    acc = _gemm_scratch(K, NN)
     for n in range(N):
-        for m in range(M):
-            g = m // Mg
-            for oh in range(OH):
-                for ow in range(OW):
-                    acc[ow] = np.float32(0)
-                for c in range(Cg):
-                    xb = (n * C + g * Cg + c) * H * W
-                    wb = (m * Cg + c) * KH * KW
-                    for kh in range(KH):
-                        ih = oh * sh - pt + kh * dh
-                        if ih >= 0 and ih < H:
-                            xr = xb + ih * W
-                            for kw in range(KW):
-                                wv = w[wb + kh * KW + kw]
-                                base = xr - pl + kw * dw
-                                for ow in range(lo[kw], hi[kw]):
-                                    acc[ow] += x[base + ow * sw] * wv
-                o = ((n * M + m) * OH + oh) * OW
-                for ow in range(OW):
-                    v = acc[ow]
-                    if has_b:
-                        v = v + bias[m]
-                    out[o + ow] = v
+        for g in range(G):
+            o0 = (n * M + g * Mg) * NN
+            if direct:
+                _gemm_rows_cpu(w, g * Mg * K, K, 1, x, (n * C + g * Cg) * H * W, NN, Mg, K, NN, out, o0, NN, acc)
+            else:
+                _im2col_cpu(x, (n * C + g * Cg) * H * W, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, col)
+                _gemm_rows_cpu(w, g * Mg * K, K, 1, col, 0, NN, Mg, K, NN, out, o0, NN, acc)
+            if has_b:
+                for mm in range(Mg):
+                    bv = bias[g * Mg + mm]
+                    o = o0 + mm * NN
+                    seg = out[o:o + NN]
+                    for j in range(NN):
+                        seg[j] = seg[j] + bv
 
 
 def _spatial_attrs(ctx, nsp, kshape):
@@ -409,14 +525,18 @@ def _build_conv(ctx, target):
 
 
 register("Conv", dtypes=F32, since=11, check=_check_conv,
-         note="per element: (c, kh, kw) ascending from 0.0f, padding taps skipped, then + bias")(_build_conv)
+         note="per element: (c, kh, kw) ascending from 0.0f, zero-padding taps add w*0, then + bias")(_build_conv)
 
 
 # =============================================================================
 # ConvTranspose (1-D and 2-D)
-# Order: per output element, acc = 0.0f, then acc = acc + x * w over input
-# channel c (of the group), kh, kw ascending, over the taps that map onto this
-# output position; then acc + bias[m]. Both targets: per output element.
+# Order: per output element, acc = 0.0f; for each kernel tap (kh, kw)
+# ascending that maps an input position (ih, iw) onto this output position:
+# part = 0.0f, part = part + w * x over the input channels c of the group
+# ascending, then acc = acc + part; finally acc + bias[m].
+# CPU: a GEMM (cols[(mm, kh, kw), (ih, iw)] = sum_c w * x, c ascending) and a
+# col2im scatter in (kh, kw) order; each output element receives at most one
+# part per tap, in the same order. CUDA: one thread per output element.
 # =============================================================================
 
 
@@ -447,22 +567,23 @@ def _convt_item(i, x, w, bias, has_b, p):
     Mg = M // G
     g = m // Mg
     mm = m - g * Mg
+    HW = H * W
+    KK = KH * KW
     acc = np.float32(0)
-    for c in range(Cg):
-        ci = g * Cg + c
-        xb = (n * C + ci) * H * W
-        wb = (ci * Mg + mm) * KH * KW
-        for kh in range(KH):
-            th = oh + pt - kh * dh
-            if th >= 0 and th % sh == 0:
-                ih = th // sh
-                if ih < H:
-                    for kw in range(KW):
-                        tw = ow + pl - kw * dw
-                        if tw >= 0 and tw % sw == 0:
-                            iw = tw // sw
-                            if iw < W:
-                                acc += x[xb + ih * W + iw] * w[wb + kh * KW + kw]
+    for kh in range(KH):
+        th = oh + pt - kh * dh
+        if th >= 0 and th % sh == 0 and th // sh < H:
+            ih = th // sh
+            for kw in range(KW):
+                tw = ow + pl - kw * dw
+                if tw >= 0 and tw % sw == 0 and tw // sw < W:
+                    iw = tw // sw
+                    xo = (n * C + g * Cg) * HW + ih * W + iw
+                    wo = (g * Cg * Mg + mm) * KK + kh * KW + kw
+                    part = np.float32(0)
+                    for c in range(Cg):
+                        part += w[wo + c * Mg * KK] * x[xo + c * HW]
+                    acc = acc + part
     if has_b:
         acc = acc + bias[m]
     return acc
@@ -477,8 +598,55 @@ def _convt_cuda(x, w, bias, has_b, p, out):
 
 @cpu_kernel
 def _convt_cpu(x, w, bias, has_b, p, out):
-    for i in range(out.shape[0]):
-        out[i] = _convt_item(i, x, w, bias, has_b, p)
+    N = p[0]
+    C = p[1]
+    H = p[2]
+    W = p[3]
+    M = p[4]
+    KH = p[5]
+    KW = p[6]
+    OH = p[7]
+    OW = p[8]
+    sh = p[9]
+    sw = p[10]
+    dh = p[11]
+    dw = p[12]
+    pt = p[13]
+    pl = p[14]
+    G = p[15]
+    Cg = C // G
+    Mg = M // G
+    KK = KH * KW
+    HW = H * W
+    R = Mg * KK
+    cols = np.empty(max(R * HW, 1), dtype=np.float32)
+    acc = _gemm_scratch(Cg, HW)
+    ONN = OH * OW
+    for n in range(N):
+        for g in range(G):
+            # cols[r, j] with r = (mm*KH + kh)*KW + kw: A[r, c] = w[((g*Cg + c)*Mg + mm)*KK + kh*KW + kw]
+            _gemm_rows_cpu(w, g * Cg * Mg * KK, 1, Mg * KK, x, (n * C + g * Cg) * HW, HW, R, Cg, HW, cols, 0, HW,
+                           acc)
+            for mm in range(Mg):
+                o0 = (n * M + g * Mg + mm) * ONN
+                dst = out[o0:o0 + ONN]
+                dst[:] = np.float32(0)
+                for kh in range(KH):
+                    for kw in range(KW):
+                        r = (mm * KH + kh) * KW + kw
+                        for ih in range(H):
+                            oh = ih * sh - pt + kh * dh
+                            if oh < 0 or oh >= OH:
+                                continue
+                            src = r * HW + ih * W
+                            for iw in range(W):
+                                ow = iw * sw - pl + kw * dw
+                                if ow >= 0 and ow < OW:
+                                    dst[oh * OW + ow] = dst[oh * OW + ow] + cols[src + iw]
+                if has_b:
+                    bv = bias[g * Mg + mm]
+                    for j in range(ONN):
+                        dst[j] = dst[j] + bv
 
 
 def _check_convt(ctx, target):
@@ -543,7 +711,7 @@ def _build_convt(ctx, target):
 
 
 register("ConvTranspose", dtypes=F32, since=11, check=_check_convt,
-         note="per element: (c, kh, kw) ascending from 0.0f over contributing taps, then + bias; "
+         note="per element: taps (kh, kw) ascending, each a c-ascending partial sum, then + bias; "
               "output_shape attribute declined")(_build_convt)
 
 
@@ -561,12 +729,9 @@ register("ConvTranspose", dtypes=F32, since=11, check=_check_convt,
 
 
 @dual
-def _pool_item(i, x, p, is_max):
-    C = p[1]
+def _pool_at(x, nc, oh, ow, p, is_max):
     H = p[2]
     W = p[3]
-    OH = p[4]
-    OW = p[5]
     KH = p[6]
     KW = p[7]
     sh = p[8]
@@ -578,10 +743,6 @@ def _pool_item(i, x, p, is_max):
     pb = p[14]
     pr = p[15]
     include = p[16]
-    ow = i % OW
-    t = i // OW
-    oh = t % OH
-    nc = t // OH
     xb = nc * H * W
     h0 = oh * sh - pt
     w0 = ow * sw - pl
@@ -614,20 +775,111 @@ def _pool_item(i, x, p, is_max):
                         cpad += 1
     if include:
         cnt += cpad
-    return s / np.float32(cnt)
+    return _div(s, np.float32(cnt))
 
 
 @cuda_kernel
 def _pool_cuda(x, p, is_max, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
-        out[i] = _pool_item(i, x, p, is_max)
+        OH = p[4]
+        OW = p[5]
+        ow = i % OW
+        t = i // OW
+        out[i] = _pool_at(x, t // OH, t % OH, ow, p, is_max)
+
+
+@njit(**_JIT)
+def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
+    """CPU only: one output row of MaxPool/AveragePool with a row of
+    accumulators, taps (kh, kw) ascending: each element sees the same sequence
+    as _pool_at."""
+    H = p[2]
+    W = p[3]
+    OW = p[5]
+    KH = p[6]
+    KW = p[7]
+    sh = p[8]
+    sw = p[9]
+    dh = p[10]
+    dw = p[11]
+    pt = p[12]
+    pl = p[13]
+    pb = p[14]
+    include = p[16]
+    h0 = oh * sh - pt
+    a = acc[:OW]
+    if is_max:
+        a[:] = np.float32(-np.inf)
+    else:
+        a[:] = np.float32(0)
+    nh = 0
+    nhp = 0
+    for kh in range(KH):
+        ih = h0 + kh * dh
+        if ih >= -pt and ih < H + pb:
+            nhp += 1
+        if ih < 0 or ih >= H:
+            continue
+        nh += 1
+        xr = xb + ih * W
+        for kw in range(KW):
+            c = pl - kw * dw  # iw = ow*sw - c
+            lo = -((-c) // sw)
+            if lo < 0:
+                lo = 0
+            hi = (W - 1 + c) // sw + 1
+            if hi > OW:
+                hi = OW
+            if hi <= lo:
+                continue
+            seg = a[lo:hi]
+            st = xr + lo * sw - c
+            xs = x[st:st + (hi - lo - 1) * sw + 1:sw]
+            if is_max:
+                for j in range(hi - lo):
+                    v = xs[j]
+                    seg[j] = v if v > seg[j] else seg[j]
+            else:
+                for j in range(hi - lo):
+                    seg[j] = seg[j] + xs[j]
+    if is_max:
+        dst[:] = a
+    else:
+        for ow in range(OW):
+            cnt = nh * wcnt[ow]
+            if include:
+                cnt = nhp * wpad[ow]
+            dst[ow] = _div(a[ow], np.float32(cnt))
 
 
 @cpu_kernel
 def _pool_cpu(x, p, is_max, out):
-    for i in range(out.shape[0]):
-        out[i] = _pool_item(i, x, p, is_max)
+    H = p[2]
+    W = p[3]
+    OH = p[4]
+    OW = p[5]
+    KW = p[7]
+    sw = p[9]
+    dw = p[11]
+    pl = p[13]
+    pr = p[15]
+    NC = out.shape[0] // (OH * OW) if OH * OW > 0 else 0
+    acc = np.empty(max(OW, 1), dtype=np.float32)
+    # per output column: taps inside the input, and inside input + explicit pads
+    wcnt = np.zeros(max(OW, 1), dtype=np.int64)
+    wpad = np.zeros(max(OW, 1), dtype=np.int64)
+    for ow in range(OW):
+        for kw in range(KW):
+            iw = ow * sw - pl + kw * dw
+            if iw >= 0 and iw < W:
+                wcnt[ow] += 1
+            if iw >= -pl and iw < W + pr:
+                wpad[ow] += 1
+    for nc in range(NC):
+        for oh in range(OH):
+            o = (nc * OH + oh) * OW
+            _pool_row_cpu(x, nc * H * W, oh, p, is_max, acc, wcnt, wpad, out[o:o + OW])
 
 
 def _check_pool(ctx, target):
@@ -702,7 +954,7 @@ def _gpool_item(r, x, S, is_max, count):
     s = np.float32(0)
     for j in range(S):
         s += x[b + j]
-    return s / count
+    return _div(s, count)
 
 
 @cuda_kernel
@@ -754,12 +1006,12 @@ register(("GlobalAveragePool", "GlobalMaxPool"), dtypes=F32, since=1, check=_che
 # =============================================================================
 
 
-@njit(cache=True)
+@njit("float32(float32, float32, float32)", **_JIT)
 def _bn_factor(scale, var, eps):
     return scale / sqrt_f32(var + eps)
 
 
-@njit(cache=True)
+@njit("float32(float32, float32, float32, float32)", **_JIT)
 def _bn_apply(x, mean, f, b):
     t = (x - mean) * f
     return t + b
@@ -833,7 +1085,7 @@ register("BatchNormalization", dtypes=F32, since=9, check=_check_bn,
 # =============================================================================
 
 
-@njit(cache=True)
+@njit("float32(float32, float32, float32, float32, float32)", **_JIT)
 def _lrn_finish(x, s, coef, bias, beta):
     t = coef * s
     base = bias + t
@@ -854,7 +1106,7 @@ def _lrn_item(i, x, C, S, lo, hi, coef, bias, beta):
     for cc in range(c0, c1 + 1):
         v = x[b + cc * S]
         s += v * v
-    return _lrn_finish(x[i], s, coef, bias, beta)
+    return np.float32(_lrn_finish(x[i], s, coef, bias, beta))
 
 
 @cuda_kernel
@@ -927,17 +1179,23 @@ def _softmax_row(r, x, out, A, inner, is_log):
         if v > m:
             m = v
     s = np.float32(0)
-    for a in range(A):
-        s += exp_f32(x[b + a * inner] - m)
     if is_log:
-        ls = log_f32(s)
+        for a in range(A):
+            s += np.float32(exp_f32(x[b + a * inner] - m))
+        ls = np.float32(log_f32(s))
         for a in range(A):
             k = b + a * inner
             out[k] = (x[k] - m) - ls
     else:
+        # keep exp(x - m) in the output, then divide it in place (same bits as recomputing)
         for a in range(A):
             k = b + a * inner
-            out[k] = exp_f32(x[k] - m) / s
+            e = np.float32(exp_f32(x[k] - m))
+            out[k] = e
+            s += e
+        for a in range(A):
+            k = b + a * inner
+            out[k] = _div(out[k], s)
 
 
 @cuda_kernel
@@ -999,13 +1257,13 @@ register(("Softmax", "LogSoftmax"), dtypes=F32, since=13, check=_check_softmax,
 # =============================================================================
 
 
-@njit(cache=True)
+@njit("float32(float32, float32, float32)", **_JIT)
 def _ln_inv(q, Df, eps):
     var = q / Df
     return np.float32(1.0) / sqrt_f32(var + eps)
 
 
-@njit(cache=True)
+@njit("float32(float32, float32, float32, float32)", **_JIT)
 def _ln_apply(x, mean, inv, sc):
     return ((x - mean) * inv) * sc
 
@@ -1017,15 +1275,15 @@ def _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull
     s = np.float32(0)
     for j in range(D):
         s += x[b + j]
-    mean = s / Df
+    mean = np.float32(_div(s, Df))
     q = np.float32(0)
     for j in range(D):
         d = x[b + j] - mean
         q += d * d
-    inv = _ln_inv(q, Df, eps)
+    inv = np.float32(_ln_inv(q, Df, eps))
     for j in range(D):
         so = j if sfull else bcast_offset(j, nshape, sstr)
-        y = _ln_apply(x[b + j], mean, inv, scale[so])
+        y = np.float32(_ln_apply(x[b + j], mean, inv, scale[so]))
         if has_b:
             bo = j if bfull else bcast_offset(j, nshape, bstr)
             y = y + bias[bo]
@@ -1044,12 +1302,44 @@ def _ln_cuda(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, s
                 want_stats)
 
 
+@njit(**_JIT)
+def _ln_row_fast_cpu(r, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out, want_stats):
+    """CPU only: _ln_row for full-size scale/bias, on slices (vectorizable final pass)."""
+    b = r * D
+    xr = x[b:b + D]
+    yr = out[b:b + D]
+    s = np.float32(0)
+    for j in range(D):
+        s += xr[j]
+    mean = _div(s, Df)
+    q = np.float32(0)
+    for j in range(D):
+        d = xr[j] - mean
+        q += d * d
+    inv = _ln_inv(q, Df, eps)
+    sc = scale[:D]
+    if has_b:
+        bb = bias[:D]
+        for j in range(D):
+            yr[j] = _ln_apply(xr[j], mean, inv, sc[j]) + bb[j]
+    else:
+        for j in range(D):
+            yr[j] = _ln_apply(xr[j], mean, inv, sc[j])
+    if want_stats:
+        mean_out[r] = mean
+        inv_out[r] = inv
+
+
 @cpu_kernel
 def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
             want_stats):
+    fast = sfull and (bfull or not has_b)
     for r in range(rows):
-        _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
-                want_stats)
+        if fast:
+            _ln_row_fast_cpu(r, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out, want_stats)
+        else:
+            _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out,
+                    inv_out, want_stats)
 
 
 def _check_ln(ctx, target):
@@ -1200,6 +1490,7 @@ register("Dropout", dtypes=F32, since=12, check=_check_dropout,
 # axis and (b0, b1) on the outer one,
 #   y = (x00*a0 + x01*a1)*b0 + (x10*a0 + x11*a1)*b1   (float32, this order),
 #   one axis: y = x0*a0 + x1*a1.
+# CPU: row by row over the last axis; CUDA: one thread per output element.
 # Axes with an identity mapping are copied, not interpolated.
 # =============================================================================
 
@@ -1276,7 +1567,7 @@ def _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax
         return x[base]
     if nlin == 1:
         sb = istr[ax_b]
-        return x[base + idx0[pb] * sb] * w0[pb] + x[base + idx1[pb] * sb] * w1[pb]
+        return _lerp(x[base + idx0[pb] * sb], x[base + idx1[pb] * sb], w0[pb], w1[pb])
     sa = istr[ax_a]
     sb = istr[ax_b]
     r0 = base + idx0[pa] * sa
@@ -1285,9 +1576,16 @@ def _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax
     c1 = idx1[pb] * sb
     a0 = w0[pb]
     a1 = w1[pb]
-    top = x[r0 + c0] * a0 + x[r0 + c1] * a1
-    bot = x[r1 + c0] * a0 + x[r1 + c1] * a1
-    return top * w0[pa] + bot * w1[pa]
+    top = _lerp(x[r0 + c0], x[r0 + c1], a0, a1)
+    bot = _lerp(x[r1 + c0], x[r1 + c1], a0, a1)
+    return _lerp(top, bot, w0[pa], w1[pa])
+
+
+@njit("float32(float32, float32, float32, float32)", **_JIT)
+def _lerp(v0, v1, a0, a1):
+    t0 = v0 * a0
+    t1 = v1 * a1
+    return t0 + t1
 
 
 @cuda_kernel
@@ -1299,8 +1597,53 @@ def _resize_cuda(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, 
 
 @cpu_kernel
 def _resize_cpu(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
-    for i in range(out.shape[0]):
-        out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
+    nd = oshape.shape[0]
+    last = nd - 1
+    OW = oshape[last]
+    # row-wise fast path: the last axis is the inner interpolated one (or no axis is)
+    if OW == 0 or not (nlin == 0 or ax_b == last):
+        for i in range(out.shape[0]):
+            out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
+        return
+    rows = out.shape[0] // OW
+    lo = tab_off[last]
+    sl = istr[last]
+    i0 = idx0[lo:lo + OW]
+    i1 = idx1[lo:lo + OW]
+    a0 = w0[lo:lo + OW]
+    a1 = w1[lo:lo + OW]
+    for r in range(rows):
+        base = 0
+        pa = 0
+        t = r
+        for d in range(nd - 2, -1, -1):
+            n = oshape[d]
+            o = t % n
+            t = t // n
+            k = tab_off[d] + o
+            if d == ax_a:
+                pa = k
+            else:
+                base += idx0[k] * istr[d]
+        dst = out[r * OW:(r + 1) * OW]
+        if nlin == 0:
+            for j in range(OW):
+                dst[j] = x[base + i0[j] * sl]
+        elif nlin == 1:
+            for j in range(OW):
+                dst[j] = _lerp(x[base + i0[j] * sl], x[base + i1[j] * sl], a0[j], a1[j])
+        else:
+            sa = istr[ax_a]
+            r0 = base + idx0[pa] * sa
+            r1 = base + idx1[pa] * sa
+            b0 = w0[pa]
+            b1 = w1[pa]
+            for j in range(OW):
+                c0 = i0[j] * sl
+                c1 = i1[j] * sl
+                top = _lerp(x[r0 + c0], x[r0 + c1], a0[j], a1[j])
+                bot = _lerp(x[r1 + c0], x[r1 + c1], a0[j], a1[j])
+                dst[j] = _lerp(top, bot, b0, b1)
 
 
 _CTM = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric")
@@ -1439,6 +1782,31 @@ _PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 
 @dual
+def _pad_map(j, n, mode):
+    """Input index along one axis for the (unpadded) index j, or -1 for the constant value."""
+    if j >= 0 and j < n:
+        return j
+    if mode == 0:
+        return -1
+    if mode == 2:
+        return 0 if j < 0 else n - 1
+    if mode == 1:
+        if n == 1:
+            return 0
+        per = 2 * (n - 1)
+        j = j % per
+        if j < 0:
+            j += per
+        if j >= n:
+            j = per - j
+        return j
+    j = j % n
+    if j < 0:
+        j += n
+    return j
+
+
+@dual
 def _pad_src(i, oshape, ishape, istr, pbeg, mode):
     """Flat input offset of output element i, or -1 for the constant value."""
     off = 0
@@ -1447,27 +1815,9 @@ def _pad_src(i, oshape, ishape, istr, pbeg, mode):
         n_o = oshape[d]
         o = t % n_o
         t = t // n_o
-        n = ishape[d]
-        j = o - pbeg[d]
-        if j < 0 or j >= n:
-            if mode == 0:
-                return -1
-            if mode == 2:
-                j = 0 if j < 0 else n - 1
-            elif mode == 1:
-                if n == 1:
-                    j = 0
-                else:
-                    per = 2 * (n - 1)
-                    j = j % per
-                    if j < 0:
-                        j += per
-                    if j >= n:
-                        j = per - j
-            else:
-                j = j % n
-                if j < 0:
-                    j += n
+        j = _pad_map(o - pbeg[d], ishape[d], mode)
+        if j < 0:
+            return -1
         off += j * istr[d]
     return off
 
@@ -1482,9 +1832,37 @@ def _pad_cuda(x, out, cval, oshape, ishape, istr, pbeg, mode):
 
 @cpu_kernel
 def _pad_cpu(x, out, cval, oshape, ishape, istr, pbeg, mode):
-    for i in range(out.shape[0]):
-        s = _pad_src(i, oshape, ishape, istr, pbeg, mode)
-        out[i] = cval[0] if s < 0 else x[s]
+    nd = oshape.shape[0]
+    last = nd - 1
+    OW = oshape[last]
+    if OW == 0:
+        return
+    n = ishape[last]
+    colmap = np.empty(OW, dtype=np.int64)
+    for ow in range(OW):
+        colmap[ow] = _pad_map(ow - pbeg[last], n, mode)
+    cv = cval[0]
+    rows = out.shape[0] // OW
+    for r in range(rows):
+        off = 0
+        t = r
+        const = False
+        for d in range(nd - 2, -1, -1):
+            n_o = oshape[d]
+            o = t % n_o
+            t = t // n_o
+            j = _pad_map(o - pbeg[d], ishape[d], mode)
+            if j < 0:
+                const = True
+                break
+            off += j * istr[d]
+        dst = out[r * OW:(r + 1) * OW]
+        if const:
+            dst[:] = cv
+        else:
+            for ow in range(OW):
+                c = colmap[ow]
+                dst[ow] = cv if c < 0 else x[off + c]
 
 
 def _pad_layout(ctx, xs, pads, axes):

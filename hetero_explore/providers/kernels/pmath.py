@@ -31,10 +31,14 @@ Lawson iteration on Chebyshev nodes, then rounded to float32); the log series
 uses the Taylor coefficients of atanh, which converge fast enough on the
 reduced range.
 
-Public functions take and return float32 and have explicit signatures
-``float32(float32)`` / ``float32(float32, float32)``: an argument of another
-type is converted to float32 first, so no caller can silently get a float64
-variant. They use ``error_model="numpy"`` (no Python exceptions).
+Public functions take and return float32: an argument of another type (a
+Python float from a simulator kernel, an int) is converted to float32 first,
+so every variant numba compiles computes the same float32 bits. They have no
+explicit signatures on purpose: an explicit signature disables compilation of
+the CPU dispatcher, and numba-cuda then refuses to call it from a GPU kernel
+("using cpu function on device but its compilation is disabled"; the
+simulator does not notice). They use ``error_model="numpy"`` (no Python
+exceptions).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ NAN = F(np.nan)
 # powers of two (exact)
 P2_1, P2_2, P2_4, P2_8 = F(2.0), F(4.0), F(16.0), F(256.0)
 P2_16, P2_32, P2_64 = F(2.0 ** 16), F(2.0 ** 32), F(2.0 ** 64)
-P2_127 = F(2.0 ** 127)
+P2_126 = F(2.0 ** 126)
 P2_23 = F(2.0 ** 23)
 P2_24 = F(2.0 ** 24)
 P2M1, P2M2, P2M4, P2M8 = F(0.5), F(0.25), F(2.0 ** -4), F(2.0 ** -8)
@@ -133,7 +137,7 @@ C4 = F(0.42836901545524597)
 C5 = F(-0.21054263412952423)
 C6 = F(0.04317201301455498)
 
-_JIT = dict(cache=True, error_model="numpy")
+_JIT = dict(cache=True, error_model="numpy", inline="always")
 
 
 # --- error-free transformations (exact without FMA) ---------------------------
@@ -174,111 +178,70 @@ def _two_prod(a, b):
 # --- exponent handling ---------------------------------------------------------
 @njit(**_JIT)
 def _pow2i(k):
-    """2**k as float32, exactly, for integer -126 <= k <= 127."""
-    r = ONE
-    if k >= 0:
-        n = k
-        if n & 1:
-            r = r * P2_1
-        if n & 2:
-            r = r * P2_2
-        if n & 4:
-            r = r * P2_4
-        if n & 8:
-            r = r * P2_8
-        if n & 16:
-            r = r * P2_16
-        if n & 32:
-            r = r * P2_32
-        if n & 64:
-            r = r * P2_64
-    else:
-        n = -k
-        if n & 1:
-            r = r * P2M1
-        if n & 2:
-            r = r * P2M2
-        if n & 4:
-            r = r * P2M4
-        if n & 8:
-            r = r * P2M8
-        if n & 16:
-            r = r * P2M16
-        if n & 32:
-            r = r * P2M32
-        if n & 64:
-            r = r * P2M64
-    return r
+    """2**k as float32, exactly, for integer -126 <= k <= 127.
+
+    With u = k + 126 in [0, 253]: 2**k = (2**-126 or 2**2, by bit 7 of u) times the
+    product of 2**(2**j) over the other set bits of u (that product is <= 2**127).
+    Selects on the bits of a non-negative number, no sign-dependent branches: the
+    CPU does not mispredict on random data."""
+    u = k + 126
+    f1 = P2_1 if u & 1 else ONE
+    f2 = P2_2 if u & 2 else ONE
+    f4 = P2_4 if u & 4 else ONE
+    f8 = P2_8 if u & 8 else ONE
+    f16 = P2_16 if u & 16 else ONE
+    f32 = P2_32 if u & 32 else ONE
+    f64 = P2_64 if u & 64 else ONE
+    f128 = P2_2 if u & 128 else MIN_NORMAL
+    return f128 * (((f1 * f2) * (f4 * f8)) * ((f16 * f32) * f64))
 
 
 @njit(**_JIT)
 def _scale(p, k):
-    """p * 2**k with one rounding (p around 1, -151 <= k <= 128): exact unless the
-    result is subnormal (then rounded once) or overflows (then inf)."""
-    if k > 127:
-        return (p * TWO) * _pow2i(k - 1)
-    if k >= -126:
-        return p * _pow2i(k)
-    return (p * _pow2i(k + 64)) * P2M64
+    """p * 2**k with one rounding (p around 1, -152 <= k <= 128): exact unless the
+    result is subnormal (then rounded once, by the last multiply) or overflows (inf).
+    Both halves of k give normal powers of two and p * 2**k1 stays normal."""
+    k1 = k >> 1
+    return (p * _pow2i(k1)) * _pow2i(k - k1)
 
 
 @njit(**_JIT)
 def _reduce(x):
-    """(m, e) with x == m * 2**e exactly and sqrt(2)/2 <= m < sqrt(2), for finite x > 0."""
-    e = 0
-    m = x
-    if m < MIN_NORMAL:
-        m = m * P2_24
-        e = -24
-    if m >= ONE:
-        if m >= P2_64:
-            m = m * P2M64
-            e += 64
-        if m >= P2_32:
-            m = m * P2M32
-            e += 32
-        if m >= P2_16:
-            m = m * P2M16
-            e += 16
-        if m >= P2_8:
-            m = m * P2M8
-            e += 8
-        if m >= P2_4:
-            m = m * P2M4
-            e += 4
-        if m >= P2_2:
-            m = m * P2M2
-            e += 2
-        if m >= P2_1:
-            m = m * P2M1
-            e += 1
-    else:
-        if m < P2M64:
-            m = m * P2_64
-            e -= 64
-        if m < P2M32:
-            m = m * P2_32
-            e -= 32
-        if m < P2M16:
-            m = m * P2_16
-            e -= 16
-        if m < P2M8:
-            m = m * P2_8
-            e -= 8
-        if m < P2M4:
-            m = m * P2_4
-            e -= 4
-        if m < P2M2:
-            m = m * P2_2
-            e -= 2
-        if m < P2M1:
-            m = m * P2_1
-            e -= 1
-        m = m * P2_1
-        e -= 1
-    if m > SQRT2:
-        m = m * HALF
-        e += 1
+    """(m, e) with x == m * 2**e exactly and sqrt(2)/2 <= m < sqrt(2), for finite x > 0.
+
+    x is first brought to [1, 2**128) (times 2**24 if subnormal, times 2**126 if
+    below 1), then a binary search divides by 2**64, 2**32, ..., 2 while m is at
+    least that power -- selects rather than branches, all exact."""
+    sub = x < MIN_NORMAL
+    m = x * (P2_24 if sub else ONE)
+    e = -24 if sub else 0
+    low = m < ONE
+    m = m * (P2_126 if low else ONE)
+    e -= 126 if low else 0
+    c = m >= P2_64
+    m = m * (P2M64 if c else ONE)
+    e += 64 if c else 0
+    c = m >= P2_32
+    m = m * (P2M32 if c else ONE)
+    e += 32 if c else 0
+    c = m >= P2_16
+    m = m * (P2M16 if c else ONE)
+    e += 16 if c else 0
+    c = m >= P2_8
+    m = m * (P2M8 if c else ONE)
+    e += 8 if c else 0
+    c = m >= P2_4
+    m = m * (P2M4 if c else ONE)
+    e += 4 if c else 0
+    c = m >= P2_2
+    m = m * (P2M2 if c else ONE)
+    e += 2 if c else 0
+    c = m >= P2_1
+    m = m * (P2M1 if c else ONE)
+    e += 1 if c else 0
+    c = m > SQRT2
+    m = m * (HALF if c else ONE)
+    e += 1 if c else 0
     return m, e
 
 
@@ -316,16 +279,17 @@ def exp_dd_f32(h, l):
     return _scale(p, k)
 
 
-@njit("float32(float32)", **_JIT)
+@njit(**_JIT)
 def exp_f32(x):
     """e**x in float32 (<= 1 ULP measured)."""
-    return exp_dd_f32(x, ZERO)
+    return exp_dd_f32(F(x), ZERO)
 
 
 # --- log -------------------------------------------------------------------------
-@njit("float32(float32)", **_JIT)
-def log_f32(x):
+@njit(**_JIT)
+def log_f32(x_):
     """Natural logarithm in float32; log(0) = -inf, log(x<0) = nan."""
+    x = F(x_)
     if x != x:
         return x
     if x < ZERO:
@@ -382,11 +346,13 @@ def _int_odd(y):
     return True, _rint_small(h) != h
 
 
-@njit("float32(float32, float32)", **_JIT)
-def pow_f32(x, y):
+@njit(**_JIT)
+def pow_f32(x_, y_):
     """x**y with ONNX Pow / numpy float32 semantics (C99 pow special cases):
     pow(x, 0) = 1 and pow(1, y) = 1 even for nan; negative x needs an integer y
     (else nan), odd y keeps the sign; 0**negative = inf; inf and -inf bases."""
+    x = F(x_)
+    y = F(y_)
     if y == ZERO or x == ONE:
         return ONE
     if x != x or y != y:
@@ -415,6 +381,8 @@ def pow_f32(x, y):
             return NAN
         if yodd:
             sign = -ONE
+        if ax == ONE:
+            return sign
     lh, ll = log_dd_f32(ax)
     t = y * lh
     if t > F(200.0):
@@ -428,9 +396,10 @@ def pow_f32(x, y):
 
 
 # --- tanh, sigmoid, erf, sqrt -------------------------------------------------------
-@njit("float32(float32)", **_JIT)
-def tanh_f32(x):
+@njit(**_JIT)
+def tanh_f32(x_):
     """Hyperbolic tangent in float32 (tanh(-0) = -0)."""
+    x = F(x_)
     if x != x:
         return x
     a = abs(x)
@@ -448,13 +417,14 @@ def tanh_f32(x):
     return math.copysign(y, x)
 
 
-@njit("float32(float32)", **_JIT)
-def sigmoid_f32(x):
+@njit(**_JIT)
+def sigmoid_f32(x_):
     """Logistic sigmoid 1 / (1 + e^-x) in float32 (no overflow for large |x|).
 
     With e = exp(-|x|) carried as a double-float, the result is num / (1 + e)
     (num = 1 for x >= 0, e for x < 0) with the division's remainder folded back,
     so that only the last rounding remains."""
+    x = F(x_)
     if x != x:
         return x
     if x < EXP_LO:
@@ -478,9 +448,10 @@ def sigmoid_f32(x):
     return y + rem / d
 
 
-@njit("float32(float32)", **_JIT)
-def erf_f32(x):
+@njit(**_JIT)
+def erf_f32(x_):
     """Error function in float32 (erf(-0) = -0, erf(+-inf) = +-1)."""
+    x = F(x_)
     if x != x:
         return x
     a = abs(x)
@@ -500,9 +471,10 @@ def erf_f32(x):
     return math.copysign(y, x)
 
 
-@njit("float32(float32)", **_JIT)
-def sqrt_f32(x):
+@njit(**_JIT)
+def sqrt_f32(x_):
     """Correctly rounded square root (IEEE sqrt on every target); sqrt(x<0) = nan."""
+    x = F(x_)
     if x < ZERO:
         return NAN
     return math.sqrt(x)

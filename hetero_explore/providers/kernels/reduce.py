@@ -12,9 +12,11 @@ input index order, one element at a time:
   acc = x`` (NaN propagates, as numpy's ``maximum.reduce``). An empty
   reduction gives -inf (floats) or the type's minimum (integers).
 
-The CPU kernel loops over output elements; the CUDA kernel runs one thread
-per output element. Both call the same ``@dual`` per-element function, so
-the bits agree.
+The CUDA kernel runs one thread per output element. The CPU kernel loops
+over output elements calling the same ``@dual`` per-element function, or,
+when the innermost input dim is kept, updates a row of accumulators along
+that dim reduced element by reduced element (ascending): each output
+element still sees the same sequence of operations, so the bits agree.
 
 Axes: as an attribute (ReduceSum before opset 13, ReduceMean/ReduceMax
 before opset 18) or as the second input (after). The CUDA target needs the
@@ -25,7 +27,7 @@ at run time. ``noop_with_empty_axes=1`` with no axes is an identity copy.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+from numba import cuda, njit
 
 from ...errors import KernelError
 from .common import bcast_offset, cpu_kernel, cuda_kernel, dual, flat, launch, to_target
@@ -94,6 +96,12 @@ def _reduce_meta(in_shape, axes):
 # --- per-output-element math (one source for both targets) -----------------------
 
 
+@njit("float32(float32, float32)", cache=True, error_model="numpy")
+def _div(a, b):
+    # IEEE division (x / 0 -> inf or NaN) instead of numba's ZeroDivisionError
+    return a / b
+
+
 @dual
 def _sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
     base = bcast_offset(o, kshape, kstrides)
@@ -136,14 +144,14 @@ def _sum_cuda(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n
 @cpu_kernel
 def _mean_cpu(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count):
     for o in range(out.shape[0]):
-        out[o] = _sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s) / count
+        out[o] = _div(_sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s), count)
 
 
 @cuda_kernel
 def _mean_cuda(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count):
     o = cuda.grid(1)
     if o < out.shape[0]:
-        out[o] = _sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s) / count
+        out[o] = _div(_sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s), count)
 
 
 @cpu_kernel
@@ -157,6 +165,116 @@ def _max_cuda(x, out, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner
     o = cuda.grid(1)
     if o < out.shape[0]:
         out[o] = _max_item(o, x, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+
+
+@cpu_kernel
+def _rows_cpu(x, out, kind, init, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count):
+    """CPU only, when the innermost input dim is kept (stride 1): a row of
+    accumulators over that dim, updated reduced element by reduced element in
+    ascending order: each output element sees exactly the sequence of the
+    per-element functions above (kind 0 sum, 1 mean, 2 max)."""
+    nk = kshape.shape[0]
+    KL = kshape[nk - 1]
+    kso = kshape[:nk - 1]
+    kto = kstrides[:nk - 1]
+    nko = out.shape[0] // KL
+    for ko in range(nko):
+        base = bcast_offset(ko, kso, kto)
+        acc = out[ko * KL:(ko + 1) * KL]
+        if kind == 2:
+            if inner_n == 0 or n_outer == 0:
+                acc[:] = init
+                continue
+            acc[:] = x[base:base + KL]
+        else:
+            acc[:] = init
+        for ro in range(n_outer):
+            off = base + bcast_offset(ro, rshape, rstrides)
+            for j in range(inner_n):
+                st = off + j * inner_s
+                seg = x[st:st + KL]
+                if kind == 2:
+                    for c in range(KL):
+                        v = seg[c]
+                        acc[c] = v if (v > acc[c] or v != v) else acc[c]
+                else:
+                    for c in range(KL):
+                        acc[c] = acc[c] + seg[c]
+        if kind == 1:
+            for c in range(KL):
+                acc[c] = _div(acc[c], count)
+
+
+@cpu_kernel
+def _contig_cpu(x, out, kind, init, R, count):
+    """CPU only, when each output reduces one contiguous block of R elements
+    (out[o] from x[o*R:(o+1)*R]): four outputs at a time, each with its own
+    ascending sequential chain (the same sequence as the per-element
+    functions; the interleaving only hides the add latency)."""
+    O = out.shape[0]
+    o = 0
+    while o + 4 <= O:
+        x0 = x[o * R:(o + 1) * R]
+        x1 = x[(o + 1) * R:(o + 2) * R]
+        x2 = x[(o + 2) * R:(o + 3) * R]
+        x3 = x[(o + 3) * R:(o + 4) * R]
+        if kind == 2:
+            if R == 0:
+                a0 = a1 = a2 = a3 = init
+            else:
+                a0 = x0[0]
+                a1 = x1[0]
+                a2 = x2[0]
+                a3 = x3[0]
+            for j in range(R):
+                v0 = x0[j]
+                v1 = x1[j]
+                v2 = x2[j]
+                v3 = x3[j]
+                a0 = v0 if (v0 > a0 or v0 != v0) else a0
+                a1 = v1 if (v1 > a1 or v1 != v1) else a1
+                a2 = v2 if (v2 > a2 or v2 != v2) else a2
+                a3 = v3 if (v3 > a3 or v3 != v3) else a3
+        else:
+            a0 = a1 = a2 = a3 = init
+            for j in range(R):
+                a0 += x0[j]
+                a1 += x1[j]
+                a2 += x2[j]
+                a3 += x3[j]
+        if kind == 1:
+            out[o] = _div(a0, count)
+            out[o + 1] = _div(a1, count)
+            out[o + 2] = _div(a2, count)
+            out[o + 3] = _div(a3, count)
+        else:
+            out[o] = a0
+            out[o + 1] = a1
+            out[o + 2] = a2
+            out[o + 3] = a3
+        o += 4
+    while o < O:
+        xr = x[o * R:(o + 1) * R]
+        if kind == 2:
+            a0 = init
+            if R > 0:
+                a0 = xr[0]
+            for j in range(R):
+                v0 = xr[j]
+                a0 = v0 if (v0 > a0 or v0 != v0) else a0
+        else:
+            a0 = init
+            for j in range(R):
+                a0 += xr[j]
+        if kind == 1:
+            out[o] = _div(a0, count)
+        else:
+            out[o] = a0
+        o += 1
+
+
+def _rows_ok(kshape, kstrides, out_size):
+    return kshape.shape[0] >= 1 and int(kstrides[-1]) == 1 and int(kshape[-1]) > 1 and out_size > 0
 
 
 @cpu_kernel
@@ -279,6 +397,17 @@ def _build(ctx, target):
             return
         (kshape, kstrides, rshape, rstrides), inner_n, inner_s, n_outer, n_reduce = meta
         args = (kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+        if target == "cpu":
+            kind = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2}[op]
+            init = lowest if kind == 2 else zero
+            count = np.float32(max(n_reduce, 0))
+            if _rows_ok(kshape, kstrides, out.shape[0]):
+                _rows_cpu(x, out, kind, init, *args, count)
+                return
+            if (n_outer == 1 and inner_s == 1 and inner_n == n_reduce and inner_n > 0
+                    and kshape.shape[0] == 1 and int(kstrides[0]) == inner_n):
+                _contig_cpu(x, out, kind, init, inner_n, count)
+                return
         if op == "ReduceSum":
             if target == "cpu":
                 _sum_cpu(x, out, zero, *args)

@@ -1,0 +1,274 @@
+"""How live does the explorer feel?
+
+1. **Re-plan + redraw on a ~2,000-node model** (a 61-layer transformer encoder,
+   2,014 nodes): the app is built once (the first plan and the first redraw,
+   reported apart), then a series of *new* what-if configurations is applied
+   through the app's controls (deny an op, reorder, disable, allow); each is
+   timed from the control change until the plan is made and the visible tab
+   (Graph) is redrawn. Goal: <= 200 ms after the first. Re-applying a
+   configuration seen before (served from the plan cache) is timed too, and so
+   is opening each of the other tabs once.
+2. **Cold ``explore(model).show()`` on a ResNet-18-sized model** (11.7 M
+   parameters, 224x224 input) in a fresh interpreter: import, load (checker,
+   shape inference), first plan, app construction with the first redraw.
+
+    .venv/bin/python bench/responsiveness.py            # both
+    .venv/bin/python bench/responsiveness.py --quick    # fewer repeats
+
+Results are printed and written to ``bench/results/responsiveness.json``.
+Never run as a test (timings are not assertions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# the laptop story: a virtual gpu and cpu, no simulator
+os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+
+
+def resnet18(seed: int = 0, batch: int = 1, image: int = 224, classes: int = 1000):
+    """A ResNet-18-shaped ONNX model: Conv/BatchNormalization/Relu, basic blocks with
+    1x1 downsampling, MaxPool, GlobalAveragePool, Flatten, Gemm (11.7 M parameters)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    count = {"n": 0}
+
+    def name(base):
+        count["n"] += 1
+        return f"{base}_{count['n']}"
+
+    def const(base, arr):
+        n = name(base)
+        inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), n))
+        return n
+
+    def conv_bn(x, cin, cout, k, stride, relu):
+        w = const("w", rng.standard_normal((cout, cin, k, k)) * (2.0 / (cin * k * k)) ** 0.5)
+        c = name("conv")
+        nodes.append(helper.make_node("Conv", [x, w], [c], name=c, kernel_shape=[k, k],
+                                      strides=[stride, stride], pads=[k // 2] * 4))
+        bn = name("bn")
+        nodes.append(helper.make_node("BatchNormalization", [
+            c, const("scale", np.ones(cout)), const("bias", np.zeros(cout)),
+            const("mean", rng.standard_normal(cout) * 0.01), const("var", 1 + rng.random(cout) * 0.1)],
+            [bn], name=bn))
+        if not relu:
+            return bn
+        r = name("relu")
+        nodes.append(helper.make_node("Relu", [bn], [r], name=r))
+        return r
+
+    x = conv_bn("input", 3, 64, 7, 2, True)
+    p = name("maxpool")
+    nodes.append(helper.make_node("MaxPool", [x], [p], name=p, kernel_shape=[3, 3], strides=[2, 2],
+                                  pads=[1, 1, 1, 1]))
+    x, cin = p, 64
+    for stage, cout in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            stride = 2 if (stage > 0 and block == 0) else 1
+            y = conv_bn(x, cin, cout, 3, stride, True)
+            y = conv_bn(y, cout, cout, 3, 1, False)
+            sc = conv_bn(x, cin, cout, 1, stride, False) if (stride != 1 or cin != cout) else x
+            a = name("add")
+            nodes.append(helper.make_node("Add", [y, sc], [a], name=a))
+            r = name("relu")
+            nodes.append(helper.make_node("Relu", [a], [r], name=r))
+            x, cin = r, cout
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["gap"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"))
+    fw = const("fc_w", rng.standard_normal((classes, 512)) * (1 / 512) ** 0.5)
+    fb = const("fc_b", np.zeros(classes))
+    nodes.append(helper.make_node("Gemm", ["flat", fw, fb], ["logits"], name="fc", transB=1))
+    g = helper.make_graph(nodes, "resnet18_like",
+                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="bench")
+    m.ir_version = 8
+    return m
+
+
+def _graph_state(html: str) -> str:
+    if "hx-graph-drawing" in html:
+        return "drawing"
+    if "hx-graph-skipped" in html:
+        return "asks first"
+    if "<svg" in html:
+        return "svg"
+    return "error"
+
+
+def bench_2000(repeats: int) -> dict:
+    import hetero_explore as hx
+    from hetero_explore import models
+
+    model = models.transformer("tiny", layers=61)
+    t0 = time.perf_counter()
+    ex = hx.explore(model, providers=["gpu", "cpu"])
+    t1 = time.perf_counter()
+    app = ex.show()
+    t2 = time.perf_counter()
+    n_nodes = len(ex.graph.nodes)
+
+    def deny(p, ops):
+        return lambda: setattr(app.deny_selects[p], "value", tuple(ops))
+
+    def order(names):
+        return lambda: setattr(app, "order", list(names))
+
+    def enabled(p, on):
+        return lambda: setattr(app.enable_boxes[p], "value", on)
+
+    steps = [
+        ("deny Softmax on gpu", deny("gpu", ["Softmax"])),
+        ("deny Softmax, Erf on gpu", deny("gpu", ["Erf", "Softmax"])),
+        ("deny LayerNormalization on gpu", deny("gpu", ["LayerNormalization"])),
+        ("deny MatMul on cpu", deny("cpu", ["MatMul"])),
+        ("reorder: cpu first", order(["cpu", "gpu"])),
+        ("allow all on gpu", deny("gpu", [])),
+        ("disable cpu", enabled("cpu", False)),
+        ("enable cpu", enabled("cpu", True)),
+        ("reorder: gpu first", order(["gpu", "cpu"])),
+        ("deny Transpose, Reshape on gpu", deny("gpu", ["Reshape", "Transpose"])),
+        ("allow all on cpu", deny("cpu", [])),
+        ("deny Div on gpu", deny("gpu", ["Div"])),
+    ]
+    rows = []
+    for label, act in steps:
+        h0 = len(ex.history)
+        t = time.perf_counter()
+        act()
+        dt = time.perf_counter() - t
+        step = ex.history[-1] if len(ex.history) > h0 else None
+        plan = step.plan if step else None
+        graph = _graph_state(app.views["Graph"].value)
+        picture_ms = None
+        if graph == "drawing":  # laid out in the background: time until it is on screen
+            app.wait_for_graph(timeout=600)
+            picture_ms = (time.perf_counter() - t) * 1e3
+        rows.append({"change": label, "ms": dt * 1e3, "picture_ms": picture_ms,
+                     "plan_ms": (step.seconds * 1e3) if step else None,
+                     "redraw_ms": app.last_redraw_seconds * 1e3,
+                     "partitions": len(plan.partitions) if plan is not None else None,
+                     "transfers": len(plan.transfers) if plan is not None else None,
+                     "graph_view": graph, "new_plan": step is not None})
+    # the same configurations again: served from the plan cache (and the SVG cache)
+    cached = []
+    for _ in range(repeats):
+        for _label, act in steps[:4]:
+            t = time.perf_counter()
+            act()
+            cached.append((time.perf_counter() - t) * 1e3)
+    tabs = {}
+    for v in ("Placement", "Partitions", "Transfers", "Changes", "Graph"):
+        t = time.perf_counter()
+        app.select(v)
+        tabs[v] = (time.perf_counter() - t) * 1e3
+    new_ms = [r["ms"] for r in rows]
+    return {"model": f"transformer tiny x61 layers ({n_nodes} nodes)", "nodes": n_nodes,
+            "explore_s": t1 - t0, "first_show_s": t2 - t1,
+            "what_ifs": rows, "new_config_ms": {"median": statistics.median(new_ms), "max": max(new_ms),
+                                                "min": min(new_ms)},
+            "cached_config_ms": {"median": statistics.median(cached), "max": max(cached)},
+            "open_tab_ms": tabs, "goal_ms": 200}
+
+
+COLD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import hetero_explore as hx
+t1 = time.perf_counter()
+import onnx
+model = onnx.load(sys.argv[1])
+t2 = time.perf_counter()
+ex = hx.explore(model)
+t3 = time.perf_counter()
+plan = ex.plan
+t4 = time.perf_counter()
+app = ex.show()
+t5 = time.perf_counter()
+app.wait_for_graph(timeout=600)
+t6 = time.perf_counter()
+print(json.dumps({"picture_s": t6 - t4, "import_s": t1 - t0, "onnx_load_s": t2 - t1, "explore_s": t3 - t2, "first_plan_s": t4 - t3,
+                  "show_s": t5 - t4, "explore_show_s": t5 - t2, "nodes": len(ex.graph.nodes),
+                  "providers": ex.provider_names, "summary": plan.summary(),
+                  "graph_view": "svg" if "<svg" in app.views["Graph"].value else "not drawn"}))
+"""
+
+
+def bench_cold() -> dict:
+    import onnx
+    m = resnet18()
+    params = sum(int(__import__("numpy").prod(t.dims)) for t in m.graph.initializer)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "resnet18_like.onnx")
+        onnx.save(m, path)
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", COLD, path], env=env, capture_output=True, text=True,
+                             timeout=600)
+        wall = time.perf_counter() - t
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res.update(parameters=params, process_wall_s=wall, model="ResNet-18-like (224x224, 1000 classes)")
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--skip-cold", action="store_true")
+    args = ap.parse_args(argv)
+    res = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
+    b = bench_2000(2 if args.quick else 5)
+    res["replan_2000"] = b
+    print(f"== re-plan + redraw, {b['model']} ==")
+    print(f"explore(): {b['explore_s'] * 1e3:.0f} ms; first show() (first plan + redraw): "
+          f"{b['first_show_s'] * 1e3:.0f} ms")
+    print(f"{'change':34s} {'total ms':>9s} {'plan ms':>8s} {'redraw ms':>9s} {'parts':>6s} {'xfers':>6s}  "
+          "graph (ms until the picture is on screen)")
+    for r in b["what_ifs"]:
+        pm = f"{r['plan_ms']:.1f}" if r["plan_ms"] is not None else "-"
+        pic = f" ({r['picture_ms']:.0f} ms)" if r["picture_ms"] is not None else ""
+        print(f"{r['change']:34s} {r['ms']:9.1f} {pm:>8s} {r['redraw_ms']:9.1f} "
+              f"{str(r['partitions']):>6s} {str(r['transfers']):>6s}  {r['graph_view']}{pic}")
+    n = b["new_config_ms"]
+    print(f"new configurations: median {n['median']:.1f} ms, max {n['max']:.1f} ms (goal <= {b['goal_ms']} ms)")
+    c = b["cached_config_ms"]
+    print(f"configurations seen before: median {c['median']:.1f} ms, max {c['max']:.1f} ms")
+    print("opening a tab: " + ", ".join(f"{k} {v:.1f} ms" for k, v in b["open_tab_ms"].items()))
+    if not args.skip_cold:
+        cold = bench_cold()
+        res["cold_resnet18"] = cold
+        print(f"== cold explore(model).show(), {cold['model']}, {cold['parameters'] / 1e6:.1f} M parameters, "
+              f"{cold['nodes']} nodes ==")
+        print(f"import hetero_explore {cold['import_s']:.2f} s; onnx.load {cold['onnx_load_s']:.2f} s; "
+              f"explore() {cold['explore_s']:.2f} s; first plan {cold['first_plan_s']:.3f} s; "
+              f"show() {cold['show_s']:.2f} s (picture on screen {cold['picture_s']:.2f} s after show() began); "
+              f"explore+show {cold['explore_show_s']:.2f} s; "
+              f"whole process {cold['process_wall_s']:.2f} s; graph: {cold['graph_view']}")
+        print(f"plan: {cold['summary']}")
+    outdir = HERE / "results"
+    outdir.mkdir(exist_ok=True)
+    (outdir / "responsiveness.json").write_text(json.dumps(res, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,735 @@
+"""Execution: run a plan's partitions on their providers, moving boundary
+values exactly as planned; run a whole graph on one provider for reference.
+
+Two layers:
+
+* :class:`SingleProviderExecutor` runs a set of nodes (one partition, or a
+  whole graph) on one provider: every kernel is built when it is created,
+  intermediates are allocated on that provider and freed right after their
+  last consumer inside the set.
+* :class:`HeterogeneousExecutor` runs a :class:`~hetero_explore.planner.Plan`:
+  one single-provider executor per partition, in the plan's order. Each
+  boundary value has **one authoritative allocation**, owned by the provider
+  of its producing partition; a copy on another provider exists only for a
+  transfer of the plan, is made right before its first consuming partition
+  (H2D and D2D through the destination's async copy and a fence; D2H through
+  the source's copy to host) and released after the last one. Graph inputs
+  and initializers are staged by each consuming partition on its own provider
+  (they are not transfers).
+
+Everything that could stop a run is checked when the executor is created,
+before anything runs: execution blockers of the plan, providers that cannot
+execute here, every kernel of every partition, kernels that may return a view
+or have data-dependent output sizes at a partition boundary, and the plan's
+transfers against what the partitions read. Every buffer a run allocates is
+freed when the run ends, successfully or not, and each provider's
+live-allocation counter is checked to be back where it started.
+
+Functions:
+
+* :func:`execute` — ``execute(plan, inputs) -> RunResult``.
+* :func:`execute_reference` — the whole graph on one provider, same result type.
+* :func:`partition_model` — a partition as a standalone ONNX model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionUnsupported, InputValidationError,
+                     KernelError, ProviderUnavailableError, TransferCountMismatch)
+from .ir import Graph, shape_is_static
+from .planner import Plan, guard_heterogeneous_fallback
+from .providers import resolve, unmask
+from .runtime import _ABSENT, node_context
+
+__all__ = ["execute", "execute_reference", "partition_model", "validate_inputs", "RunResult", "Event",
+           "Release", "SingleProviderExecutor", "HeterogeneousExecutor", "NodeExecutionError", "AllocationLeak"]
+
+
+class NodeExecutionError(ExecutionError):
+    """A kernel failed while running. Names the partition, node, op and provider."""
+
+    def __init__(self, message: str, *, partition: int | None = None, node: str = "", op_type: str = "",
+                 provider: str = ""):
+        super().__init__(message)
+        self.partition = partition
+        self.node = node
+        self.op_type = op_type
+        self.provider = provider
+
+
+class AllocationLeak(ExecutionError):
+    """A provider's live-allocation counter did not come back to its value before the run."""
+
+
+# -- inputs -----------------------------------------------------------------------
+def _fmt_spec(dtype, shape) -> str:
+    return f"{'?' if dtype is None else np.dtype(dtype).name} {tuple(shape) if shape is not None else '(?)'}"
+
+
+def validate_inputs(graph: Graph, inputs) -> dict[str, np.ndarray]:
+    """Check ``inputs`` (a mapping name → array, or a sequence in graph-input
+    order) against the graph's inputs by name, dtype and static dims. Every
+    problem is listed in one :class:`InputValidationError`; nothing is cast."""
+    names = list(graph.inputs)
+    if inputs is None:
+        inputs = {}
+    if isinstance(inputs, Mapping):
+        feeds = dict(inputs)
+    elif isinstance(inputs, (list, tuple)):
+        if len(inputs) != len(names):
+            raise InputValidationError(f"got {len(inputs)} positional input(s); the graph takes "
+                                       f"{len(names)}: {names}")
+        feeds = dict(zip(names, inputs))
+    else:
+        raise InputValidationError(f"inputs must be a dict (input name → numpy array) or a list in graph "
+                                   f"input order {names}; got {type(inputs).__name__}")
+    vals = graph.values
+    problems: list[str] = []
+    missing = [n for n in names if n not in feeds]
+    if missing:
+        problems.append("missing input(s): " + ", ".join(
+            f"{n!r} (expected {_fmt_spec(vals[n].dtype, vals[n].shape)})" for n in missing))
+    extra = [n for n in feeds if n not in graph.inputs]
+    if extra:
+        bits = []
+        for n in extra:
+            if graph.is_constant(n):
+                bits.append(f"{n!r} (an initializer: weights cannot be fed)")
+            else:
+                bits.append(repr(n))
+        problems.append(f"unexpected input(s): {', '.join(bits)}; the graph's inputs are {names}")
+    out: dict[str, np.ndarray] = {}
+    for n in names:
+        if n not in feeds:
+            continue
+        a = feeds[n]
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+        v = vals[n]
+        bad_dtype = v.dtype is not None and a.dtype != v.dtype
+        bad_shape = v.shape is not None and (len(v.shape) != a.ndim or any(
+            isinstance(d, (int, np.integer)) and d != s for d, s in zip(v.shape, a.shape)))
+        if bad_dtype or bad_shape:
+            hint = f"; cast it with .astype(np.{v.dtype.name})" if bad_dtype else ""
+            problems.append(f"input {n!r}: expected {_fmt_spec(v.dtype, v.shape)}, got "
+                            f"{_fmt_spec(a.dtype, a.shape)}{hint}")
+            continue
+        out[n] = a
+    if problems:
+        raise InputValidationError("inputs do not match the graph:\n  - " + "\n  - ".join(problems))
+    return out
+
+
+# -- bookkeeping --------------------------------------------------------------------
+class _Ledger:
+    """Every buffer a run allocates, so that none outlives it."""
+
+    __slots__ = ("live", "allocations", "frees")
+
+    def __init__(self):
+        self.live: dict[int, Any] = {}
+        self.allocations = 0
+        self.frees = 0
+
+    def allocate(self, provider, shape, dtype):
+        buf = provider.allocate(shape, dtype)
+        self.live[id(buf)] = buf
+        self.allocations += 1
+        return buf
+
+    def free(self, buf) -> None:
+        if self.live.pop(id(buf), None) is not None:
+            self.frees += 1
+            buf.provider.free(buf)
+
+    def free_all(self) -> int:
+        left = list(self.live.values())
+        for buf in left:
+            self.free(buf)
+        return len(left)
+
+
+def _memory_owners(providers) -> list:
+    """Distinct objects that own memory counters (masks forward to the provider they wrap)."""
+    seen: dict[int, Any] = {}
+    for p in providers:
+        o = unmask(p)
+        seen.setdefault(id(o), o)
+    return list(seen.values())
+
+
+@dataclass(slots=True)
+class Event:
+    """One timed step of a run."""
+
+    kind: str
+    """``partition``, ``transfer`` or ``readback`` (a graph output copied to the host)."""
+    provider: str
+    """Provider that ran the step (a transfer's destination)."""
+    device: str
+    """Device of the track the step is drawn on."""
+    start: float
+    """Seconds since the start of the run."""
+    seconds: float
+    """Duration."""
+    partition: int | None = None
+    """Partition run (``partition``), triggering (``transfer``) or producing (``readback``)."""
+    nodes: int | None = None
+    """Nodes in the partition."""
+    value: str | None = None
+    """Value moved (``transfer``, ``readback``)."""
+    transfer_kind: str | None = None
+    """``H2D``, ``D2H``, ``D2D``, ``H2H`` or ``same-device``."""
+    bytes: int | None = None
+    """Bytes moved."""
+    src_provider: str | None = None
+    """A transfer's source provider."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """A boundary value's buffer freed after a partition."""
+
+    value: str
+    provider: str
+    after_partition: int
+    role: str
+    """``authoritative`` (the producer's allocation) or ``transfer`` (a destination's copy)."""
+
+
+@dataclass(eq=False)
+class RunResult:
+    """The outcome of :func:`execute` or :func:`execute_reference`."""
+
+    outputs: dict
+    """Graph output name → numpy array, in the graph's output order."""
+    kind: str
+    """``heterogeneous`` or ``reference``."""
+    plan: Plan
+    """The executed plan (a one-partition plan for a reference run)."""
+    events: list
+    """Timed :class:`Event` s in execution order."""
+    peak_bytes: dict
+    """Device → peak bytes this run held live on it (over its providers)."""
+    transfers_performed: int
+    """Copies made between providers (equals ``len(plan.transfers)``)."""
+    releases: list
+    """:class:`Release` s of boundary values, in order."""
+    allocations: int
+    """Buffers allocated by the run (all of them were freed)."""
+    wall_seconds: float
+    """Wall time of the run, input validation excluded."""
+    inputs: dict = field(repr=False, default_factory=dict)
+    """The validated inputs (kept to re-run for blame)."""
+    intermediates: dict | None = field(repr=False, default=None)
+    """With ``keep_intermediates``: every node output name → host copy."""
+    transfer_values: dict | None = field(repr=False, default=None)
+    """With ``keep_intermediates``: transfer index → host copy of the destination's realisation."""
+    staged_values: dict | None = field(repr=False, default=None)
+    """With ``keep_intermediates``: (value, partition) → host copy of a staged input or initializer."""
+    _executor: Any = field(repr=False, default=None)
+
+    @property
+    def graph(self) -> Graph:
+        return self.plan.graph
+
+    @property
+    def providers(self) -> list[str]:
+        return [self.plan.providers[i].name for i in dict.fromkeys(p.provider_index for p in self.plan.partitions)]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.outputs[name]
+
+    def rerun(self, keep_intermediates: bool = True) -> "RunResult":
+        """Run the same plan on the same inputs again (by default keeping every intermediate)."""
+        return self._executor.run(self.inputs, keep_intermediates=keep_intermediates)
+
+    def timings_df(self):
+        """One row per partition, transfer and output read-back: provider, device, seconds,
+        nodes (partitions), value, kind, source provider and bytes (transfers; ``provider`` is
+        the destination). ``partition`` of a transfer is the partition it was made for."""
+        import pandas as pd
+        cols = ["event", "partition", "provider", "device", "nodes", "value", "kind", "src_provider", "bytes",
+                "start_s", "seconds"]
+        rows = [{"event": e.kind, "partition": e.partition, "provider": e.provider, "device": e.device,
+                 "nodes": e.nodes, "value": e.value, "kind": e.transfer_kind, "src_provider": e.src_provider,
+                 "bytes": e.bytes, "start_s": e.start, "seconds": e.seconds} for e in self.events]
+        df = pd.DataFrame(rows, columns=cols)
+        return df.astype({"partition": "Int64", "nodes": "Int64", "bytes": "Int64"})
+
+    def releases_df(self):
+        import pandas as pd
+        return pd.DataFrame([r.__dict__ for r in self.releases],
+                            columns=["value", "provider", "after_partition", "role"])
+
+    @property
+    def transfer_seconds(self) -> float:
+        return float(sum(e.seconds for e in self.events if e.kind == "transfer"))
+
+    @property
+    def partition_seconds(self) -> float:
+        return float(sum(e.seconds for e in self.events if e.kind == "partition"))
+
+    def to_chrome_trace(self, path=None) -> dict:
+        """The run as a Trace Event Format timeline (one track per device: partitions,
+        transfers and read-backs), loadable in Perfetto or chrome://tracing.
+        Written as JSON to ``path`` when given; the trace dict is returned."""
+        tracks: dict[str, int] = {}
+        for e in self.events:
+            tracks.setdefault(e.device, len(tracks) + 1)
+        pid = 1
+        trace: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                              "args": {"name": f"hetero_explore {self.kind} run: {self.graph.name}"}}]
+        for dev, tid in tracks.items():
+            trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": dev}})
+            trace.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                          "args": {"sort_index": tid}})
+        for e in self.events:
+            if e.kind == "partition":
+                name = f"partition {e.partition} ({e.provider}, {e.nodes} node{'s' if e.nodes != 1 else ''})"
+                args = {"provider": e.provider, "nodes": e.nodes}
+            elif e.kind == "transfer":
+                name = f"{e.transfer_kind} {e.value}"
+                args = {"value": e.value, "bytes": e.bytes, "from": e.src_provider, "to": e.provider,
+                        "before_partition": e.partition}
+            else:
+                name = f"read back {e.value}"
+                args = {"value": e.value, "bytes": e.bytes, "provider": e.provider}
+            trace.append({"name": name, "cat": e.kind, "ph": "X", "pid": pid, "tid": tracks[e.device],
+                          "ts": round(e.start * 1e6, 3), "dur": round(max(e.seconds, 0.0) * 1e6, 3),
+                          "args": args})
+        doc = {"traceEvents": trace, "displayTimeUnit": "ms",
+               "otherData": {"summary": self.summary(), "peak_bytes": self.peak_bytes}}
+        if path is not None:
+            Path(path).write_text(json.dumps(doc, default=str))
+        return doc
+
+    def summary(self) -> str:
+        n_parts = len(self.plan.partitions)
+        peaks = ", ".join(f"{d}: {b} B" for d, b in self.peak_bytes.items())
+        return (f"{self.kind} run of {self.graph.name!r}: {n_parts} partition(s) on "
+                f"{', '.join(self.providers) or 'no provider'}; {self.transfers_performed} transfer(s) "
+                f"({self.transfer_seconds * 1e3:.3f} ms); wall {self.wall_seconds * 1e3:.3f} ms; "
+                f"peak {peaks or 'none'}")
+
+    def __repr__(self) -> str:
+        return f"RunResult({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        import html
+        return (f"<div><b>RunResult</b>: {html.escape(self.summary())}</div>"
+                + self.timings_df().to_html(index=False, escape=True))
+
+
+# -- one provider -------------------------------------------------------------------
+@dataclass
+class _Step:
+    node: Any
+    kernel: Any
+    inputs: tuple
+    outputs: tuple
+    shapes: list
+    dtypes: list
+    free: list = field(default_factory=list)   # values to free after this step
+
+
+class SingleProviderExecutor:
+    """Runs ``node_ids`` of ``graph`` (ids in topological order) on one provider.
+
+    Every kernel is built here. :meth:`run` takes provider buffers for every
+    value the nodes read from outside the set and returns buffers for
+    ``outputs``; values produced and consumed inside are freed after their
+    last consumer."""
+
+    def __init__(self, graph: Graph, provider, node_ids, outputs, *, partition: int | None = None):
+        self.provider = provider
+        self.partition = partition
+        self.outputs = tuple(outputs)
+        steps: list[_Step] = []
+        for nid in node_ids:
+            node = graph.nodes[nid]
+            ctx = node_context(graph, node)
+            if any(s is not None and not shape_is_static(s) for s in ctx.in_shapes) or any(
+                    n and (d is None or not shape_is_static(s))
+                    for n, s, d in zip(node.outputs, ctx.out_shapes, ctx.out_dtypes)):
+                raise KernelError(f"node {node.name!r} ({node.op_type}) has symbolic or unknown shapes or "
+                                  "dtypes; bind them with load_model(model, input_shapes={...}) to execute")
+            kernel = provider.get_kernel(node, ctx.in_shapes, ctx.in_dtypes, node.opset, ctx)
+            steps.append(_Step(node, kernel, tuple(node.inputs), tuple(node.outputs[:len(ctx.out_shapes)]),
+                               list(ctx.out_shapes), list(ctx.out_dtypes)))
+        last: dict[str, int] = {}
+        for pos, st in enumerate(steps):
+            for name in st.inputs:
+                if name:
+                    last[name] = pos
+        keep = set(self.outputs)
+        # values produced inside and not kept: free after their last consumer (or at once)
+        for pos, st in enumerate(steps):
+            for name in st.outputs:
+                if name and name not in keep:
+                    steps[max(last.get(name, pos), pos)].free.append(name)
+        self.steps = steps
+
+    @property
+    def kernels(self) -> list:
+        return [st.kernel for st in self.steps]
+
+    def run(self, env: Mapping[str, Any], ledger: _Ledger, record: dict | None = None) -> dict[str, Any]:
+        provider = self.provider
+        vals = dict(env)
+        for st in self.steps:
+            try:
+                ins = [vals[n] if n else None for n in st.inputs]
+                outs = []
+                for name, shape, dtype in zip(st.outputs, st.shapes, st.dtypes):
+                    if not name:
+                        outs.append(_ABSENT)
+                        continue
+                    buf = ledger.allocate(provider, shape, dtype)
+                    vals[name] = buf
+                    outs.append(buf)
+                st.kernel.run(ins, outs)
+                if record is not None:
+                    for name, buf in zip(st.outputs, outs):
+                        if name:
+                            record[name] = provider.copy_to_host(buf)
+            except Exception as e:
+                node = st.node
+                where = f"partition {self.partition}, " if self.partition is not None else ""
+                raise NodeExecutionError(
+                    f"{where}node {node.name!r} ({node.op_type}) on provider {provider.name!r} failed: "
+                    f"{type(e).__name__}: {e}", partition=self.partition, node=node.name,
+                    op_type=node.op_type, provider=provider.name) from e
+            for name in st.free:
+                ledger.free(vals.pop(name))
+        return {name: vals[name] for name in self.outputs}
+
+
+# -- a plan -------------------------------------------------------------------------
+@dataclass
+class _Sched:
+    stage: list = field(default_factory=list)          # graph inputs / initializers to stage
+    local: list = field(default_factory=list)          # values from the same provider
+    remote: list = field(default_factory=list)         # (value, transfer index)
+    transfers_in: list = field(default_factory=list)   # transfer indices to perform before
+    readback: list = field(default_factory=list)       # graph outputs produced here
+    release_auth: list = field(default_factory=list)   # (value, Release): authoritative buffers to free after
+    release_real: list = field(default_factory=list)   # (transfer index, Release): realisations to free after
+    device: str = ""                                   # the provider's device, for events
+    sync: bool = False                                 # synchronize the provider after the partition
+
+
+class HeterogeneousExecutor:
+    """Validates a plan and builds every kernel once; :meth:`run` executes it.
+
+    Create one to run the same plan many times (``execute`` builds a new one each call)."""
+
+    def __init__(self, plan: Plan, *, kind: str = "heterogeneous"):
+        if not isinstance(plan, Plan):
+            raise TypeError(f"expected a Plan (from hetero_explore.plan(graph, providers)), got "
+                            f"{type(plan).__name__}; to run a graph on one provider use execute_reference()")
+        self.plan = plan
+        self.kind = kind
+        graph = plan.graph
+        guard_heterogeneous_fallback(plan)  # execution blockers fail closed
+        used = list(dict.fromkeys(p.provider_index for p in plan.partitions))
+        for i in used:
+            p = plan.providers[i]
+            ok, why = p.available()
+            if not ok or not p.can_execute:
+                raise ProviderUnavailableError(f"provider {p.name!r} ({p.device}) cannot execute here: "
+                                               f"{why or 'it only plans (give it kernels to execute)'}")
+        # every kernel of the plan, before anything runs
+        self.parts = [SingleProviderExecutor(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
+                                             partition=p.id) for p in plan.partitions]
+        self._check_boundaries()
+        self._schedule()
+        self.owners = _memory_owners([plan.providers[i] for i in used])
+
+    def _check_boundaries(self) -> None:
+        plan, vals = self.plan, self.plan.graph.values
+        problems = []
+        for part, ex in zip(plan.partitions, self.parts):
+            members = set(part.node_ids)
+            crossing = {o for o in part.outputs if any(c not in members for c in vals[o].consumers)}
+            for st in ex.steps:
+                k = st.kernel
+                hit = [o for o in st.outputs if o in crossing]
+                if not hit:
+                    continue
+                if getattr(k, "may_alias_input", False):
+                    problems.append(f"node {st.node.name!r} ({st.node.op_type}) on {ex.provider.name} may "
+                                    f"return a view of its input, and its output {hit[0]!r} crosses from "
+                                    f"partition {part.id} to another partition")
+                if getattr(k, "data_dependent_output", False):
+                    problems.append(f"node {st.node.name!r} ({st.node.op_type}) on {ex.provider.name} has a "
+                                    f"data-dependent output size, and its output {hit[0]!r} crosses from "
+                                    f"partition {part.id} to another partition")
+        if problems:
+            raise HeterogeneousExecutionUnsupported(
+                "the heterogeneous executor cannot honour these partition boundaries:\n  - "
+                + "\n  - ".join(problems) + "\nplace the node together with its consumers (mask the op on the "
+                "other providers) or run the model on one provider")
+
+    def _schedule(self) -> None:
+        plan = self.plan
+        graph = plan.graph
+        vals = graph.values
+        index_of = {p.name: i for i, p in enumerate(plan.providers)}
+        tindex: dict[tuple[str, int], int] = {}
+        for ti, t in enumerate(plan.transfers):
+            key = (t.value, index_of.get(t.dst_provider, -1))
+            if key in tindex:
+                raise TransferCountMismatch(f"the plan lists the transfer of {t.value!r} to {t.dst_provider!r} "
+                                            "twice; transfers are one per (value, destination): re-plan")
+            tindex[key] = ti
+        sched = [_Sched() for _ in plan.partitions]
+        last_auth: dict[str, int] = {}
+        first_use: dict[int, int] = {}
+        last_use: dict[int, int] = {}
+        for part in plan.partitions:
+            s = sched[part.id]
+            for name in part.inputs:
+                v = vals[name]
+                if v.producer is None:
+                    s.stage.append(name)
+                    continue
+                src = plan.partitions[plan.node_partition[v.producer]]
+                if src.provider_index == part.provider_index:
+                    s.local.append(name)
+                    last_auth[name] = max(last_auth.get(name, src.id), part.id)
+                    continue
+                ti = tindex.get((name, part.provider_index))
+                dst_name = plan.providers[part.provider_index].name
+                if ti is None:
+                    raise TransferCountMismatch(
+                        f"partition {part.id} on {dst_name!r} reads {name!r} from partition {src.id} on "
+                        f"{src.provider!r}, but the plan lists no transfer for it; the plan is inconsistent: "
+                        "re-plan")
+                if plan.transfers[ti].src_provider != src.provider:
+                    raise TransferCountMismatch(
+                        f"the plan moves {name!r} from {plan.transfers[ti].src_provider!r}, but partition "
+                        f"{src.id} on {src.provider!r} produces it: re-plan")
+                s.remote.append((name, ti))
+                first_use.setdefault(ti, part.id)
+                last_use[ti] = part.id
+        unused = [plan.transfers[ti] for ti in range(len(plan.transfers)) if ti not in first_use]
+        if unused:
+            raise TransferCountMismatch(
+                f"the plan lists {len(plan.transfers)} transfer(s) but the partitions read only "
+                f"{len(first_use)}; unused: " + ", ".join(f"{t.value!r} → {t.dst_provider!r}" for t in unused))
+        for ti in sorted(first_use):
+            t = plan.transfers[ti]
+            sched[first_use[ti]].transfers_in.append(ti)
+            sched[last_use[ti]].release_real.append((ti, Release(t.value, t.dst_provider, last_use[ti],
+                                                                 "transfer")))
+            name = t.value
+            src_pid = plan.node_partition[vals[name].producer]
+            last_auth[name] = max(last_auth.get(name, src_pid), first_use[ti])
+        graph_outputs = set(graph.outputs)
+        for part in plan.partitions:
+            prov = plan.providers[part.provider_index]
+            sched[part.id].device = str(prov.device)
+            sched[part.id].sync = not prov.device.is_host
+            for o in part.outputs:
+                last = last_auth.get(o, part.id)
+                sched[last].release_auth.append((o, Release(o, part.provider, last, "authoritative")))
+                if o in graph_outputs:
+                    sched[part.id].readback.append(o)
+        self.sched = sched
+        self.copies = [(plan.providers[index_of[t.src_provider]], plan.providers[index_of[t.dst_provider]])
+                       for t in plan.transfers]
+
+    def _copy(self, ti: int, src_buf, ledger: _Ledger):
+        t = self.plan.transfers[ti]
+        src, dst = self.copies[ti]
+        out = ledger.allocate(dst, src_buf.shape, src_buf.dtype)
+        if t.kind == "D2H":  # the source provider's copy into a host buffer
+            dst.copy_from_host(src.copy_to_host(src_buf), out)
+        elif t.kind == "H2D":  # the destination's async copy, then a fence
+            host = src_buf.data if isinstance(src_buf.data, np.ndarray) else src.copy_to_host(src_buf)
+            dst.fence(dst.copy_from_host_async(host, out))
+        else:  # D2D, H2H, same-device
+            dst.fence(dst.copy_device_async(src_buf, out))
+        return out
+
+    def run(self, inputs, *, keep_intermediates: bool = False) -> RunResult:
+        """Execute the plan on ``inputs``; see :func:`execute`."""
+        plan = self.plan
+        graph = plan.graph
+        feeds = validate_inputs(graph, inputs)
+        owners = self.owners
+        start_live = {id(o): o.live_allocations for o in owners}
+        start_bytes = {id(o): o.live_bytes for o in owners}
+        for o in owners:
+            o.reset_peak()
+        ledger = _Ledger()
+        auth: dict[str, Any] = {}
+        real: dict[int, Any] = {}
+        host_out: dict[str, np.ndarray] = {}
+        events: list[Event] = []
+        releases: list[Release] = []
+        record = {} if keep_intermediates else None
+        trec = {} if keep_intermediates else None
+        srec = {} if keep_intermediates else None
+        performed = 0
+        clock = time.perf_counter
+        t_run = clock()
+        try:
+            for part, ex, s in zip(plan.partitions, self.parts, self.sched):
+                prov = ex.provider
+                pdev = s.device
+                try:
+                    for ti in s.transfers_in:
+                        t = plan.transfers[ti]
+                        t0 = clock()
+                        real[ti] = buf = self._copy(ti, auth[t.value], ledger)
+                        t1 = clock()
+                        performed += 1
+                        events.append(Event("transfer", t.dst_provider,
+                                            t.src_device if t.kind == "D2H" else t.dst_device,
+                                            t0 - t_run, t1 - t0, part.id, None, t.value, t.kind, buf.nbytes,
+                                            t.src_provider))
+                        if trec is not None:
+                            trec[ti] = self.copies[ti][1].copy_to_host(buf)
+                    t0 = clock()
+                    env = {}
+                    for name in s.stage:
+                        arr = feeds[name] if name in feeds else graph.initializer(name)
+                        env[name] = buf = ledger.allocate(prov, arr.shape, arr.dtype)
+                        prov.copy_from_host(arr, buf)
+                        if srec is not None:
+                            srec[(name, part.id)] = prov.copy_to_host(buf)
+                    for name in s.local:
+                        env[name] = auth[name]
+                    for name, ti in s.remote:
+                        env[name] = real[ti]
+                    auth.update(ex.run(env, ledger, record))
+                    if s.sync:
+                        prov.synchronize()
+                    for name in s.stage:
+                        ledger.free(env[name])
+                    t1 = clock()
+                    events.append(Event("partition", prov.name, pdev, t0 - t_run, t1 - t0, part.id,
+                                        part.n_nodes))
+                    for name in s.readback:
+                        t2 = clock()
+                        host_out[name] = prov.copy_to_host(auth[name])
+                        events.append(Event("readback", prov.name, pdev, t2 - t_run, clock() - t2, part.id,
+                                            value=name, bytes=auth[name].nbytes))
+                    for ti, rel in s.release_real:
+                        ledger.free(real.pop(ti))
+                        releases.append(rel)
+                    for name, rel in s.release_auth:
+                        ledger.free(auth.pop(name))
+                        releases.append(rel)
+                except HeteroExploreError:
+                    raise
+                except Exception as e:
+                    raise ExecutionError(f"partition {part.id} on provider {prov.name!r} ({pdev}) failed: "
+                                         f"{type(e).__name__}: {e}") from e
+        finally:
+            ledger.free_all()
+        wall = clock() - t_run
+        if performed != len(plan.transfers):
+            raise TransferCountMismatch(f"the run performed {performed} transfer(s), the plan lists "
+                                        f"{len(plan.transfers)}")
+        leaks = [f"{o.name!r}: {o.live_allocations - start_live[id(o)]:+d} allocation(s)"
+                 for o in owners if o.live_allocations != start_live[id(o)]]
+        if leaks:
+            raise AllocationLeak("live allocations changed across the run (a kernel or provider keeps "
+                                 "buffers it was not asked to): " + "; ".join(leaks))
+        peaks: dict[str, int] = {}
+        for o in owners:
+            dev = str(o.device)
+            peaks[dev] = peaks.get(dev, 0) + int(o.peak_bytes - start_bytes[id(o)])
+        outputs: dict[str, np.ndarray] = {}
+        for name in graph.outputs:
+            if name in host_out:
+                outputs[name] = host_out[name]
+            elif name in feeds:
+                outputs[name] = np.array(feeds[name], copy=True)
+            elif graph.is_constant(name):
+                outputs[name] = np.array(graph.initializer(name), copy=True)
+            else:  # pragma: no cover - the planner lists every produced graph output
+                raise ExecutionError(f"graph output {name!r} was not produced by the run")
+        return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
+                         transfers_performed=performed, releases=releases, allocations=ledger.allocations,
+                         wall_seconds=wall, inputs=feeds, intermediates=record, transfer_values=trec,
+                         staged_values=srec, _executor=self)
+
+
+# -- public entry points --------------------------------------------------------------
+def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResult:
+    """Run ``plan`` on ``inputs`` (name → numpy array, or a list in graph-input order).
+
+    Every kernel is built and every boundary checked before anything runs.
+    With ``keep_intermediates`` every node output, staged input and transfer is
+    also copied to the host (what :func:`hetero_explore.compare` uses to blame).
+
+    Raises:
+        InputValidationError: missing, unexpected or mismatched inputs (all named).
+        HeterogeneousExecutionUnsupported: execution blockers, or a boundary the
+            executor cannot honour (nothing ran).
+        ProviderUnavailableError, KernelError: a provider or kernel is missing (nothing ran).
+        ExecutionError: a failure midway (names the partition and node); every
+            buffer is freed first.
+        TransferCountMismatch: copies performed differ from the plan's transfers.
+    """
+    return HeterogeneousExecutor(plan).run(inputs, keep_intermediates=keep_intermediates)
+
+
+def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False) -> RunResult:
+    """Run the whole graph on one ``provider`` (an object or ``"cpu"``/``"cuda"``/``"gpu"``).
+
+    ``graph`` is a loaded :class:`Graph`, a :class:`Plan` (its graph is used) or
+    anything :func:`hetero_explore.load_model` accepts. Same result type as :func:`execute`."""
+    from .planner import plan as make_plan
+
+    if isinstance(graph, Plan):
+        graph = graph.graph
+    p = make_plan(graph, [resolve(provider)])
+    if len(p.partitions) > 1:  # pragma: no cover - one provider is always one convex partition
+        raise ExecutionError(f"a one-provider plan has {len(p.partitions)} partitions")
+    return HeterogeneousExecutor(p, kind="reference").run(inputs, keep_intermediates=keep_intermediates)
+
+
+def partition_model(plan: Plan, partition: int):
+    """Partition ``partition`` of ``plan`` as a standalone ``onnx.ModelProto``: its nodes, its
+    boundary inputs as graph inputs, the initializers it reads, and its outputs."""
+    import onnx
+    from onnx import helper
+
+    graph = plan.graph
+    part = plan.partitions[partition]
+    vals = graph.values
+
+    def vi(name):
+        v = vals[name]
+        shape = None if v.shape is None else list(v.shape)
+        return helper.make_tensor_value_info(name, v.elem_type, shape)
+
+    members = set(part.node_ids)
+    inner = [o for i in part.node_ids for o in graph.nodes[i].outputs
+             if o and o not in part.outputs]
+    g = helper.make_graph(
+        [graph.nodes[i].proto for i in part.node_ids], f"{graph.name}_partition{part.id}_{part.provider}",
+        [vi(n) for n in part.inputs if not graph.is_constant(n)], [vi(n) for n in part.outputs],
+        initializer=[graph.initializer_protos[n] for n in part.inputs if graph.is_constant(n)],
+        value_info=[vi(n) for n in inner if vals[n].elem_type])
+    m = graph.model
+    model = helper.make_model(g, opset_imports=list(m.opset_import), producer_name="hetero_explore",
+                              doc_string=f"partition {part.id} of {graph.name!r} on {part.provider} "
+                                         f"({part.device}), {len(members)} node(s)")
+    model.ir_version = m.ir_version
+    model.functions.extend(m.functions)
+    onnx.checker.check_model(model)
+    return model

@@ -1,0 +1,732 @@
+"""The ipywidgets app over an :class:`~hetero_explore.explorer.Explorer`.
+
+State lives in traitlets on :class:`ExplorerApp` (provider order, enable
+flags, denied ops, graph level, plan and run versions, errors); the controls
+write those traits, an observer pushes them into the explorer and re-plans,
+and one pure function, :func:`render`, turns a :class:`ViewState` into the
+HTML of each view. Only the visible tab is rendered on a change (the others
+when they are opened), so re-planning stays live on big models.
+
+Every handler catches its errors and shows them in the app (an op no
+provider supports, a fail-closed execution, a missing ``dot``): the widget
+never dies. Tests drive it through its traits and read ``get_state()``; no
+browser is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import ipywidgets as widgets
+from traitlets import Bool, Dict, Int, List, Unicode, observe
+
+#: views, in tab order
+VIEWS = ("Graph", "Placement", "Partitions", "Transfers", "Run", "Diff", "Changes", "Export")
+#: rows shown per table (the full table is one DataFrame call away)
+MAX_ROWS = 300
+#: most boxes (nodes or partitions) drawn live; above it the Graph view asks first
+MAX_DRAW = 400
+#: pictures with more boxes are laid out in the background (the rest of the app stays live)
+SYNC_DRAW_BOXES = 50
+#: largest report offered as an in-page download link
+MAX_DOWNLOAD_BYTES = 16 << 20
+
+STYLE = """<style>
+.hx-app table.hx-table {border-collapse: collapse; font-size: 12px; margin: 4px 0;}
+.hx-app .hx-table-wrap {overflow: auto; max-height: 520px;}
+.hx-app table.hx-table th, .hx-app table.hx-table td {border: 1px solid #ddd; padding: 2px 6px;
+  text-align: left; vertical-align: top; max-width: 40em; overflow-wrap: break-word;}
+.hx-app table.hx-table th {background: #f3f3f3; white-space: nowrap; position: sticky; top: 0;}
+.hx-app .hx-note {color: #555; font-size: 12px; margin: 4px 0;}
+.hx-app .hx-ok {color: #1a7f37; font-weight: bold;}
+.hx-app .hx-bad {color: #b42318; font-weight: bold;}
+.hx-app .hx-error-box {background: #fdecea; border: 1px solid #f5c2c0; color: #611a15; padding: 6px 8px;
+  white-space: pre-wrap; font-family: monospace; font-size: 12px;}
+.hx-app .hx-warn-box {background: #fff8e1; border: 1px solid #ffe08a; padding: 4px 8px; font-size: 12px;}
+.hx-app .hx-svg {overflow: auto; max-height: 640px; border: 1px solid #eee;}
+</style>"""
+
+
+def _css_name(name: str) -> str:
+    """A CSS-class-safe form of a provider name."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def _esc(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _table(df, max_rows: int = MAX_ROWS, what: str = "rows") -> str:
+    """A DataFrame as an escaped HTML table, at most ``max_rows`` rows (a plain loop:
+    several times faster than ``DataFrame.to_html`` on the tables the app redraws live)."""
+    if df is None:
+        return ""
+    n = len(df)
+    if n == 0:
+        return f"<div class='hx-note'>(no {what})</div>"
+    cols = [str(c) for c in df.columns]
+    parts = ["<div class='hx-table-wrap'><table class='hx-table'><thead><tr>"]
+    parts += [f"<th>{_esc(c)}</th>" for c in cols]
+    parts.append("</tr></thead><tbody>")
+    for row in df.head(max_rows).itertuples(index=False, name=None):
+        parts.append("<tr>" + "".join(f"<td>{_esc(_cell(v))}</td>" for v in row) + "</tr>")
+    parts.append("</tbody></table></div>")
+    if n > max_rows:
+        parts.append(f"<div class='hx-note'>showing {max_rows} of {n} {what}</div>")
+    return "".join(parts)
+
+
+def _cell(v) -> str:
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):  # pandas' missing values
+        return ""
+    if isinstance(v, float):
+        return "" if v != v else f"{v:.6g}"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {x}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def _error_box(text: str, css: str) -> str:
+    return f"<div class='hx-error-box {css}'>{_esc(text)}</div>" if text else ""
+
+
+# -- the pure redraw function ------------------------------------------------------------
+@dataclass(frozen=True)
+class ViewState:
+    """Everything a view is drawn from."""
+
+    plan: Any
+    """The plan shown (the current one, or the last that worked when the current fails)."""
+    plan_is_current: bool
+    """False when the current configuration failed and ``plan`` is an older one."""
+    plan_index: int | None
+    """History index of the shown plan."""
+    previous: Any
+    """The plan before it (for the Changes view), or None."""
+    run: Any
+    """The last run of the shown plan, or None."""
+    diff: Any
+    """Its comparison with the reference run, or None."""
+    reference: str
+    """Reference provider name."""
+    error: str
+    """Why the current configuration cannot be planned ('' when it can)."""
+    run_error: str
+    """Why the last execution failed ('' when it did not)."""
+    level: str = "auto"
+    """Graph level: auto, node or partition."""
+    svg: Callable[[Any, str], str] | None = None
+    """``svg(plan, level) -> str`` (cached by the explorer)."""
+    export_message: str = ""
+    """HTML of the last export's result."""
+    max_draw: int = MAX_DRAW
+    """Most boxes drawn without asking (0: no limit)."""
+    drawing: bool = False
+    """The picture is being laid out in the background: show a placeholder."""
+
+
+def graph_boxes(plan, level: str) -> tuple[str, int]:
+    """(level drawn, number of boxes) for ``level`` (``auto`` resolved as the graph view does)."""
+    from .graph import AUTO_NODE_LIMIT
+    n = len(plan.graph.nodes)
+    if level == "auto":
+        level = "node" if n <= AUTO_NODE_LIMIT else "partition"
+    return level, (n if level == "node" else len(plan.partitions))
+
+
+def render(view: str, s: ViewState) -> str:
+    """The HTML of one view. Pure: depends only on ``s``."""
+    if view == "Export":
+        return s.export_message or ("<div class='hx-note'>Write the self-contained HTML report of the "
+                                    "current plan (with its last run and diff).</div>")
+    if s.plan is None:
+        return f"<div class='hx-note'>No plan: {_esc(s.error or 'nothing planned yet')}</div>"
+    p = s.plan
+    stale = "" if s.plan_is_current else (
+        "<div class='hx-warn-box'>The current configuration cannot be planned (see the error above); "
+        f"showing plan #{s.plan_index}, the last one that worked.</div>")
+    if view == "Graph":
+        head = (f"<div class='hx-graph-caption'>plan #{s.plan_index}: {_esc(p.summary())}</div>")
+        drawn, boxes = graph_boxes(p, s.level)
+        if s.max_draw and boxes > s.max_draw:
+            return stale + head + (
+                f"<div class='hx-warn-box hx-graph-skipped'>The {drawn}-level picture has {boxes:,d} boxes, "
+                f"more than the live limit ({s.max_draw}); laying it out takes a while. Tick "
+                "<b>draw big graphs</b>, pick another level, or call <code>plan.to_graphviz()</code> "
+                "in a cell.</div>")
+        if s.drawing:
+            return stale + head + (f"<div class='hx-note hx-graph-drawing'>laying out the {drawn}-level "
+                                   f"picture ({boxes:,d} boxes)\u2026</div>")
+        try:
+            svg = s.svg(p, s.level) if s.svg is not None else p.to_graphviz(level=s.level).svg()
+            body = f"<div class='hx-svg'>{svg}</div>"
+        except Exception as e:
+            body = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}", "hx-graph-error")
+        return stale + head + body
+    if view == "Placement":
+        df = p.placement_df()
+        return stale + (f"<div class='hx-note'>{len(df)} node(s); <code>declined_by</code> lists each "
+                        "higher-priority provider's reason</div>") + _table(df, what="nodes")
+    if view == "Partitions":
+        body = _table(p.partitions_df(), what="partitions")
+        if p.convexity_splits:
+            body += ("<div class='hx-note'>Same-provider partitions kept apart to stay convex:</div>"
+                     + _table(_splits_df(p), what="splits"))
+        if p.execution_blockers:
+            body += ("<div class='hx-note hx-bad'>Execution blockers (fail closed):</div>"
+                     + _table(p.blockers_df(), what="blockers"))
+        return stale + body
+    if view == "Transfers":
+        tb = p.transfer_bytes
+        head = (f"<div class='hx-note'>{len(p.transfers)} transfer(s), "
+                f"{'unknown' if tb is None else f'{tb:,d}'} byte(s), one per (value, destination)</div>")
+        return stale + head + _table(p.transfers_df(), what="transfers")
+    if view == "Run":
+        return stale + _render_run(s)
+    if view == "Diff":
+        return stale + _render_diff(s)
+    if view == "Changes":
+        if s.previous is None:
+            return stale + "<div class='hx-note'>No earlier plan to compare with yet.</div>"
+        from ..explorer import compare_plans
+        return stale + render_changes(compare_plans(s.previous, p))
+    raise ValueError(f"unknown view {view!r}; views are {VIEWS}")
+
+
+def _splits_df(p):
+    import pandas as pd
+    return pd.DataFrame([{"upstream": c.a, "downstream": c.b, "path": " → ".join(c.path)}
+                         for c in p.convexity_splits], columns=["upstream", "downstream", "path"])
+
+
+def _render_run(s: ViewState) -> str:
+    err = _error_box(s.run_error, "hx-run-error")
+    if s.run is None:
+        return err + "<div class='hx-note'>Not executed yet: press <b>Execute</b>.</div>"
+    r = s.run
+    bits = []
+    for attr in ("total_seconds", "wall_seconds", "seconds"):
+        v = getattr(r, attr, None)
+        if isinstance(v, (int, float)):
+            bits.append(f"wall {v * 1e3:.2f} ms")
+            break
+    peak = getattr(r, "peak_bytes", None)
+    if peak is not None:
+        bits.append("peak memory " + (", ".join(f"{k}: {v:,d} B" for k, v in peak.items())
+                                      if isinstance(peak, dict) else f"{peak:,d} B"))
+    tp = getattr(r, "transfers_performed", None)
+    if tp is not None:
+        n = tp if isinstance(tp, int) else len(tp)
+        bits.append(f"{n} transfer(s) performed (plan lists {len(s.plan.transfers)})")
+    head = f"<div class='hx-note hx-run-summary'>{_esc('; '.join(bits))}</div>" if bits else ""
+    try:
+        table = _table(r.timings_df(), what="timings")
+    except Exception as e:
+        table = _error_box(f"no timings: {type(e).__name__}: {e}", "")
+    return err + head + table
+
+
+def diff_verdict(diff, reference: str) -> tuple[bool | None, str]:
+    """(all identical?, one line) for a comparison DataFrame."""
+    if diff is None:
+        return None, "not executed yet"
+    n = len(diff)
+    same = int(diff["byte_identical"].sum()) if "byte_identical" in diff else 0
+    if n and same == n:
+        return True, f"byte-identical: all {n} output(s) equal the reference run on {reference}, byte for byte"
+    return False, f"NOT byte-identical: {n - same} of {n} output(s) differ from the reference run on {reference}"
+
+
+def _render_diff(s: ViewState) -> str:
+    err = _error_box(s.run_error, "hx-run-error")
+    if s.diff is None:
+        return err + "<div class='hx-note'>Not executed yet: press <b>Execute</b> to compare the plan's " \
+                     f"outputs with a run of the whole graph on {_esc(s.reference)}.</div>"
+    ok, line = diff_verdict(s.diff, s.reference)
+    css = "hx-ok" if ok else "hx-bad"
+    mark = "\u2714" if ok else "\u2718"
+    df = s.diff
+    if ok:  # nothing to blame: leave the empty blame columns out
+        df = df[[c for c in df.columns if not (str(c).startswith("blame") or c == "transfers_on_way")]]
+    return (err + f"<div class='hx-verdict {css}'>{mark} {_esc(line)}</div>"
+            + _table(df, what="outputs"))
+
+
+def render_changes(c) -> str:
+    """HTML of a :class:`~hetero_explore.explorer.PlanComparison`."""
+    out = [f"<div class='hx-changes-summary'><b>Changes:</b> {_esc(c.summary())}</div>"]
+    if c.changed:
+        for title, df, what in (("Nodes that moved", c.moved, "moved nodes"),
+                                ("Partitions added", c.partitions_added, "partitions added"),
+                                ("Partitions removed", c.partitions_removed, "partitions removed"),
+                                ("Transfers added", c.transfers_added, "transfers added"),
+                                ("Transfers removed", c.transfers_removed, "transfers removed")):
+            if len(df):
+                out.append(f"<div class='hx-note'><b>{title}</b> ({len(df)})</div>" + _table(df, what=what))
+    return "".join(out)
+
+
+# -- the app -----------------------------------------------------------------------------
+class ExplorerApp(widgets.VBox):
+    """The explorer as an app: reorder, enable and deny, re-plan live, execute,
+    and read the plan's views. ``ExplorerApp(explorer)`` or ``explorer.show()``."""
+
+    order = List(Unicode()).tag(sync=True)
+    """All provider names in priority order."""
+    enabled = Dict().tag(sync=True)
+    """Provider name → enabled."""
+    denied = Dict().tag(sync=True)
+    """Provider name → sorted list of denied op types."""
+    level = Unicode("auto").tag(sync=True)
+    """Graph level: auto, node or partition."""
+    draw_big = Bool(False).tag(sync=True)
+    """Draw the graph even when it has more than MAX_DRAW boxes."""
+    plan_version = Int(0).tag(sync=True)
+    """Bumped on every re-plan."""
+    run_version = Int(0).tag(sync=True)
+    """Bumped on every execution (or failed one)."""
+    error = Unicode("").tag(sync=True)
+    """Why the current configuration cannot be planned ('' when it can)."""
+    run_error = Unicode("").tag(sync=True)
+    """Why the last execution failed."""
+    status = Unicode("").tag(sync=True)
+    """One line: what just happened."""
+    busy = Bool(False).tag(sync=True)
+    """True while executing."""
+
+    def __init__(self, explorer, **kwargs):
+        super().__init__(**kwargs)
+        self.add_class("hx-app")
+        self.explorer = ex = explorer
+        self._syncing = False
+        self._self_call = False
+        self._rendered: dict[str, tuple] = {}
+        self._export_message = ""
+        self.last_redraw_seconds = 0.0
+        #: lay big pictures out in the background (False: always draw before returning)
+        self.background_drawing = True
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: tuple | None = None
+        self._future = None
+        self._lock = threading.RLock()
+
+        names = ex.provider_names
+        # provider order: a list with up/down buttons
+        self.order_select = widgets.Select(options=[], rows=max(2, min(len(names), 6)),
+                                           description="priority", layout=widgets.Layout(width="260px"))
+        self.order_select.add_class("hx-order")
+        self.up_button = widgets.Button(description="\u25b2 up", tooltip="raise the selected provider's "
+                                        "priority", layout=widgets.Layout(width="80px"))
+        self.up_button.add_class("hx-order-up")
+        self.down_button = widgets.Button(description="\u25bc down", tooltip="lower its priority",
+                                          layout=widgets.Layout(width="80px"))
+        self.down_button.add_class("hx-order-down")
+        self.up_button.on_click(lambda _b: self._guard(self._move, -1))
+        self.down_button.on_click(lambda _b: self._guard(self._move, +1))
+
+        # enable toggles and per-provider denials
+        self.enable_boxes: dict[str, widgets.Checkbox] = {}
+        self.deny_selects: dict[str, widgets.SelectMultiple] = {}
+        ops = ex.op_types
+        for n in names:
+            self._make_provider_controls(n, ops)
+
+        self.execute_button = widgets.Button(description="Execute", button_style="primary",
+                                             icon="play", tooltip="run the plan and the reference; diff them")
+        self.execute_button.add_class("hx-execute")
+        self.execute_button.on_click(lambda _b: self._guard(self.execute))
+        self.progress = widgets.IntProgress(value=0, min=0, max=4, description="",
+                                            layout=widgets.Layout(width="160px"))
+        self.progress.add_class("hx-progress")
+        self.status_label = widgets.HTML("")
+        self.status_label.add_class("hx-status")
+        self.error_html = widgets.HTML("")
+        self.error_html.add_class("hx-error")
+        self.summary_html = widgets.HTML("")
+        self.summary_html.add_class("hx-summary")
+
+        self.level_dropdown = widgets.Dropdown(options=["auto", "node", "partition"], value=self.level,
+                                               description="level", layout=widgets.Layout(width="200px"))
+        self.level_dropdown.add_class("hx-level")
+        self.level_dropdown.observe(self._on_level, names="value")
+        self.draw_big_box = widgets.Checkbox(value=False, description="draw big graphs", indent=False)
+        self.draw_big_box.add_class("hx-draw-big")
+        self.draw_big_box.observe(lambda ch: setattr(self, "draw_big", bool(ch["new"])), names="value")
+
+        self.views: dict[str, widgets.HTML] = {}
+        for v in VIEWS:
+            h = widgets.HTML("")
+            h.add_class(f"hx-view-{v.lower()}")
+            self.views[v] = h
+        self.export_path = widgets.Text(value="hetero_explore_report.html", description="path")
+        self.export_path.add_class("hx-export-path")
+        self.export_button = widgets.Button(description="Write HTML report", icon="download")
+        self.export_button.add_class("hx-export-button")
+        self.export_button.on_click(lambda _b: self._guard(self.export))
+
+        pages = []
+        for v in VIEWS:
+            if v == "Graph":
+                pages.append(widgets.VBox([widgets.HBox([self.level_dropdown, self.draw_big_box]),
+                                           self.views[v]]))
+            elif v == "Export":
+                pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
+                                           self.views[v]]))
+            else:
+                pages.append(self.views[v])
+        self.tabs = widgets.Tab(children=pages, titles=list(VIEWS))
+        self.tabs.add_class("hx-tabs")
+        self.tabs.observe(self._on_tab, names="selected_index")
+
+        header = widgets.HTML(STYLE + f"<b>hetero_explore</b> \u2014 {_esc(ex.graph.name)}: "
+                              f"{len(ex.graph.nodes)} node(s), {len(ops)} op type(s); reference "
+                              f"{_esc(ex.reference_provider.name)}")
+        header.add_class("hx-header")
+        order_box = widgets.VBox([self.order_select, widgets.HBox([self.up_button, self.down_button])])
+        enable_box = widgets.VBox([widgets.HTML("<b>enabled</b>")] + list(self.enable_boxes.values()))
+        enable_box.add_class("hx-enable")
+        self.deny_box = widgets.VBox([widgets.HTML("<b>denied ops</b> (ctrl-click to select several)")]
+                                     + [self._deny_row(n) for n in names])
+        self.deny_box.add_class("hx-deny")
+        controls = widgets.HBox([order_box, enable_box, self.deny_box])
+        run_row = widgets.HBox([self.execute_button, self.progress, self.status_label])
+        self.children = [header, controls, run_row, self.error_html, self.summary_html, self.tabs]
+
+        self._read_model()
+        ex.observe(self._on_model)
+        self._guard(self._replan)
+
+    # -- construction helpers ---------------------------------------------------------
+    def _make_provider_controls(self, n: str, ops) -> None:
+        cb = widgets.Checkbox(value=True, description=n, indent=False)
+        cb.add_class("hx-enable-toggle")
+        cb.add_class(f"hx-enable-{_css_name(n)}")
+        cb.observe(lambda ch, n=n: self._guard(self._set_enabled, n, ch["new"]), names="value")
+        self.enable_boxes[n] = cb
+        sel = widgets.SelectMultiple(options=list(ops), value=(), rows=min(max(len(ops), 2), 5),
+                                     layout=widgets.Layout(width="200px"))
+        sel.add_class("hx-deny-select")
+        sel.add_class(f"hx-deny-{_css_name(n)}")
+        sel.observe(lambda ch, n=n: self._guard(self._set_denied, n, ch["new"]), names="value")
+        self.deny_selects[n] = sel
+
+    def _deny_row(self, n: str):
+        return widgets.HBox([widgets.HTML(f"<code>{_esc(n)}</code>", layout=widgets.Layout(width="90px")),
+                             self.deny_selects[n]])
+
+    # -- errors never kill the widget -------------------------------------------------------
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as e:  # shown in the app
+            self.run_error = f"{type(e).__name__}: {e}"
+            self.status = "error"
+            self._redraw()
+            return None
+
+    # -- control → trait handlers ----------------------------------------------------------
+    def _move(self, delta: int) -> None:
+        name = self.order_select.value
+        if name is None:
+            self.status = "select a provider first, then move it"
+            return
+        order = list(self.order)
+        i = order.index(name)
+        j = i + delta
+        if not 0 <= j < len(order):
+            return
+        order[i], order[j] = order[j], order[i]
+        self.order = order
+
+    def _set_enabled(self, name: str, value: bool) -> None:
+        if self._syncing:
+            return
+        self.enabled = {**self.enabled, name: bool(value)}
+
+    def _set_denied(self, name: str, value) -> None:
+        if self._syncing:
+            return
+        self.denied = {**self.denied, name: sorted(value)}
+
+    def _on_level(self, change) -> None:
+        if not self._syncing:
+            self.level = change["new"]
+
+    def _on_tab(self, change) -> None:
+        self._guard(self._redraw)
+
+    # -- trait observers: push into the explorer, re-plan, redraw ---------------------------
+    @observe("order", "enabled", "denied")
+    def _config_changed(self, change) -> None:
+        if self._syncing:
+            return
+        self._guard(self._push_and_replan)
+
+    def _push_and_replan(self) -> None:
+        ex = self.explorer
+        self._syncing = True  # the explorer's notifications must not write back mid-push
+        try:
+            ex.order(self.order)
+            for n, on in self.enabled.items():
+                (ex.enable if on else ex.disable)(n)
+            for n in ex.provider_names:
+                ex.set_denied(n, self.denied.get(n, ()))
+        finally:
+            self._syncing = False
+        self._replan()
+
+    def _replan(self) -> None:
+        t0 = time.perf_counter()
+        self._self_call = True
+        try:
+            self.explorer.replan()
+        except Exception:
+            pass  # the explorer recorded it; _read_model shows it
+        finally:
+            self._self_call = False
+        self._read_model()
+        self.status = self._plan_status(time.perf_counter() - t0)
+        self.plan_version += 1
+
+    def _plan_status(self, seconds: float) -> str:
+        step = self.explorer.current
+        if step is None:
+            return ""
+        if step.plan is None:
+            return f"plan #{step.index} failed"
+        return f"plan #{step.index} in {seconds * 1e3:.1f} ms"
+
+    def _on_model(self, event: str) -> None:
+        """The explorer changed under us (a scripted call in another cell)."""
+        if self._syncing or self._self_call:
+            return
+        self._read_model()
+        if event == "run":
+            self.run_version += 1
+        else:
+            self.plan_version += 1
+
+    def _read_model(self) -> None:
+        """Traits and controls from the explorer's state."""
+        ex = self.explorer
+        self._syncing = True
+        try:
+            self.order = ex.provider_names
+            self.enabled = {n: ex.is_enabled(n) for n in ex.provider_names}
+            self.denied = {n: list(ex.denied(n)) for n in ex.provider_names}
+            step = ex.current
+            self.error = (step.error or "") if step is not None else ""
+            self._sync_controls()
+        finally:
+            self._syncing = False
+
+    def _sync_controls(self) -> None:
+        sel = self.order_select.value
+        labels = []
+        for i, n in enumerate(self.order):
+            p = self.explorer.providers[n]
+            off = "" if self.enabled.get(n, True) else " (off)"
+            labels.append((f"{i + 1}. {n} ({p.device}){off}", n))
+        if list(self.order_select.options) != labels:
+            self.order_select.options = labels
+            self.order_select.value = sel if sel in self.order else None
+        for n, cb in self.enable_boxes.items():
+            cb.value = bool(self.enabled.get(n, True))
+        for n, s in self.deny_selects.items():
+            want = tuple(o for o in s.options if o in set(self.denied.get(n, ())))
+            if tuple(s.value) != want:
+                s.value = want
+        if self.level_dropdown.value != self.level:
+            self.level_dropdown.value = self.level
+
+    @observe("plan_version", "run_version", "level", "busy", "draw_big")
+    def _state_changed(self, change) -> None:
+        self._guard(self._redraw)
+
+    # -- one redraw ---------------------------------------------------------------------------
+    def view_state(self) -> ViewState:
+        ex = self.explorer
+        step = ex.current
+        plan, current, idx = None, False, None
+        if step is not None and step.plan is not None:
+            plan, current, idx = step.plan, True, step.index
+        else:
+            for s in reversed(ex.history):
+                if s.plan is not None:
+                    plan, idx = s.plan, s.index
+                    break
+        previous = None
+        if idx is not None:
+            for s in reversed(ex.history[:idx]):
+                if s.plan is not None and s.plan is not plan:
+                    previous = s.plan
+                    break
+        run = ex.run if current else None
+        diff = ex.diff if current else None
+        return ViewState(plan=plan, plan_is_current=current, plan_index=idx, previous=previous,
+                         run=run, diff=diff, reference=ex.reference_provider.name, error=self.error,
+                         run_error=self.run_error, level=self.level, svg=ex.svg,
+                         export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW)
+
+    def _redraw(self) -> None:
+        """Redraw the summary, the error box and the visible view from the traits."""
+        t0 = time.perf_counter()
+        s = self.view_state()
+        self.error_html.value = _error_box(
+            f"This configuration cannot be planned: {s.error}" if s.error else "", "hx-plan-error") \
+            + _error_box(self.run_error, "hx-run-error-banner")
+        if s.plan is not None:
+            cur = "" if s.plan_is_current else " (last plan that worked)"
+            self.summary_html.value = (f"<div class='hx-note'><b>plan #{s.plan_index}{cur}</b>: "
+                                       f"{_esc(s.plan.summary())}</div>")
+        else:
+            self.summary_html.value = ""
+        self.status_label.value = f"<span class='hx-note'>{_esc(self.status)}</span>"
+        self.execute_button.disabled = self.busy or s.plan is None or not s.plan_is_current
+        visible = VIEWS[self.tabs.selected_index or 0]
+        if visible == "Graph":
+            s = self._maybe_draw_later(s)
+        self._render_view(visible, s)
+        self.last_redraw_seconds = time.perf_counter() - t0
+
+    def _render_view(self, view: str, s: ViewState) -> None:
+        key = (id(s.plan), s.plan_is_current, id(s.run), id(s.diff), id(s.previous), s.error, s.run_error,
+               s.level, s.export_message, s.max_draw, s.drawing)
+        with self._lock:
+            if self._rendered.get(view) != key:
+                self.views[view].value = render(view, s)
+                self._rendered[view] = key
+
+    # -- big pictures are laid out in the background ---------------------------------------------
+    def _maybe_draw_later(self, s: ViewState) -> ViewState:
+        if s.plan is None or not self.background_drawing:
+            return s
+        _drawn, boxes = graph_boxes(s.plan, s.level)
+        if boxes <= SYNC_DRAW_BOXES or (s.max_draw and boxes > s.max_draw):
+            return s
+        if self.explorer.svg_cached(s.plan, s.level) is not None:
+            return s
+        self._draw_later(s.plan, s.level)
+        return replace(s, drawing=True)
+
+    def _draw_later(self, plan, level: str) -> None:
+        key = (id(plan), level)
+        with self._lock:
+            if self._pending == key:
+                return
+            self._pending = key
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hx-graph")
+        ex = self.explorer
+
+        def job():
+            try:
+                if self._pending == key:  # still wanted
+                    ex.svg(plan, level)
+            except Exception:
+                pass  # drawn (and its error shown) by the synchronous path below
+            finally:
+                with self._lock:
+                    if self._pending == key:
+                        self._pending = None
+                self._drawn(plan, level)
+
+        self._future = self._pool.submit(job)
+
+    def _drawn(self, plan, level: str) -> None:
+        """A background layout finished: show it if that plan is still on screen."""
+        try:
+            s = self.view_state()
+            if s.plan is plan and s.level == level and VIEWS[self.tabs.selected_index or 0] == "Graph":
+                self._render_view("Graph", s)
+        except Exception as e:  # never let a worker thread die silently with a stale view
+            self.views["Graph"].value = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}",
+                                                   "hx-graph-error")
+
+    def wait_for_graph(self, timeout: float = 60.0) -> bool:
+        """Wait until a background layout (if any) is on screen; True when none is pending."""
+        f = self._future
+        if f is not None:
+            f.result(timeout=timeout)
+        return self._pending is None
+
+    def redraw_all(self) -> None:
+        """Render every view now (tests and exports; the app renders lazily)."""
+        s = self.view_state()
+        for v in VIEWS:
+            self.views[v].value = render(v, s)
+        self._redraw()
+
+    # -- actions -------------------------------------------------------------------------------
+    def select(self, view: str) -> None:
+        """Open a tab by name (``"Graph"``, ``"Diff"``, ...)."""
+        self.tabs.selected_index = VIEWS.index(view)
+
+    def execute(self) -> None:
+        """What the Execute button does."""
+        ex = self.explorer
+        self.busy = True
+        self.run_error = ""
+        self.progress.bar_style = "info"
+        self.progress.value = 0
+        t0 = time.perf_counter()
+
+        def tick(i, total, label):
+            self.progress.max = total
+            self.progress.value = i
+            self.status = label
+
+        self._self_call = True
+        try:
+            ex.execute(progress=tick)
+        except Exception as e:
+            self.progress.bar_style = "danger"
+            self.run_error = f"execution failed: {type(e).__name__}: {e}"
+            self.status = "execution failed"
+        else:
+            ok, line = diff_verdict(ex.diff, ex.reference_provider.name)
+            self.progress.bar_style = "success" if ok else "warning"
+            self.status = f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms: {line.split(':')[0]}"
+        finally:
+            self._self_call = False
+            self.busy = False
+            self.run_version += 1
+
+    def export(self) -> str | None:
+        """What the Export button does: write the report, offer it for download."""
+        path = self.export_path.value.strip() or "hetero_explore_report.html"
+        try:
+            written = self.explorer.export_html(path)
+            size = os.path.getsize(written)
+            msg = (f"<div class='hx-export-result hx-ok'>wrote <code>{_esc(written)}</code> "
+                   f"({size:,d} bytes)</div>")
+            if size <= MAX_DOWNLOAD_BYTES:
+                with open(written, "rb") as f:
+                    b64 = base64.b64encode(f.read()).decode("ascii")
+                fname = os.path.basename(written)
+                msg += (f"<a class='hx-download' download='{_esc(fname)}' "
+                        f"href='data:text/html;base64,{b64}'>download {_esc(fname)}</a>")
+        except Exception as e:
+            written = None
+            msg = _error_box(f"export failed: {type(e).__name__}: {e}", "hx-export-error")
+        self._export_message = msg
+        self.select("Export")
+        self._rendered.pop("Export", None)
+        self._redraw()
+        return written
+
+    def close(self):
+        self.explorer.unobserve(self._on_model)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        super().close()

@@ -1,0 +1,320 @@
+"""The ipywidgets app, driven through its traits and controls; read through get_state().
+No browser, no kernel."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+import hetero_explore as hx  # noqa: E402
+from hetero_explore import models  # noqa: E402
+from hetero_explore.demo import demo_input_shapes, demo_model  # noqa: E402
+from hetero_explore.viz import widget as W  # noqa: E402
+
+
+def _has_dot() -> bool:
+    from hetero_explore.viz.graph import check_dot
+    try:
+        check_dot()
+        return True
+    except Exception:
+        return False
+
+
+needs_dot = pytest.mark.skipif(not _has_dot(), reason="Graphviz's dot is not installed")
+
+
+@pytest.fixture
+def ex():
+    return hx.explore(demo_model(), providers=["gpu", "cpu"], input_shapes=demo_input_shapes())
+
+
+@pytest.fixture
+def app(ex):
+    a = ex.show()
+    yield a
+    a.close()
+
+
+def value(w) -> str:
+    return w.get_state()["value"]
+
+
+def view(app, name) -> str:
+    app.select(name)
+    return value(app.views[name])
+
+
+# -- construction ------------------------------------------------------------------------------
+def test_app_state_after_construction(app, ex):
+    assert isinstance(app, W.ExplorerApp)
+    st = app.get_state()
+    assert st["order"] == ["gpu", "cpu"]
+    assert st["enabled"] == {"gpu": True, "cpu": True}
+    assert st["denied"] == {"gpu": [], "cpu": []}
+    assert st["plan_version"] >= 1 and st["error"] == ""
+    assert "hx-app" in st["_dom_classes"]
+    sel = app.order_select.get_state()
+    assert sel["_options_labels"] == ("1. gpu (gpu:0)", "2. cpu (cpu:0)")
+    assert set(app.deny_selects) == {"gpu", "cpu"}
+    assert app.deny_selects["gpu"].get_state()["_options_labels"] == tuple(ex.op_types)
+    assert "gpu: 12 node(s)" in value(app.summary_html)
+    assert app.tabs.get_state()["titles"] == W.VIEWS
+    assert "hx-execute" in app.execute_button.get_state()["_dom_classes"]
+    assert not app.execute_button.get_state()["disabled"]
+
+
+@needs_dot
+def test_graph_tab_shows_the_plan_as_svg(app):
+    html = value(app.views["Graph"])
+    assert "hx-graph-caption" in html and "<svg" in html and "plan #0" in html
+
+
+# -- reorder, enable, deny -------------------------------------------------------------------------
+@needs_dot
+def test_reorder_with_the_buttons_replans_and_redraws(app, ex):
+    v0 = app.plan_version
+    app.order_select.value = "cpu"
+    app.up_button.click()
+    assert app.order == ["cpu", "gpu"] and ex.provider_names == ["cpu", "gpu"]
+    assert app.plan_version == v0 + 1
+    assert app.order_select.get_state()["_options_labels"][0] == "1. cpu (cpu:0)"
+    assert app.order_select.value == "cpu"  # the selection follows the moved provider
+    graph = value(app.views["Graph"])
+    assert "plan #1" in graph and "cpu: 12 node(s)" in graph
+    assert "plan #1" in app.status
+    app.up_button.click()  # already first: nothing happens
+    assert app.order == ["cpu", "gpu"] and app.plan_version == v0 + 1
+    app.down_button.click()
+    assert app.order == ["gpu", "cpu"]
+
+
+def test_moving_without_a_selection_says_so(app):
+    app.order_select.value = None
+    app.up_button.click()
+    assert "select a provider" in app.status
+
+
+def test_setting_the_order_trait_is_the_same_as_clicking(app, ex):
+    app.order = ["cpu", "gpu"]
+    assert ex.provider_names == ["cpu", "gpu"] and ex.plan.placement_counts()["cpu"] == 12
+
+
+def test_deny_an_op_from_the_app(app, ex):
+    app.deny_selects["gpu"].value = ("GatherND",)
+    assert app.denied["gpu"] == ["GatherND"] and ex.denied("gpu") == ("GatherND",)
+    assert "2 partition(s)" in value(app.summary_html)
+    assert "probs" in view(app, "Transfers")
+    parts = view(app, "Partitions")
+    assert parts.count("<tr>") == 3  # header + two partitions
+    changes = view(app, "Changes")
+    assert "watch_classes" in changes and "1 node(s) moved" in changes
+    placement = view(app, "Placement")
+    assert "GatherND denied by mask" in placement
+
+
+def test_enable_toggle(app, ex):
+    app.enable_boxes["gpu"].value = False
+    assert app.enabled == {"gpu": False, "cpu": True} and not ex.is_enabled("gpu")
+    assert "(off)" in app.order_select.get_state()["_options_labels"][0]
+    assert "cpu: 12 node(s)" in value(app.summary_html)
+
+
+# -- errors are shown, never raised -----------------------------------------------------------------
+def test_unsupported_op_is_shown_and_the_app_recovers(app, ex):
+    app.deny_selects["gpu"].value = ("Conv",)
+    app.deny_selects["cpu"].value = ("Conv",)
+    err = value(app.error_html)
+    assert "cannot be planned" in err and "no provider supports node &#x27;conv1&#x27;" in err
+    assert app.error.startswith("UnsupportedNodeError")
+    # the views keep the last plan that worked, and say so
+    assert "last plan that worked" in value(app.summary_html)
+    assert "showing plan #1" in view(app, "Partitions")
+    assert app.execute_button.disabled
+    app.deny_selects["cpu"].value = ()
+    assert app.error == "" and value(app.error_html) == ""
+    assert not app.execute_button.disabled
+
+
+def test_all_providers_disabled(app):
+    app.enable_boxes["gpu"].value = False
+    app.enable_boxes["cpu"].value = False
+    assert "enable at least one provider" in value(app.error_html)
+    app.enable_boxes["cpu"].value = True
+    assert app.error == ""
+
+
+def test_fail_closed_execution_is_shown():
+    e = hx.explore(demo_model(), providers=["gpu", "cpu"])  # symbolic batch: execution fails closed
+    a = e.show()
+    a.execute_button.click()
+    assert "HeterogeneousExecutionUnsupported" in a.run_error
+    assert "symbolic" in value(a.error_html)
+    assert a.progress.bar_style == "danger" and not a.busy
+    assert "HeterogeneousExecutionUnsupported" in view(a, "Run")
+    assert "blocker" in view(a, "Partitions").lower()
+
+
+def test_graph_errors_are_shown_in_the_tab(app, ex, monkeypatch):
+    from hetero_explore.viz.graph import GraphvizNotFoundError
+
+    def no_dot(plan=None, level="auto"):
+        raise GraphvizNotFoundError("Graphviz's `dot` executable was not found on PATH; install graphviz")
+    monkeypatch.setattr(ex, "svg", no_dot)
+    app.order = ["cpu", "gpu"]
+    html = view(app, "Graph")
+    assert "cannot draw the graph" in html and "install graphviz" in html
+
+
+def test_a_raising_handler_never_kills_the_app(app, ex, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+    monkeypatch.setattr(ex, "order", boom)
+    app.order = ["cpu", "gpu"]
+    assert "kaboom" in app.run_error and "kaboom" in value(app.error_html)
+
+
+# -- execute, diff, run -----------------------------------------------------------------------------
+def test_execute_fills_run_and_diff(app, ex):
+    app.deny_selects["gpu"].value = ("GatherND",)
+    assert "Not executed yet" in view(app, "Diff")
+    app.execute_button.click()
+    assert app.run_error == "" and not app.busy
+    p = app.progress.get_state()
+    assert p["value"] == p["max"] == 4 and p["bar_style"] == "success"
+    diff = view(app, "Diff")
+    assert "byte-identical" in diff and "hx-ok" in diff and "probs" in diff
+    run = view(app, "Run")
+    assert "1 transfer(s) performed (plan lists 1)" in run and "partition" in run
+    assert "byte-identical" in app.status
+    # a new plan invalidates the shown run
+    app.order = ["cpu", "gpu"]
+    assert "Not executed yet" in view(app, "Diff")
+
+
+def test_a_differing_output_is_shown_with_its_verdict():
+    import pandas as pd
+    diff = pd.DataFrame([{"output": "y", "byte_identical": False, "n_diff": 3, "max_ulp": 2},
+                         {"output": "z", "byte_identical": True, "n_diff": 0, "max_ulp": 0}])
+    ok, line = W.diff_verdict(diff, "cpu")
+    assert ok is False and "1 of 2 output(s) differ" in line
+    e = hx.explore(demo_model(), providers=["gpu", "cpu"], input_shapes=demo_input_shapes())
+    s = W.ViewState(plan=e.plan, plan_is_current=True, plan_index=0, previous=None, run=None, diff=diff,
+                    reference="cpu", error="", run_error="")
+    html = W.render("Diff", s)
+    assert "NOT byte-identical" in html and "hx-bad" in html
+
+
+# -- scripted changes reach the app ----------------------------------------------------------------
+def test_scripted_calls_update_the_app(app, ex):
+    v = app.plan_version
+    ex.order(["cpu"]).deny("gpu", "Relu").replan()
+    assert app.order == ["cpu", "gpu"] and app.denied["gpu"] == ["Relu"]
+    assert app.deny_selects["gpu"].value == ("Relu",)
+    assert app.plan_version == v + 1
+    ex.execute()
+    assert "byte-identical" in view(app, "Diff")
+
+
+# -- big graphs, levels, export ------------------------------------------------------------------------
+@needs_dot
+def test_big_graphs_ask_before_drawing():
+    e = hx.explore(models.chain("tiny", layers=250), providers=["gpu", "cpu"])  # 500 nodes
+    a = e.show()
+    a.level = "node"
+    html = value(a.views["Graph"])
+    assert "hx-graph-skipped" in html and "500 boxes" in html
+    a.level = "partition"
+    assert "<svg" in value(a.views["Graph"])
+    a.level = "node"
+    a.draw_big_box.value = True
+    assert a.draw_big
+    # laid out in the background: a placeholder first, then the picture
+    assert "hx-graph-drawing" in value(a.views["Graph"]) and "500 boxes" in value(a.views["Graph"])
+    assert a.wait_for_graph(timeout=120)
+    assert "<svg" in value(a.views["Graph"])
+    a.close()
+
+
+@needs_dot
+def test_background_drawing_can_be_turned_off():
+    e = hx.explore(models.chain("tiny", layers=40), providers=["gpu", "cpu"])  # 80 nodes
+    a = e.show()
+    a.background_drawing = False
+    a.level = "partition"
+    a.level = "node"
+    assert "<svg" in value(a.views["Graph"])
+
+
+@needs_dot
+def test_level_dropdown(app):
+    app.level_dropdown.value = "partition"
+    assert app.level == "partition" and "partition view" in value(app.views["Graph"])
+
+
+def test_export_writes_and_offers_the_report(app, tmp_path):
+    pytest.importorskip("hetero_explore.viz.report")
+    app.execute_button.click()
+    app.export_path.value = str(tmp_path / "report.html")
+    app.export_button.click()
+    html = value(app.views["Export"])
+    assert os.path.isfile(tmp_path / "report.html")
+    assert "wrote" in html and "data:text/html;base64," in html and "download report.html" in html
+    assert app.tabs.selected_index == W.VIEWS.index("Export")
+
+
+def test_export_errors_are_shown(app, tmp_path):
+    app.export_path.value = str(tmp_path / "no" / "such" / "dir" / "r.html")
+    app.export_button.click()
+    assert "export failed" in value(app.views["Export"])
+
+
+# -- the pure redraw function -------------------------------------------------------------------------
+def test_render_is_pure_and_complete(ex):
+    s = W.ViewState(plan=ex.plan, plan_is_current=True, plan_index=0, previous=None, run=None, diff=None,
+                    reference="cpu", error="", run_error="", svg=lambda p, lvl: "<svg>stub</svg>")
+    for v in W.VIEWS:
+        assert W.render(v, s) == W.render(v, s)
+    assert "<svg>stub</svg>" in W.render("Graph", s)
+    assert "No earlier plan" in W.render("Changes", s)
+    with pytest.raises(ValueError, match="unknown view"):
+        W.render("Nope", s)
+    none = W.ViewState(plan=None, plan_is_current=False, plan_index=None, previous=None, run=None,
+                       diff=None, reference="cpu", error="PlanningError: x", run_error="")
+    assert "No plan: PlanningError: x" in W.render("Placement", none)
+
+
+def test_tables_escape_model_strings():
+    import pandas as pd
+    html = W._table(pd.DataFrame([{"name": "<script>alert(1)</script>", "d": {"a": 1}, "n": np.nan}]))
+    assert "<script>" not in html and "&lt;script&gt;" in html and "a: 1" in html
+    big = W._table(pd.DataFrame({"x": range(1000)}), max_rows=10)
+    assert big.count("<tr>") == 11 and "showing 10 of 1000" in big
+
+
+def test_only_the_visible_view_is_rendered(app):
+    app.order = ["cpu", "gpu"]
+    assert value(app.views["Placement"]) == ""  # not opened yet
+    assert "cpu" in view(app, "Placement")
+
+
+def test_redraw_all(app):
+    app.redraw_all()
+    assert all(value(app.views[v]) for v in W.VIEWS)
+
+
+def test_odd_provider_names_get_safe_css_classes():
+    from hetero_explore.providers import VirtualProvider, cpu
+    npu = VirtualProvider("my npu!<x>", "npu:0", ops=["Conv", "Relu"], kernels=cpu("k"))
+    e = hx.explore(demo_model(), providers=[npu, "cpu"], input_shapes=demo_input_shapes())
+    a = e.show()
+    classes = a.enable_boxes["my npu!<x>"].get_state()["_dom_classes"]
+    assert "hx-enable-my_npu__x_" in classes
+    assert a.order_select.get_state()["_options_labels"][0] == "1. my npu!<x> (npu:0)"  # text, not HTML
+    assert "my npu!&lt;x&gt;" in value(a.deny_box.children[1].children[0])
+    a.deny_selects["my npu!<x>"].value = ("Relu",)
+    assert e.denied("my npu!<x>") == ("Relu",)
