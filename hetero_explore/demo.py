@@ -1,6 +1,8 @@
-"""The bundled demo model: a small CNN classifier with a post-processing step
-that GPU runtimes typically leave to the CPU (GatherND), so that planning it on
-``[gpu, cpu]`` is heterogeneous out of the box."""
+"""The bundled demo model: a small CNN classifier whose logits are clamped to a
+range computed at run time (``Clip`` with a non-constant bound) before the
+softmax. The CUDA kernel of Clip needs its bounds at build time, so on
+``[gpu, cpu]`` that one node falls back to the CPU and the plan is
+heterogeneous out of the box, with real transfers around it."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ def build_demo_model(seed: int = 0) -> onnx.ModelProto:
         w("conv2.w", 16, 8, 3, 3), w("conv2.b", 16),
         w("fc.w", 10, 16), w("fc.b", 10),
         numpy_helper.from_array(np.array([[0, 3], [0, 7]], np.int64), "watched_classes"),
+        numpy_helper.from_array(np.array([8.0], np.float32), "clamp_range"),
+        numpy_helper.from_array(np.array([], np.int64), "scalar_shape"),
     ]
     nodes = [
         helper.make_node("Conv", ["image", "conv1.w", "conv1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
@@ -43,7 +47,11 @@ def build_demo_model(seed: int = 0) -> onnx.ModelProto:
         helper.make_node("GlobalAveragePool", ["res"], ["gap"], name="gap"),
         helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
         helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
-        helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1),
+        helper.make_node("ReduceMax", ["logits"], ["top"], name="top_logit", keepdims=0),
+        helper.make_node("Sub", ["top", "clamp_range"], ["floor"], name="clamp_floor"),
+        helper.make_node("Reshape", ["floor", "scalar_shape"], ["floor_s"], name="as_scalar"),
+        helper.make_node("Clip", ["logits", "floor_s"], ["clamped"], name="clamp_logits"),
+        helper.make_node("Softmax", ["clamped"], ["probs"], name="softmax", axis=-1),
         helper.make_node("GatherND", ["probs", "watched_classes"], ["watched"], name="watch_classes"),
     ]
     graph = helper.make_graph(
@@ -52,7 +60,8 @@ def build_demo_model(seed: int = 0) -> onnx.ModelProto:
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10]),
          helper.make_tensor_value_info("watched", TensorProto.FLOAT, [2])],
         initializer=inits,
-        doc_string="hetero_explore demo: a small CNN classifier plus a GatherND post-processing step.")
+        doc_string="hetero_explore demo: a small CNN classifier, logits clamped to [max-8, inf) "
+                   "with a bound computed at run time, softmax, and a GatherND of watched classes.")
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               producer_name="hetero_explore", doc_string="hetero_explore demo model")
     model.ir_version = 8

@@ -116,6 +116,13 @@ def test_gemm(ta, tb, cshape):
     check(node, inputs)
 
 
+def test_gemm_constant_transposed_weight():
+    a, w, c = f32(5, 6), f32(3, 6), f32(3)
+    node = helper.make_node("Gemm", ["a", "w", "c"], ["y"], transB=1, alpha=1.5)
+    got = check(node, [a, w, c], const=(1, 2))
+    assert bits_equal(got[0], run_both(node, [a, w, c])[0])  # same bits as a non-constant weight
+
+
 def test_gemm_defaults():
     a, b, c = f32(2, 3), f32(3, 4), f32(4)
     node = helper.make_node("Gemm", ["a", "b", "c"], ["y"])

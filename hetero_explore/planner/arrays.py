@@ -27,7 +27,7 @@ class GraphArrays:
     value_bytes: np.ndarray
     #: graph output value indices
     output_vals: np.ndarray
-    #: node id -> signature id; signatures: (domain, op_type, opset, input dtype names)
+    #: node id -> signature id; signatures: (domain, op_type, opset, input dtypes)
     node_sig: np.ndarray
     signatures: list
     #: one representative node id per signature
@@ -73,7 +73,7 @@ def graph_arrays(graph) -> GraphArrays:
                 dts.append(None)
                 continue
             v = values[inp]
-            dts.append(v.dtype.name if v.dtype is not None else None)
+            dts.append(v.dtype)
             if inp in seen:
                 continue
             seen.add(inp)

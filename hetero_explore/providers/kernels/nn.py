@@ -6,7 +6,13 @@ call, and every accumulation has one fixed order, documented per op below.
 The CPU kernels may visit output elements in a different order than the CUDA
 threads (e.g. a row of accumulators for MatMul and Conv) as long as each
 output element sees exactly the same sequence of float32 operations: that
-is bitwise the same result.
+is bitwise the same result. Helpers named ``*_cpu`` are such CPU-only
+performance paths (blocked GEMM for MatMul/Gemm/Conv/ConvTranspose, rows of
+accumulators for pooling, row-wise Resize/Pad); the tests check them bit for
+bit against the CUDA kernels (simulator) and against the documented orders.
+
+On a real GPU the contract also needs FMA contraction off: NVVM contracts
+``a*b + c`` by default (``-fma=1``) unless the compile options say otherwise.
 
 Transcendental functions come from :mod:`.pmath` (portable, IEEE-exact
 building blocks) -- never ``math.exp`` and friends, which differ between
@@ -94,15 +100,20 @@ def _dot(a, a0, sak, b, b0, sbk, K):
     return acc
 
 
+_GEMM_TILE = 512
+_GEMM_PAD = 16  # accumulator rows 512 + 16 floats apart: no 4 KiB aliasing between them
+
+
 @njit(**_JIT)
 def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
     """CPU only: out[o0 + m*som + n] = sum_k a[a0 + m*sam + k*sak] * b[b0 + k*sbk + n]
-    (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is a
-    float32 scratch of shape (4, >= min(N, tile)). Columns are processed in
-    tiles (B tile kept in cache), rows four at a time. Slices keep the inner
-    loops free of negative-index checks so that LLVM vectorizes them (over n,
-    which does not reorder any element's sum)."""
-    T = acc.shape[1]
+    (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is
+    the scratch from _gemm_scratch. Columns go in tiles, rows four at a
+    time, k two at a time: ``acc = (acc + a_k*b_k) + a_k1*b_k1`` is exactly
+    two sequential steps (no FMA, no reassociation without fastmath). Slices
+    keep the inner loops free of negative-index checks so that LLVM
+    vectorizes them over n, which does not reorder any element's sum."""
+    T = acc.shape[1] - _GEMM_PAD
     for n0 in range(0, N, T):
         nt = min(T, N - n0)
         m = 0
@@ -117,20 +128,43 @@ def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
                 r2[:] = np.float32(0)
                 r3[:] = np.float32(0)
                 ab = a0 + m * sam
-                for k in range(K):
+                k = 0
+                while k + 2 <= K:
                     ak = ab + k * sak
-                    v0 = a[ak]
-                    v1 = a[ak + sam]
-                    v2 = a[ak + 2 * sam]
-                    v3 = a[ak + 3 * sam]
+                    v00 = a[ak]
+                    v10 = a[ak + sam]
+                    v20 = a[ak + 2 * sam]
+                    v30 = a[ak + 3 * sam]
+                    ak1 = ak + sak
+                    v01 = a[ak1]
+                    v11 = a[ak1 + sam]
+                    v21 = a[ak1 + 2 * sam]
+                    v31 = a[ak1 + 3 * sam]
                     st = b0 + k * sbk + n0
-                    brow = b[st:st + nt]
+                    bk0 = b[st:st + nt]
+                    bk1 = b[st + sbk:st + sbk + nt]
                     for n in range(nt):
-                        bv = brow[n]
-                        r0[n] += v0 * bv
-                        r1[n] += v1 * bv
-                        r2[n] += v2 * bv
-                        r3[n] += v3 * bv
+                        x0 = bk0[n]
+                        x1 = bk1[n]
+                        r0[n] = (r0[n] + v00 * x0) + v01 * x1
+                        r1[n] = (r1[n] + v10 * x0) + v11 * x1
+                        r2[n] = (r2[n] + v20 * x0) + v21 * x1
+                        r3[n] = (r3[n] + v30 * x0) + v31 * x1
+                    k += 2
+                if k < K:
+                    ak = ab + k * sak
+                    v00 = a[ak]
+                    v10 = a[ak + sam]
+                    v20 = a[ak + 2 * sam]
+                    v30 = a[ak + 3 * sam]
+                    st = b0 + k * sbk + n0
+                    bk0 = b[st:st + nt]
+                    for n in range(nt):
+                        x0 = bk0[n]
+                        r0[n] = r0[n] + v00 * x0
+                        r1[n] = r1[n] + v10 * x0
+                        r2[n] = r2[n] + v20 * x0
+                        r3[n] = r3[n] + v30 * x0
                 for r in range(4):
                     o = o0 + (m + r) * som + n0
                     out[o:o + nt] = acc[r, :nt]
@@ -139,12 +173,22 @@ def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
                 r0 = acc[0, :nt]
                 r0[:] = np.float32(0)
                 ab = a0 + m * sam
-                for k in range(K):
-                    v0 = a[ab + k * sak]
+                k = 0
+                while k + 2 <= K:
+                    v00 = a[ab + k * sak]
+                    v01 = a[ab + (k + 1) * sak]
                     st = b0 + k * sbk + n0
-                    brow = b[st:st + nt]
+                    bk0 = b[st:st + nt]
+                    bk1 = b[st + sbk:st + sbk + nt]
                     for n in range(nt):
-                        r0[n] += v0 * brow[n]
+                        r0[n] = (r0[n] + v00 * bk0[n]) + v01 * bk1[n]
+                    k += 2
+                if k < K:
+                    v00 = a[ab + k * sak]
+                    st = b0 + k * sbk + n0
+                    bk0 = b[st:st + nt]
+                    for n in range(nt):
+                        r0[n] = r0[n] + v00 * bk0[n]
                 o = o0 + m * som + n0
                 out[o:o + nt] = r0
                 m += 1
@@ -152,11 +196,9 @@ def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
 
 @njit(**_JIT)
 def _gemm_scratch(K, N):
-    """Accumulator scratch for _gemm_rows_cpu: a column tile whose B panel fits in L2."""
-    t = (96 * 1024) // max(K, 1)
-    t = max(64, min(t, 2048))
-    t = min(t, max(N, 1))
-    return np.zeros((4, t), dtype=np.float32)
+    """Accumulator scratch for _gemm_rows_cpu (4 rows of a column tile, padded)."""
+    t = min(_GEMM_TILE, max(N, 1))
+    return np.zeros((4, t + _GEMM_PAD), dtype=np.float32)
 
 
 @njit(**_JIT)
@@ -284,10 +326,17 @@ def _build_gemm(ctx, target):
     meta = to_target(target, shape_array(()), np.zeros(1, np.int64), np.zeros(1, np.int64))
     dummy = to_target(target, _dummy_f32())
     dims = (M, K, N, sam, sak, sbk, sbn, scm, scn)
+    # CPU: a constant transposed B (a Linear layer's weight) is copied k-major once here
+    # instead of at every run (a copy: the values, hence the bits, are the same).
+    b_kmajor = None
+    if target == "cpu" and tb and ctx.const(1) is not None:
+        b_kmajor = np.ascontiguousarray(np.asarray(ctx.const(1), dtype=np.float32).T).reshape(-1)
+        dims = (M, K, N, sam, sak, N, 1, scm, scn)
 
     def run(inputs, outputs):
         c = flat(inputs[2]) if has_c else dummy
-        _mm_launch(target, flat(inputs[0]), flat(inputs[1]), flat(outputs[0]), c, dims, meta, epi, alpha, beta)
+        b = b_kmajor if b_kmajor is not None else flat(inputs[1])
+        _mm_launch(target, flat(inputs[0]), b, flat(outputs[0]), c, dims, meta, epi, alpha, beta)
 
     return run
 
@@ -309,7 +358,7 @@ register("Gemm", dtypes=F32, since=11, check=_check_gemm,
 # element, same sequence.
 # =============================================================================
 
-_P_N, _P_C, _P_H, _P_W, _P_M, _P_KH, _P_KW, _P_OH, _P_OW, _P_SH, _P_SW, _P_DH, _P_DW, _P_PT, _P_PL, _P_G = range(16)
+# p (int64): N, C, H, W, M, KH, KW, OH, OW, sh, sw, dh, dw, pad_top, pad_left, group
 
 
 @dual
@@ -1949,8 +1998,6 @@ def _build_pad(ctx, target):
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         m = fixed if fixed is not None else meta(inputs)
-        if rank == 0:
-            m = m  # a scalar: the single element maps to itself
         if target == "cpu":
             _pad_cpu(x, out, *m, mode)
         else:
