@@ -62,7 +62,7 @@ def providers(k: int):
     cpu = VirtualProvider("cpu", "cpu:0", ops=everything)
     if k == 2:
         return [gpu, cpu]
-    npu = VirtualProvider("npu", "npu:0", ops=["MatMul"])
+    npu = VirtualProvider("npu", "npu:0", ops=["MatMul", "Add", "Relu", "Sigmoid"])  # no Tanh, no Erf
     return [npu, gpu, cpu]
 
 

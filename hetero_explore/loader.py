@@ -119,6 +119,7 @@ def _bind(m: onnx.ModelProto, input_shapes, dim_values) -> None:
                         raise ShapeBindingError(f"input {name!r} dim {i} ({d.dim_param}) is bound to "
                                                 f"{dim_values[d.dim_param]} by dim_values but {v} here")
             tt.ClearField("shape")
+            tt.shape.SetInParent()  # rank 0 is a shape with no dims, not an unknown shape
             for v in shape:
                 tt.shape.dim.add().dim_value = int(v)
         elif tt.HasField("shape"):

@@ -158,7 +158,7 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
     group_of = convex_partitions(assignment, arr, len(providers))
     node_part, n_parts = order_partitions(group_of, assignment, arr)
     names = arr.value_names
-    vbytes = arr.value_bytes
+    vbytes = arr.value_bytes.tolist()
 
     # members of each partition, ascending node ids
     by_part = np.argsort(node_part, kind="stable")
@@ -182,13 +182,16 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
     outs = _unique_pairs(np.concatenate(out_p), np.concatenate(out_v), sort_by_value=True)
 
     partitions = []
+    by_part_l = by_part.tolist()
+    assign_l = np.asarray(assignment).tolist()
+    prov_info = [(p.name, str(p.device)) for p in providers]
     for pid in range(n_parts):
-        members = tuple(by_part[bounds[pid]:bounds[pid + 1]].tolist())
-        pi = int(assignment[members[0]])
-        prov = providers[pi]
-        iv = ins.get(pid, [])
-        ov = outs.get(pid, [])
-        partitions.append(Partition(pid, prov.name, pi, str(prov.device), members,
+        members = tuple(by_part_l[bounds[pid]:bounds[pid + 1]])
+        pi = assign_l[members[0]]
+        pname, pdev = prov_info[pi]
+        iv = ins.get(pid, ())
+        ov = outs.get(pid, ())
+        partitions.append(Partition(pid, pname, pi, pdev, members,
                                     tuple(names[v] for v in iv), tuple(names[v] for v in ov),
                                     _bytes(vbytes, iv), _bytes(vbytes, ov)))
 
@@ -210,14 +213,21 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
             dparts = tuple(dict.fromkeys(part_s[st:en].tolist()))
             recs.append((dparts[0], v, dp, dparts))
         recs.sort()
+        kinds = {(i, j): _kind(providers[i].device, providers[j].device)
+                 for i in range(len(providers)) for j in range(len(providers))}
+        dtype_names: dict = {}
+        vprod = arr.value_producer.tolist()
+        node_part_l = node_part.tolist()
         for _, v, dp, dparts in recs:
             value = graph.values[names[v]]
-            sp_i = int(a[arr.value_producer[v]])
-            sp, dpv = providers[sp_i], providers[dp]
+            sp_i = assign_l[vprod[v]]
+            dt = value.dtype
+            if dt is not None and dt not in dtype_names:
+                dtype_names[dt] = dt.name
             transfers.append(Transfer(
-                names[v], None if value.dtype is None else value.dtype.name, value.shape,
-                None if vbytes[v] < 0 else int(vbytes[v]), sp.name, dpv.name, str(sp.device),
-                str(dpv.device), _kind(sp.device, dpv.device), int(node_part[arr.value_producer[v]]), dparts))
+                names[v], None if dt is None else dtype_names[dt], value.shape,
+                None if vbytes[v] < 0 else vbytes[v], prov_info[sp_i][0], prov_info[dp][0], prov_info[sp_i][1],
+                prov_info[dp][1], kinds[(sp_i, dp)], node_part_l[vprod[v]], dparts))
 
     blockers = _blockers(graph, providers, unplaceable, declined)
     return Plan(graph=graph, providers=tuple(providers), policy=policy,
@@ -245,11 +255,14 @@ def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False
     return out
 
 
-def _bytes(vbytes: np.ndarray, vals: list[int]) -> int | None:
-    if not vals:
-        return 0
-    b = vbytes[vals]
-    return None if (b < 0).any() else int(b.sum())
+def _bytes(vbytes: list, vals) -> int | None:
+    total = 0
+    for v in vals:
+        b = vbytes[v]
+        if b < 0:
+            return None
+        total += b
+    return total
 
 
 def convexity_splits(plan: Plan, limit: int = MAX_SPLIT_EXPLANATIONS) -> tuple[ConvexitySplit, ...]:

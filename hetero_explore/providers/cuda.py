@@ -84,7 +84,9 @@ class NumbaCUDAProvider(RegistryProvider):
         self._track_free(buf.nbytes)
 
     def copy_from_host(self, array, out=None) -> DeviceBuffer:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array)
+        shape = array.shape
+        array = np.ascontiguousarray(array).reshape(shape)  # keeps 0-d arrays 0-d
         if out is None:
             out = self.allocate(array.shape, array.dtype)
         if array.size:
@@ -98,7 +100,8 @@ class NumbaCUDAProvider(RegistryProvider):
 
     def copy_from_host_async(self, array, out):
         cuda = self._cuda()
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array)
+        array = np.ascontiguousarray(array).reshape(array.shape)
         if array.size == 0:
             return None
         stream = self._get_stream()

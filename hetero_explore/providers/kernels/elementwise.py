@@ -16,8 +16,9 @@ int binary     ``binary_int``               Add Sub Mul Div Max Min Sum (int32, 
 to bool        ``compare``                  Equal Less LessOrEqual Greater GreaterOrEqual
                                             And Or Xor
 pow            ``pow_float`` / ``pow_int``  Pow (float32 or integer base, any exponent type)
-float unary    ``unary_f32``                Sqrt Reciprocal Neg Abs Exp Log Tanh Sigmoid Erf
-                                            Relu LeakyRelu HardSigmoid HardSwish Clip
+float unary    ``unary_f32``                Reciprocal Neg Abs Relu LeakyRelu HardSigmoid
+                                            HardSwish Clip
+math           ``pmath.*_f32``              Exp Log Tanh Sigmoid Erf Sqrt (a kernel pair each)
 int unary      ``unary_int``                Neg Abs Relu Clip (int32, int64)
 unary to bool  ``unary_bool``               IsNaN IsInf Not
 cast           ``cast_*``                   Cast CastLike (float32, int64, int32, bool)
@@ -71,7 +72,7 @@ from ...ir import onnx_to_np_dtype
 from .registry import ALL, FLOAT, NUMERIC, register
 
 F = np.float32
-_JIT = dict(cache=True, error_model="numpy", inline="always")
+_JIT = dict(cache=True, error_model="numpy")
 
 F_ZERO = F(0.0)
 F_ONE = F(1.0)
@@ -98,6 +99,43 @@ def _pick(i, mode, shape, strides):
     if mode == SCALAR:
         return 0
     return bcast_offset(i, shape, strides)
+
+
+@njit(cache=True)
+def _step2(idx, shape, sa, sb, oa, ob):
+    """CPU broadcasting without divisions: advance the output multi-index ``idx`` by
+    one element and return the two inputs' new flat offsets."""
+    d = shape.shape[0] - 1
+    while d >= 0:
+        idx[d] += 1
+        oa += sa[d]
+        ob += sb[d]
+        if idx[d] < shape[d]:
+            return oa, ob
+        idx[d] = 0
+        oa -= sa[d] * shape[d]
+        ob -= sb[d] * shape[d]
+        d -= 1
+    return oa, ob
+
+
+@njit(cache=True)
+def _step3(idx, shape, sa, sb, sc, oa, ob, oc):
+    """:func:`_step2` for three inputs."""
+    d = shape.shape[0] - 1
+    while d >= 0:
+        idx[d] += 1
+        oa += sa[d]
+        ob += sb[d]
+        oc += sc[d]
+        if idx[d] < shape[d]:
+            return oa, ob, oc
+        idx[d] = 0
+        oa -= sa[d] * shape[d]
+        ob -= sb[d] * shape[d]
+        oc -= sc[d] * shape[d]
+        d -= 1
+    return oa, ob, oc
 
 
 def _mode(in_shape, out_shape) -> int:
@@ -260,11 +298,10 @@ def pow_int(a, y, bits):
 
 
 # --- unary ------------------------------------------------------------------------------
-(IDENTITY, NEG, ABS, RELU, CLIP, SQRT, RECIPROCAL, EXP, LOG, TANH, SIGMOID, ERF, LEAKYRELU,
- HARDSIGMOID, HARDSWISH) = range(15)
-UNARY_CODES = {"Identity": IDENTITY, "Neg": NEG, "Abs": ABS, "Relu": RELU, "Clip": CLIP, "Sqrt": SQRT,
-               "Reciprocal": RECIPROCAL, "Exp": EXP, "Log": LOG, "Tanh": TANH, "Sigmoid": SIGMOID,
-               "Erf": ERF, "LeakyRelu": LEAKYRELU, "HardSigmoid": HARDSIGMOID, "HardSwish": HARDSWISH}
+IDENTITY, NEG, ABS, RELU, CLIP, RECIPROCAL, LEAKYRELU, HARDSIGMOID, HARDSWISH = range(9)
+UNARY_CODES = {"Identity": IDENTITY, "Neg": NEG, "Abs": ABS, "Relu": RELU, "Clip": CLIP,
+               "Reciprocal": RECIPROCAL, "LeakyRelu": LEAKYRELU, "HardSigmoid": HARDSIGMOID,
+               "HardSwish": HARDSWISH}
 INT_UNARY = ("Neg", "Abs", "Relu", "Clip")
 
 
@@ -296,20 +333,8 @@ def unary_f32(code, x, p0, p1):
         return x if (x > F_ZERO or x != x) else F_ZERO
     if code == CLIP:
         return clip_f32(x, alpha, beta)
-    if code == SQRT:
-        return sqrt_f32(x)
     if code == RECIPROCAL:
         return F_ONE / x
-    if code == EXP:
-        return exp_f32(x)
-    if code == LOG:
-        return log_f32(x)
-    if code == TANH:
-        return tanh_f32(x)
-    if code == SIGMOID:
-        return sigmoid_f32(x)
-    if code == ERF:
-        return erf_f32(x)
     if code == LEAKYRELU:
         return x if x >= F_ZERO else alpha * x
     if code == HARDSIGMOID:
@@ -394,9 +419,17 @@ def _binary_f32_cpu(code, a, b, out, ma, mb, shape, sa, sb):
         bv = b[0]
         for i in range(n):
             out[i] = binary_f32(code, a[i], bv)
-    else:
+    elif ma == SCALAR and mb == FULL:
+        av = a[0]
         for i in range(n):
-            out[i] = binary_f32(code, a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)])
+            out[i] = binary_f32(code, av, b[i])
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oa = 0
+        ob = 0
+        for i in range(n):
+            out[i] = binary_f32(code, a[oa], b[ob])
+            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
 
 
 @cuda_kernel
@@ -412,9 +445,21 @@ def _binary_int_cpu(code, a, b, out, ma, mb, shape, sa, sb, bits):
     if ma == FULL and mb == FULL:
         for i in range(n):
             out[i] = binary_int(code, a[i], b[i], bits)
-    else:
+    elif ma == FULL and mb == SCALAR:
+        bv = b[0]
         for i in range(n):
-            out[i] = binary_int(code, a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)], bits)
+            out[i] = binary_int(code, a[i], bv, bits)
+    elif ma == SCALAR and mb == FULL:
+        av = a[0]
+        for i in range(n):
+            out[i] = binary_int(code, av, b[i], bits)
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oa = 0
+        ob = 0
+        for i in range(n):
+            out[i] = binary_int(code, a[oa], b[ob], bits)
+            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
 
 
 @cuda_kernel
@@ -430,9 +475,21 @@ def _compare_cpu(code, a, b, out, ma, mb, shape, sa, sb):
     if ma == FULL and mb == FULL:
         for i in range(n):
             out[i] = compare(code, a[i], b[i])
-    else:
+    elif ma == FULL and mb == SCALAR:
+        bv = b[0]
         for i in range(n):
-            out[i] = compare(code, a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)])
+            out[i] = compare(code, a[i], bv)
+    elif ma == SCALAR and mb == FULL:
+        av = a[0]
+        for i in range(n):
+            out[i] = compare(code, av, b[i])
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oa = 0
+        ob = 0
+        for i in range(n):
+            out[i] = compare(code, a[oa], b[ob])
+            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
 
 
 @cuda_kernel
@@ -444,8 +501,25 @@ def _compare_cuda(code, a, b, out, ma, mb, shape, sa, sb):
 
 @cpu_kernel
 def _pow_float_cpu(a, b, out, ma, mb, shape, sa, sb, y_int):
-    for i in range(out.shape[0]):
-        out[i] = pow_float(a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)], y_int)
+    n = out.shape[0]
+    if ma == FULL and mb == FULL:
+        for i in range(n):
+            out[i] = pow_float(a[i], b[i], y_int)
+    elif ma == FULL and mb == SCALAR:
+        bv = b[0]
+        for i in range(n):
+            out[i] = pow_float(a[i], bv, y_int)
+    elif ma == SCALAR and mb == FULL:
+        av = a[0]
+        for i in range(n):
+            out[i] = pow_float(av, b[i], y_int)
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oa = 0
+        ob = 0
+        for i in range(n):
+            out[i] = pow_float(a[oa], b[ob], y_int)
+            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
 
 
 @cuda_kernel
@@ -457,8 +531,25 @@ def _pow_float_cuda(a, b, out, ma, mb, shape, sa, sb, y_int):
 
 @cpu_kernel
 def _pow_int_cpu(a, b, out, ma, mb, shape, sa, sb, bits):
-    for i in range(out.shape[0]):
-        out[i] = pow_int(a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)], bits)
+    n = out.shape[0]
+    if ma == FULL and mb == FULL:
+        for i in range(n):
+            out[i] = pow_int(a[i], b[i], bits)
+    elif ma == FULL and mb == SCALAR:
+        bv = b[0]
+        for i in range(n):
+            out[i] = pow_int(a[i], bv, bits)
+    elif ma == SCALAR and mb == FULL:
+        av = a[0]
+        for i in range(n):
+            out[i] = pow_int(av, b[i], bits)
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oa = 0
+        ob = 0
+        for i in range(n):
+            out[i] = pow_int(a[oa], b[ob], bits)
+            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
 
 
 @cuda_kernel
@@ -479,6 +570,91 @@ def _unary_f32_cuda(code, x, out, p0, p1):
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i] = unary_f32(code, x[i], p0, p1)
+
+
+# Transcendental ops get one small kernel pair each (a runtime op code inside the
+# loop would stop LLVM from inlining and vectorizing the pmath function: ~15x slower).
+@cpu_kernel
+def _exp_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = exp_f32(x[i])
+
+
+@cuda_kernel
+def _exp_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = exp_f32(x[i])
+
+
+@cpu_kernel
+def _log_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = log_f32(x[i])
+
+
+@cuda_kernel
+def _log_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = log_f32(x[i])
+
+
+@cpu_kernel
+def _tanh_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = tanh_f32(x[i])
+
+
+@cuda_kernel
+def _tanh_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = tanh_f32(x[i])
+
+
+@cpu_kernel
+def _sigmoid_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = sigmoid_f32(x[i])
+
+
+@cuda_kernel
+def _sigmoid_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = sigmoid_f32(x[i])
+
+
+@cpu_kernel
+def _erf_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = erf_f32(x[i])
+
+
+@cuda_kernel
+def _erf_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = erf_f32(x[i])
+
+
+@cpu_kernel
+def _sqrt_cpu(x, out):
+    for i in range(out.shape[0]):
+        out[i] = sqrt_f32(x[i])
+
+
+@cuda_kernel
+def _sqrt_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = sqrt_f32(x[i])
+
+
+MATH_KERNELS = {"Exp": (_exp_cpu, _exp_cuda), "Log": (_log_cpu, _log_cuda), "Tanh": (_tanh_cpu, _tanh_cuda),
+                "Sigmoid": (_sigmoid_cpu, _sigmoid_cuda), "Erf": (_erf_cpu, _erf_cuda),
+                "Sqrt": (_sqrt_cpu, _sqrt_cuda)}
 
 
 @cpu_kernel
@@ -540,11 +716,18 @@ def _cast_cuda(to, src_float, x, out):
 
 @cpu_kernel
 def _where_cpu(c, x, y, out, mc, mx, my, shape, sc, sx, sy):
-    for i in range(out.shape[0]):
-        if c[_pick(i, mc, shape, sc)]:
-            out[i] = x[_pick(i, mx, shape, sx)]
-        else:
-            out[i] = y[_pick(i, my, shape, sy)]
+    n = out.shape[0]
+    if mc == FULL and mx == FULL and my == FULL:
+        for i in range(n):
+            out[i] = x[i] if c[i] else y[i]
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oc = 0
+        ox = 0
+        oy = 0
+        for i in range(n):
+            out[i] = x[ox] if c[oc] else y[oy]
+            oc, ox, oy = _step3(idx, shape, sc, sx, sy, oc, ox, oy)
 
 
 @cuda_kernel
@@ -585,6 +768,7 @@ def _build_nary(ctx, target):
     out_dt = np.dtype(ctx.out_dtypes[0])
     shape = to_target(target, shape_array(out_shape))
     ops = [_Operand(target, s, out_shape) for s in ctx.in_shapes]
+    acc = _Operand(target, out_shape, out_shape)        # the output as the running accumulator
     n = int(np.prod(out_shape, dtype=np.int64))
     if op in COMPARE_CODES:
         kern, extra = (_compare_cpu, _compare_cuda), ()
@@ -604,7 +788,7 @@ def _build_nary(ctx, target):
         _go(target, *kern, n, code, a, b, out, ops[0].mode, ops[1].mode, shape, ops[0].strides,
             ops[1].strides, *extra)
         for k in range(2, len(inputs)):
-            _go(target, *kern, n, code, out, flat(inputs[k]), out, FULL, ops[k].mode, shape, ops[0].strides,
+            _go(target, *kern, n, code, out, flat(inputs[k]), out, FULL, ops[k].mode, shape, acc.strides,
                 ops[k].strides, *extra)
 
     return run
@@ -716,11 +900,21 @@ def _build_unary(ctx, target):
     return run
 
 
-for _op, _since in (("Sqrt", 6), ("Reciprocal", 6), ("Exp", 6), ("Log", 6), ("Tanh", 6),
-                    ("Sigmoid", 6), ("Erf", 9), ("LeakyRelu", 6), ("HardSigmoid", 6)):
-    register(_op, dtypes=FLOAT, since=_since,
-             note="portable float32 math (pmath)" if _op in ("Exp", "Log", "Tanh", "Sigmoid", "Erf") else "")(
-        _build_unary)
+def _build_math(ctx, target):
+    kern = MATH_KERNELS[ctx.node.op_type]
+    n = int(np.prod(ctx.out_shapes[0], dtype=np.int64))
+
+    def run(inputs, outputs):
+        _go(target, *kern, n, flat(inputs[0]), flat(outputs[0]))
+
+    return run
+
+
+for _op, _since in (("Exp", 6), ("Log", 6), ("Tanh", 6), ("Sigmoid", 6), ("Erf", 9)):
+    register(_op, dtypes=FLOAT, since=_since, note="portable float32 math (pmath), <= 1 ULP measured")(_build_math)
+register("Sqrt", dtypes=FLOAT, since=6, note="IEEE sqrt")(_build_math)
+for _op in ("Reciprocal", "LeakyRelu", "HardSigmoid"):
+    register(_op, dtypes=FLOAT, since=6)(_build_unary)
 register("HardSwish", dtypes=FLOAT, since=14)(_build_unary)
 for _op in ("Neg", "Abs", "Relu"):
     register(_op, dtypes=NUMERIC, since=6)(_build_unary)
