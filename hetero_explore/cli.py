@@ -81,7 +81,8 @@ def _load_and_plan(args, model=None):
     return g, plan(g, provs)
 
 
-def _print_tables(p, out=sys.stdout):
+def _print_tables(p, out=None):
+    out = out or sys.stdout
     import pandas as pd
     with pd.option_context("display.max_rows", 200, "display.max_columns", 20, "display.width", 160,
                            "display.max_colwidth", 60):

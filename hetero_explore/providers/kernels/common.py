@@ -33,6 +33,36 @@ from numba import cuda, njit
 THREADS_PER_BLOCK = 128
 
 
+def _keep_mul_add_apart() -> None:
+    """NVVM contracts a*b+c into FMA unless told otherwise, and numba-cuda passes no
+    such option without fastmath. The kernel contract needs separate roundings on
+    both targets, so ask NVVM for ``-fma=0`` whenever fastmath is off. Set
+    HETERO_EXPLORE_ALLOW_FMA=1 to leave numba-cuda's default alone. (Only affects
+    compilation for a real GPU; unverified here without one: check the PTX of a
+    kernel with ``inspect_asm()`` for ``fma.rn.f32``.)"""
+    import os
+    if os.environ.get("HETERO_EXPLORE_ALLOW_FMA") == "1":
+        return
+    try:
+        from numba.cuda.cudadrv import nvvm
+    except Exception:  # pragma: no cover - numba-cuda missing or simulator-only install
+        return
+    original = nvvm.compile_ir
+    if getattr(original, "_hetero_explore_no_fma", False):
+        return
+
+    def compile_ir(llvmir, **options):
+        if not options.get("fastmath", False):
+            options.setdefault("fma", False)
+        return original(llvmir, **options)
+
+    compile_ir._hetero_explore_no_fma = True
+    nvvm.compile_ir = compile_ir
+
+
+_keep_mul_add_apart()
+
+
 class Dual:
     """One Python function compiled for both targets (see module docs)."""
 
@@ -47,7 +77,7 @@ class Dual:
     @property
     def cpu(self):
         if self._cpu is None:
-            self._cpu = njit(cache=self._cache)(_retarget(self.py, "cpu"))
+            self._cpu = njit(cache=self._cache, error_model="numpy")(_retarget(self.py, "cpu"))
         return self._cpu
 
     @property
@@ -99,7 +129,8 @@ class _LazyKernel:
     def compiled(self):
         if self._compiled is None:
             f = _retarget(self.py, self.target)
-            self._compiled = njit(cache=self._cache)(f) if self.target == "cpu" else cuda.jit(f)
+            self._compiled = (njit(cache=self._cache, error_model="numpy")(f) if self.target == "cpu"
+                              else cuda.jit(f))
         return self._compiled
 
     def __call__(self, *args):
