@@ -13,6 +13,8 @@ References (float64, then rounded to float32):
   every input; pow: numpy float64 ``np.power``.
 
 Usage: python bench/pmath_ulp.py [--n N] [--seed S]
+       python bench/pmath_ulp.py --exhaustive [exp log tanh sigmoid erf]
+           (every float32 input, float64 libm reference inside numba; minutes per function)
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from numba import njit
 from hetero_explore.providers.kernels import pmath
 
 
-@njit(cache=True)
+@njit
 def _map1(f, xs, out):
     for i in range(xs.shape[0]):
         out[i] = f(xs[i])
 
 
-@njit(cache=True)
+@njit
 def _map2(f, xs, ys, out):
     for i in range(xs.shape[0]):
         out[i] = f(xs[i], ys[i])
@@ -139,11 +141,82 @@ def run(n: int, seed: int):
     return rows, bad_special
 
 
+# --- exhaustive mode: every float32 bit pattern, reference in float64 libm via numba ---------
+@njit
+def _ref64(code, x):
+    if code == 0:
+        return math.exp(x)
+    if code == 1:
+        return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+    if code == 2:
+        return math.tanh(x)
+    if code == 3:
+        e = math.exp(-abs(x))
+        return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+    return math.erf(x)
+
+
+@njit
+def _ord32(v):
+    buf = np.empty(1, np.float32)
+    buf[0] = v
+    i = np.int64(buf.view(np.int32)[0])
+    return -(i & 0x7FFFFFFF) if i < 0 else i
+
+
+@njit
+def _exhaustive_chunk(f, code, xs, hist):
+    worst = 0
+    worst_x = np.float32(0)
+    total = 0
+    for j in range(xs.shape[0]):
+        x = xs[j]
+        got = f(x)
+        ref = np.float32(_ref64(code, np.float64(x)))
+        if got != got or ref != ref:
+            d = 0 if (got != got and ref != ref) else 2**32
+        else:
+            d = abs(_ord32(got) - _ord32(ref))
+        total += d
+        hist[min(d, hist.shape[0] - 1)] += 1
+        if d > worst:
+            worst = d
+            worst_x = x
+    return worst, worst_x, total
+
+
+def exhaustive(names):
+    funcs = {"exp": (pmath.exp_f32, 0), "log": (pmath.log_f32, 1), "tanh": (pmath.tanh_f32, 2),
+             "sigmoid": (pmath.sigmoid_f32, 3), "erf": (pmath.erf_f32, 4)}
+    step = 1 << 24
+    print(f"{'function':<9} {'inputs':>11} {'max ULP':>8} {'mean ULP':>9} {'# >1 ULP':>9}  worst input")
+    for name in names:
+        f, code = funcs[name]
+        t = time.perf_counter()
+        hist = np.zeros(4, np.int64)
+        worst, worst_x, total = 0, None, 0
+        for start in range(0, 1 << 32, step):
+            xs = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+            w, wx, tot = _exhaustive_chunk(f, code, xs, hist)
+            total += tot
+            if w > worst:
+                worst, worst_x = w, wx
+        n = 1 << 32
+        print(f"{name:<9} {n:>11} {worst:>8} {total / n:>9.4f} {hist[2:].sum():>9}  {worst_x!r}"
+              f"   ({time.perf_counter() - t:.0f} s)", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000, help="inputs per function (default 10**6)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--exhaustive", nargs="*", metavar="FN",
+                    help="instead: all 2**32 float32 inputs of the given unary functions "
+                         "(exp log tanh sigmoid erf; default all five; minutes each)")
     args = ap.parse_args()
+    if args.exhaustive is not None:
+        exhaustive(args.exhaustive or ["exp", "log", "tanh", "sigmoid", "erf"])
+        return
     t0 = time.perf_counter()
     rows, bad_special = run(args.n, args.seed)
     print(f"{'function':<9} {'inputs':>9} {'max ULP':>8} {'mean ULP':>9} {'frac >1':>9}  {'worst input':<28} {'time s':>6}")

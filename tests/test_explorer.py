@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hetero_explore as hx
-from hetero_explore.demo import demo_input_shapes, demo_model
+from explorer_fixtures import N_NODES, OP_TYPES, cnn_model
 from hetero_explore.errors import HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
 from hetero_explore.explorer import Explorer, compare_plans, default_providers
 from hetero_explore.providers import VirtualProvider, cpu
@@ -16,8 +16,8 @@ from hetero_explore.providers import VirtualProvider, cpu
 
 @pytest.fixture
 def ex():
-    """The demo model on a virtual gpu (CPU kernels, own allocations) and cpu: fast, any machine."""
-    return hx.explore(demo_model(), providers=["gpu", "cpu"], input_shapes=demo_input_shapes())
+    """A small CNN on a virtual gpu (CPU kernels, own allocations) and cpu: fast, any machine."""
+    return hx.explore(cnn_model(), providers=["gpu", "cpu"])
 
 
 # -- explore() and defaults ----------------------------------------------------------------
@@ -46,32 +46,37 @@ def test_default_providers_on_a_laptop(monkeypatch):
     provs = default_providers()
     assert [p.name for p in provs] == ["gpu", "cpu"]
     assert str(provs[0].device) == "gpu:0" and provs[0].can_execute
-    e = hx.explore(demo_model(), input_shapes=demo_input_shapes())
+    e = hx.explore(cnn_model())
     assert e.provider_names == ["gpu", "cpu"]
-    assert e.plan.placement_counts()["gpu"] == len(e.graph.nodes)
+    assert e.plan.placement_counts()["gpu"] == N_NODES
 
 
 def test_reference_defaults_to_cpu_and_can_be_given(ex):
     assert ex.reference_provider.name == "cpu"
     assert ex.reference_provider is ex.providers["cpu"]
-    e2 = hx.explore(demo_model(), providers=["gpu", "cpu"], input_shapes=demo_input_shapes(),
-                    reference="gpu")
+    e2 = hx.explore(cnn_model(), providers=["gpu", "cpu"], reference="gpu")
     assert e2.reference_provider.name == "gpu"
 
 
 def test_explore_accepts_a_loaded_graph_but_not_shapes_with_it():
-    g = hx.load_model(demo_model(), input_shapes=demo_input_shapes())
+    g = hx.load_model(cnn_model())
     e = hx.explore(g, providers=["cpu"])
     assert e.graph is g
     with pytest.raises(ValueError, match="input_shapes"):
-        hx.explore(g, providers=["cpu"], input_shapes=demo_input_shapes())
+        hx.explore(g, providers=["cpu"], input_shapes={"image": (1, 3, 16, 16)})
+
+
+def test_explore_binds_input_shapes():
+    e = hx.explore(cnn_model("batch"), providers=["cpu"], input_shapes={"image": (2, 3, 16, 16)})
+    assert e.graph.values["probs"].shape == (2, 10) and e.plan.executable
+    assert e.inputs["image"].shape == (2, 3, 16, 16)
 
 
 def test_duplicate_and_unknown_provider_names():
     with pytest.raises(ValueError, match="unique"):
-        hx.explore(demo_model(), providers=["cpu", "cpu"])
+        hx.explore(cnn_model(), providers=["cpu", "cpu"])
     with pytest.raises(ValueError, match="unknown provider name"):
-        hx.explore(demo_model(), providers=["tpu"])
+        hx.explore(cnn_model(), providers=["tpu"])
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -177,7 +182,7 @@ def test_providers_df_and_config(ex):
     assert df["nodes_placed"].sum() == len(ex.graph.nodes)
     assert ex.config() == {"order": ["gpu", "cpu"], "enabled": {"gpu": True, "cpu": True},
                            "denied": {"gpu": ["Softmax"]}, "reference": "cpu"}
-    assert "Conv" in ex.op_types and ex.op_types == sorted(ex.op_types)
+    assert ex.op_types == OP_TYPES
 
 
 # -- compare_plans --------------------------------------------------------------------------
@@ -244,9 +249,9 @@ def test_execute_proves_byte_identity_and_records_it(ex):
 def test_default_inputs_are_seeded_and_typed(ex):
     a = ex.inputs
     assert list(a) == ["image"] and a["image"].dtype == np.float32 and a["image"].shape == (1, 3, 16, 16)
-    e2 = hx.explore(demo_model(), providers=["cpu"], input_shapes=demo_input_shapes())
+    e2 = hx.explore(cnn_model(), providers=["cpu"])
     np.testing.assert_array_equal(a["image"], e2.inputs["image"])
-    e3 = hx.explore(demo_model(), providers=["cpu"], input_shapes=demo_input_shapes(), seed=1)
+    e3 = hx.explore(cnn_model(), providers=["cpu"], seed=1)
     assert not np.array_equal(a["image"], e3.inputs["image"])
 
 
@@ -262,7 +267,7 @@ def test_execute_with_given_inputs_and_reference_cache(ex):
 
 
 def test_execution_fails_closed_on_symbolic_shapes():
-    e = hx.explore(demo_model(), providers=["gpu", "cpu"])  # batch left symbolic
+    e = hx.explore(cnn_model("batch"), providers=["gpu", "cpu"])  # batch left symbolic
     assert not e.plan.executable
     with pytest.raises(HeterogeneousExecutionUnsupported, match="symbolic"):
         e.execute(inputs={"image": np.zeros((1, 3, 16, 16), np.float32)})

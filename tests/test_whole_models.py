@@ -2,7 +2,9 @@
 
 * The Numba CPU provider vs ``onnx.reference.ReferenceEvaluator`` and vs
   onnxruntime's CPUExecutionProvider on the generated MLP, CNN and
-  transformer (tiny, small and medium presets) and the bundled demo model.
+  transformer (tiny, small and medium presets), a reduced ResNet-18-style
+  model (``models.resnet18_like``: 32x32 input, width 8) and the bundled
+  demo model.
   Tolerance, per element: ``|ours - theirs| <= 1e-5 + 1e-4 * |theirs|``.
   Our kernels accumulate strictly in ascending index order with no FMA,
   onnxruntime (MLAS) uses blocked, FMA-contracted sums and its own exp/erf,
@@ -36,6 +38,10 @@ ATOL = 1e-5
 
 GENERATORS = {"mlp": models.mlp, "cnn": models.cnn, "transformer": models.transformer}
 CASES = [(kind, size) for kind in GENERATORS for size in ("tiny", "small", "medium")]
+# the benchmark's ResNet-18 topology (7x7/2 stem, padded 3x3/2 MaxPool, strided 3x3 and 1x1
+# projection Convs), narrowed and shrunk so that it runs in a fraction of a second
+RESNET_CASE = ("resnet18_like", "reduced")
+CASES.append(RESNET_CASE)
 
 _CACHE: dict = {}
 
@@ -44,7 +50,10 @@ def _case(kind, size):
     """(model, graph, inputs, CPU-provider outputs), computed once per session."""
     key = (kind, size)
     if key not in _CACHE:
-        model = GENERATORS[kind](size)
+        if key == RESNET_CASE:
+            model = models.resnet18_like(image=32, width=8, classes=10)
+        else:
+            model = GENERATORS[kind](size)
         graph = he.load_model(model)
         feeds = random_inputs(graph, seed=3)
         ours = execute_reference(graph, cpu(), feeds).outputs

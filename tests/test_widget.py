@@ -12,7 +12,7 @@ pytest.importorskip("ipywidgets")
 
 import hetero_explore as hx  # noqa: E402
 from hetero_explore import models  # noqa: E402
-from hetero_explore.demo import demo_input_shapes, demo_model  # noqa: E402
+from explorer_fixtures import N_NODES, cnn_model  # noqa: E402
 from hetero_explore.viz import widget as W  # noqa: E402
 
 
@@ -30,7 +30,7 @@ needs_dot = pytest.mark.skipif(not _has_dot(), reason="Graphviz's dot is not ins
 
 @pytest.fixture
 def ex():
-    return hx.explore(demo_model(), providers=["gpu", "cpu"], input_shapes=demo_input_shapes())
+    return hx.explore(cnn_model(), providers=["gpu", "cpu"])
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_app_state_after_construction(app, ex):
     assert sel["_options_labels"] == ("1. gpu (gpu:0)", "2. cpu (cpu:0)")
     assert set(app.deny_selects) == {"gpu", "cpu"}
     assert app.deny_selects["gpu"].get_state()["_options_labels"] == tuple(ex.op_types)
-    assert "gpu: 12 node(s)" in value(app.summary_html)
+    assert f"gpu: {N_NODES} node(s)" in value(app.summary_html)
     assert app.tabs.get_state()["titles"] == W.VIEWS
     assert "hx-execute" in app.execute_button.get_state()["_dom_classes"]
     assert not app.execute_button.get_state()["disabled"]
@@ -85,7 +85,7 @@ def test_reorder_with_the_buttons_replans_and_redraws(app, ex):
     assert app.order_select.get_state()["_options_labels"][0] == "1. cpu (cpu:0)"
     assert app.order_select.value == "cpu"  # the selection follows the moved provider
     graph = value(app.views["Graph"])
-    assert "plan #1" in graph and "cpu: 12 node(s)" in graph
+    assert "plan #1" in graph and f"cpu: {N_NODES} node(s)" in graph
     assert "plan #1" in app.status
     app.up_button.click()  # already first: nothing happens
     assert app.order == ["cpu", "gpu"] and app.plan_version == v0 + 1
@@ -101,7 +101,7 @@ def test_moving_without_a_selection_says_so(app):
 
 def test_setting_the_order_trait_is_the_same_as_clicking(app, ex):
     app.order = ["cpu", "gpu"]
-    assert ex.provider_names == ["cpu", "gpu"] and ex.plan.placement_counts()["cpu"] == 12
+    assert ex.provider_names == ["cpu", "gpu"] and ex.plan.placement_counts()["cpu"] == N_NODES
 
 
 def test_deny_an_op_from_the_app(app, ex):
@@ -121,7 +121,7 @@ def test_enable_toggle(app, ex):
     app.enable_boxes["gpu"].value = False
     assert app.enabled == {"gpu": False, "cpu": True} and not ex.is_enabled("gpu")
     assert "(off)" in app.order_select.get_state()["_options_labels"][0]
-    assert "cpu: 12 node(s)" in value(app.summary_html)
+    assert f"cpu: {N_NODES} node(s)" in value(app.summary_html)
 
 
 # -- errors are shown, never raised -----------------------------------------------------------------
@@ -149,7 +149,7 @@ def test_all_providers_disabled(app):
 
 
 def test_fail_closed_execution_is_shown():
-    e = hx.explore(demo_model(), providers=["gpu", "cpu"])  # symbolic batch: execution fails closed
+    e = hx.explore(cnn_model("batch"), providers=["gpu", "cpu"])  # symbolic: execution fails closed
     a = e.show()
     a.execute_button.click()
     assert "HeterogeneousExecutionUnsupported" in a.run_error
@@ -202,7 +202,7 @@ def test_a_differing_output_is_shown_with_its_verdict():
                          {"output": "z", "byte_identical": True, "n_diff": 0, "max_ulp": 0}])
     ok, line = W.diff_verdict(diff, "cpu")
     assert ok is False and "1 of 2 output(s) differ" in line
-    e = hx.explore(demo_model(), providers=["gpu", "cpu"], input_shapes=demo_input_shapes())
+    e = hx.explore(cnn_model(), providers=["gpu", "cpu"])
     s = W.ViewState(plan=e.plan, plan_is_current=True, plan_index=0, previous=None, run=None, diff=diff,
                     reference="cpu", error="", run_error="")
     html = W.render("Diff", s)
@@ -268,7 +268,8 @@ def test_export_writes_and_offers_the_report(app, tmp_path):
 
 
 def test_export_errors_are_shown(app, tmp_path):
-    app.export_path.value = str(tmp_path / "no" / "such" / "dir" / "r.html")
+    (tmp_path / "a_file").write_text("x")
+    app.export_path.value = str(tmp_path / "a_file" / "r.html")  # a file where a folder must be
     app.export_button.click()
     assert "export failed" in value(app.views["Export"])
 
@@ -310,7 +311,7 @@ def test_redraw_all(app):
 def test_odd_provider_names_get_safe_css_classes():
     from hetero_explore.providers import VirtualProvider, cpu
     npu = VirtualProvider("my npu!<x>", "npu:0", ops=["Conv", "Relu"], kernels=cpu("k"))
-    e = hx.explore(demo_model(), providers=[npu, "cpu"], input_shapes=demo_input_shapes())
+    e = hx.explore(cnn_model(), providers=[npu, "cpu"])
     a = e.show()
     classes = a.enable_boxes["my npu!<x>"].get_state()["_dom_classes"]
     assert "hx-enable-my_npu__x_" in classes

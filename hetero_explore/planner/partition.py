@@ -44,15 +44,6 @@ def _convex(members, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
             if members[u] or fwd[u]:
                 fwd[v] = True
                 break
-    for k in range(order.shape[0] - 1, -1, -1):
-        v = order[k]
-        if members[v] or not fwd[v]:
-            continue
-        for j in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[j]
-            if members[w]:
-                return False
-        # reaches the set through a longer path? propagate via a backward flag
     bwd = np.zeros(n, np.bool_)
     for k in range(order.shape[0] - 1, -1, -1):
         v = order[k]

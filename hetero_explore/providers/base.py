@@ -234,3 +234,39 @@ class ExecutionProvider:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.device})"
+
+
+class HostMemory:
+    """Memory hooks for providers whose buffers are host numpy arrays (mixin)."""
+
+    def _before_allocate(self) -> None:
+        """Hook: raise when this provider cannot hold memory."""
+
+    def allocate(self, shape, dtype) -> DeviceBuffer:
+        self._before_allocate()
+        arr = np.empty(tuple(shape), dtype=dtype)
+        buf = DeviceBuffer(self, shape, dtype, arr)
+        self._track_alloc(buf.nbytes)
+        return buf
+
+    def free(self, buf: DeviceBuffer) -> None:
+        if buf.freed:
+            return
+        buf.freed = True
+        buf.data = None
+        self._track_free(buf.nbytes)
+
+    def copy_from_host(self, array, out: DeviceBuffer | None = None) -> DeviceBuffer:
+        array = np.asarray(array)
+        if out is None:
+            out = self.allocate(array.shape, array.dtype)
+        np.copyto(out.data, array, casting="no")
+        return out
+
+    def copy_to_host(self, buf: DeviceBuffer) -> np.ndarray:
+        return np.array(buf.data, copy=True)
+
+    def copy_device_async(self, src: DeviceBuffer, out: DeviceBuffer):
+        host = src.data if isinstance(src.data, np.ndarray) else src.provider.copy_to_host(src)
+        np.copyto(out.data, host, casting="no")
+        return None

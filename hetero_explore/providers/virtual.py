@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
+from .base import DeviceId, ExecutionProvider, HostMemory, Kernel, KernelContext, KernelMatch
 
 Check = Callable[..., KernelMatch]
 
@@ -44,7 +44,7 @@ def _spec(v) -> OpSpec:
     raise TypeError(f"cannot read an op spec from {v!r}; use OpSpec(since=, until=, dtypes=)")
 
 
-class VirtualProvider(ExecutionProvider):
+class VirtualProvider(HostMemory, ExecutionProvider):
     """A provider defined by an op table.
 
     Args:
@@ -115,34 +115,8 @@ class VirtualProvider(ExecutionProvider):
                 "to execute")
         return self.kernels
 
-    def allocate(self, shape, dtype) -> DeviceBuffer:
+    def _before_allocate(self) -> None:
         self._need_kernels()
-        arr = np.empty(tuple(shape), dtype=dtype)
-        buf = DeviceBuffer(self, shape, dtype, arr)
-        self._track_alloc(buf.nbytes)
-        return buf
-
-    def free(self, buf: DeviceBuffer) -> None:
-        if buf.freed:
-            return
-        buf.freed = True
-        buf.data = None
-        self._track_free(buf.nbytes)
-
-    def copy_from_host(self, array, out=None) -> DeviceBuffer:
-        array = np.asarray(array)
-        if out is None:
-            out = self.allocate(array.shape, array.dtype)
-        np.copyto(out.data, array, casting="no")
-        return out
-
-    def copy_to_host(self, buf: DeviceBuffer) -> np.ndarray:
-        return np.array(buf.data, copy=True)
-
-    def copy_device_async(self, src: DeviceBuffer, out: DeviceBuffer):
-        host = src.data if isinstance(src.data, np.ndarray) else src.provider.copy_to_host(src)
-        np.copyto(out.data, host, casting="no")
-        return None
 
     def get_kernel(self, node, shapes, dtypes, opset, ctx=None) -> Kernel:
         return self._need_kernels().get_kernel(node, shapes, dtypes, opset, ctx)

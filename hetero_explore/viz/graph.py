@@ -25,6 +25,12 @@ from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, li
 #: (node-level layouts of thousands of nodes are unreadable and slow).
 AUTO_NODE_LIMIT = 400
 LEVELS = ("auto", "node", "partition")
+#: Partition views with more partitions than this are laid out on a serpentine grid
+#: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
+#: layout time grows quadratically (Graphviz 2.42 takes ~10 s at 1,300 partitions).
+DOT_PARTITION_LIMIT = 600
+LAYOUTS = ("auto", "dot", "grid")
+_CELL_W, _STACK_H, _ZIG, _ROW_GAP = 230, 64, 36, 40
 #: Longest model string shown in a label (the tooltip has more).
 MAX_LABEL = 40
 #: Longest tooltip.
@@ -181,7 +187,7 @@ def _weight(nbytes) -> str:
 # -- the views ---------------------------------------------------------------------------
 def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False, *,
                      max_nodes: int = AUTO_NODE_LIMIT, rankdir: str = "TB", legend: bool = True,
-                     max_label: int = MAX_LABEL) -> PlanGraph:
+                     max_label: int = MAX_LABEL, layout: str = "auto") -> PlanGraph:
     """The plan's DAG as a :class:`PlanGraph` (a ``graphviz.Digraph``).
 
     Args:
@@ -194,11 +200,20 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         rankdir: Graphviz ``rankdir`` (``TB`` or ``LR``).
         legend: draw the provider legend.
         max_label: longest model string shown in a label; tooltips show more.
+        layout: partition level only: ``"dot"``, ``"grid"`` (precomputed serpentine
+            layers, linear time) or ``"auto"`` (``grid`` above ``DOT_PARTITION_LIMIT``
+            partitions).
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
     if level == "auto":
         level = "node" if len(plan.graph.nodes) <= max_nodes else "partition"
+    if level == "node" or layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
+        layout = "dot"
+    else:
+        layout = "grid"
     colors = provider_colors(plan.provider_names)
     g = PlanGraph(name="plan", graph_attr={
         "rankdir": rankdir, "fontname": "Helvetica", "fontsize": "12", "labelloc": "t",
@@ -208,32 +223,46 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
                   "shape": "box", "margin": "0.08,0.04", "height": "0.3"},
         edge_attr={"fontname": "Helvetica", "fontsize": "9", "color": EDGE_COLOR, "arrowsize": "0.6"})
     g.level = level
+    g.layout = layout
     graph = plan.graph
     tb = plan.transfer_bytes
     title = [dot_text(graph.name, 80),
              dot_text(f"{len(graph.nodes)} node(s) · {len(plan.partitions)} partition(s) · "
                       f"{len(plan.transfers)} transfer(s) ({human_bytes(tb)}) · {level} view", None)]
     g.attr(label=_label(*title))
-    _io_nodes(g, plan, max_label)
+    pos: dict[str, tuple[float, float]] = {}
     if level == "node":
+        _io_nodes(g, plan, max_label, pos)
         _node_level(g, plan, colors, show_initializers, max_label)
     else:
-        _partition_level(g, plan, colors, max_label)
+        agg, inp = _crossings(plan)
+        if layout == "grid":
+            pos = _grid_positions(plan, agg, inp)
+            g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
+        _io_nodes(g, plan, max_label, pos)
+        _partition_level(g, plan, colors, max_label, agg, inp, pos)
     if legend:
-        _legend(g, plan, colors, level)
+        _legend(g, plan, colors, pos.get("legend"))
     return g
 
 
-def _io_nodes(g, plan, max_label):
+def _pos(pos, key) -> dict:
+    if not pos:
+        return {}
+    x, y = pos[key]
+    return {"pos": f"{x:.0f},{y:.0f}"}
+
+
+def _io_nodes(g, plan, max_label, pos):
     graph = plan.graph
     for i, name in enumerate(graph.inputs):
         g.node(f"in_{i}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)),
                shape="ellipse", style="filled,bold", fillcolor=IO_FILL,
-               tooltip=_tooltip(["graph input", fmt_value(graph, name)]))
+               tooltip=_tooltip(["graph input", fmt_value(graph, name)]), **_pos(pos, f"in_{i}"))
     for i, name in enumerate(graph.outputs):
         g.node(f"out_{i}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)),
                shape="ellipse", peripheries="2", style="filled", fillcolor=IO_FILL,
-               tooltip=_tooltip(["graph output", fmt_value(graph, name)]))
+               tooltip=_tooltip(["graph output", fmt_value(graph, name)]), **_pos(pos, f"out_{i}"))
 
 
 def _vshort(graph, name) -> str:
@@ -369,28 +398,15 @@ def _partition_tooltip(plan, part) -> list[str]:
     return lines
 
 
-def _partition_level(g, plan, colors, max_label):
-    graph = plan.graph
-    vals = graph.values
+def _crossings(plan):
+    """Values crossing each (producer partition, consumer partition) pair, and each
+    (graph input, consumer partition) pair."""
+    vals = plan.graph.values
     np_ = plan.node_partition
-    parts = plan.partitions
-    in_index = {n: i for i, n in enumerate(graph.inputs)}
-    tmap = {(t.value, t.dst_provider): t for t in plan.transfers}
-
-    for part in parts:
-        color = colors[part.provider]
-        ops = _op_counts(plan, part)
-        top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
-        g.node(f"p{part.id}", _label(dot_text(f"P{part.id} · {part.provider}", max_label),
-                                     dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label),
-                                     dot_text(top, 2 * max_label)),
-               fillcolor=color, color=darker(color), penwidth="1.5",
-               tooltip=_tooltip(_partition_tooltip(plan, part)))
-
-    # aggregate the values that cross each (producer partition, consumer partition) pair
+    in_index = {n: i for i, n in enumerate(plan.graph.inputs)}
     agg: dict[tuple[int, int], list[str]] = {}
     inp: dict[tuple[int, int], list[str]] = {}
-    for part in parts:
+    for part in plan.partitions:
         for name in part.inputs:
             v = vals[name]
             if v.producer is None:
@@ -398,6 +414,64 @@ def _partition_level(g, plan, colors, max_label):
                     inp.setdefault((in_index[name], part.id), []).append(name)
                 continue
             agg.setdefault((np_[v.producer], part.id), []).append(name)
+    return agg, inp
+
+
+def _grid_positions(plan, agg, inp) -> dict[str, tuple[float, float]]:
+    """Longest-path layers laid out on a serpentine grid (row by row, alternating
+    direction, odd columns shifted down so edges that skip a layer miss the box between)."""
+    graph = plan.graph
+    parts = plan.partitions
+    layer = [1] * len(parts)
+    preds: dict[int, list[int]] = {}
+    for a, b in agg:
+        preds.setdefault(b, []).append(a)
+    for part in parts:  # partition ids are a topological order
+        ps = preds.get(part.id)
+        if ps:
+            layer[part.id] = 1 + max(layer[a] for a in ps)
+    items: dict[int, list[str]] = {0: [f"in_{i}" for i in range(len(graph.inputs))]}
+    for part in parts:
+        items.setdefault(layer[part.id], []).append(f"p{part.id}")
+    for i, name in enumerate(graph.outputs):
+        v = graph.values.get(name)
+        lay = 1 if v is None or v.producer is None else layer[plan.node_partition[v.producer]] + 1
+        items.setdefault(lay, []).append(f"out_{i}")
+    n_layers = max(items) + 1
+    k = n_layers if n_layers <= 8 else max(8, math.ceil(math.sqrt(0.9 * n_layers)))
+    n_rows = math.ceil(n_layers / k)
+    row_h = [max((len(items.get(lay, ())) for lay in range(r * k, min(n_layers, (r + 1) * k))), default=1)
+             * _STACK_H + _ZIG + _ROW_GAP for r in range(n_rows)]
+    pos: dict[str, tuple[float, float]] = {}
+    top = 0.0
+    for r in range(n_rows):
+        for c in range(k):
+            lay = r * k + c
+            col = c if r % 2 == 0 else k - 1 - c
+            for j, key in enumerate(items.get(lay, ())):
+                pos[key] = (col * _CELL_W, top - (_ZIG if c % 2 else 0) - j * _STACK_H)
+        top -= row_h[r]
+    pos["legend"] = (-1.3 * _CELL_W, 0.0)
+    return pos
+
+
+def _partition_level(g, plan, colors, max_label, agg, inp, pos):
+    graph = plan.graph
+    vals = graph.values
+    np_ = plan.node_partition
+    parts = plan.partitions
+    tmap = {(t.value, t.dst_provider): t for t in plan.transfers}
+    ops_limit = 2 * max_label if not pos else max_label
+
+    for part in parts:
+        color = colors[part.provider]
+        ops = _op_counts(plan, part)
+        top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
+        g.node(f"p{part.id}", _label(dot_text(f"P{part.id} · {part.provider}", max_label),
+                                     dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label),
+                                     dot_text(top, ops_limit)),
+               fillcolor=color, color=darker(color), penwidth="1.5",
+               tooltip=_tooltip(_partition_tooltip(plan, part)), **_pos(pos, f"p{part.id}"))
 
     for (k, b), names in inp.items():
         g.edge(f"in_{k}", f"p{b}", tooltip=_tooltip([fmt_value(graph, n) for n in names]))
@@ -405,7 +479,6 @@ def _partition_level(g, plan, colors, max_label):
     for (a, b), names in agg.items():
         pa, pb = parts[a], parts[b]
         nbytes = 0
-        copied = 0
         for name in names:
             nb = vals[name].nbytes
             if nb is None:
@@ -428,8 +501,6 @@ def _partition_level(g, plan, colors, max_label):
             kinds.append(t.kind)
             if t.dst_partitions and t.dst_partitions[0] != b:
                 reused += vals[name].nbytes or 0
-            else:
-                copied += vals[name].nbytes or 0
         kind = "/".join(dict.fromkeys(kinds)) or "copy"
         col = TRANSFER_COLORS.get(kinds[0], "#d62728") if kinds else "#d62728"
         text = f"{kind} · {len(names)} value(s) · {human_bytes(nbytes)}"
@@ -441,7 +512,7 @@ def _partition_level(g, plan, colors, max_label):
     _output_edges(g, plan, lambda nid: f"p{np_[nid]}")
 
 
-def _legend(g, plan, colors, level):
+def _legend(g, plan, colors, at=None):
     rows = []
     counts = plan.placement_counts()
     for i, p in enumerate(plan.providers):
@@ -458,4 +529,4 @@ def _legend(g, plan, colors, level):
              '<TR><TD COLSPAN="2"><B>providers (priority order)</B></TD></TR>'
              + "".join(rows) + "</TABLE>>")
     g.node("legend", table, shape="plaintext", style="", fontsize="9",
-           tooltip=graphviz.nohtml("legend"))
+           tooltip=graphviz.nohtml("legend"), **({"pos": f"{at[0]:.0f},{at[1]:.0f}"} if at else {}))

@@ -353,6 +353,16 @@ def pow_f32(x_, y_):
     (else nan), odd y keeps the sign; 0**negative = inf; inf and -inf bases."""
     x = F(x_)
     y = F(y_)
+    # exponents with a correctly rounded one-operation answer (and the same special
+    # cases as the general path): exact, and fast for the common x**2, 1/x, sqrt
+    if y == TWO:
+        return x * x
+    if y == ONE:
+        return x
+    if y == -ONE:
+        return ONE / x
+    if y == HALF and x > ZERO:
+        return math.sqrt(x)
     if y == ZERO or x == ONE:
         return ONE
     if x != x or y != y:

@@ -1,0 +1,467 @@
+"""A self-contained HTML report of a plan (and optionally a run and a byte-identity diff).
+
+One file: inline CSS, the DAG as inline SVG, one small inline script (table
+filtering and sorting, SVG fit toggle) pinned by a Content-Security-Policy
+hash, no network fetches, so it opens offline. Every string that comes from
+the model or a provider is escaped with :func:`html.escape`; model data never
+enters the script.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import math
+import numbers
+from pathlib import Path
+
+from .colors import provider_colors
+from .graph import GraphvizNotFoundError, fmt_shape, human_bytes, plan_to_graphviz
+
+#: Tables longer than this are cut (with a note); the data stays in the plan's DataFrames.
+MAX_ROWS = 20000
+
+_CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --soft:#f6f8fa; --ok:#1a7f37;
+        --okbg:#dafbe1; --bad:#cf222e; --badbg:#ffebe9; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
+       background: var(--bg); margin: 0; }
+header { padding: 18px 28px 10px; border-bottom: 1px solid var(--line); background: var(--soft); }
+header h1 { font-size: 20px; margin: 0 0 6px; }
+header .summary { font-size: 15px; margin: 4px 0 8px; }
+nav { padding: 6px 28px; border-bottom: 1px solid var(--line); position: sticky; top: 0;
+      background: var(--bg); z-index: 2; }
+nav a { margin-right: 14px; color: #0969da; text-decoration: none; }
+main { padding: 8px 28px 40px; }
+section { margin: 22px 0; }
+h2 { font-size: 17px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 14px; margin: 14px 0 6px; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px;
+         border: 1px solid var(--line); background: #fff; margin-right: 6px; }
+.badge.ok { color: var(--ok); background: var(--okbg); border-color: #aceebb; }
+.badge.bad { color: var(--bad); background: var(--badbg); border-color: #ffcecb; }
+table { border-collapse: collapse; margin: 6px 0; font-size: 12.5px; }
+th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: top;
+         max-width: 520px; overflow-wrap: anywhere; }
+th { background: var(--soft); position: sticky; top: 0; cursor: pointer; user-select: none; }
+tbody tr:nth-child(even) td { background: #fbfcfd; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.na { color: var(--muted); }
+td.ok { color: var(--ok); background: var(--okbg) !important; font-weight: 600; }
+td.bad { color: var(--bad); background: var(--badbg) !important; font-weight: 600; }
+table.kv th { width: 190px; position: static; cursor: default; }
+.swatch { display: inline-block; width: 14px; height: 14px; border: 1px solid #888;
+          vertical-align: -2px; margin-right: 6px; border-radius: 3px; }
+pre { background: var(--soft); border: 1px solid var(--line); padding: 8px; white-space: pre-wrap;
+      overflow-wrap: anywhere; max-height: 320px; overflow: auto; font-size: 12px; }
+.dag { border: 1px solid var(--line); border-radius: 6px; overflow: auto; max-height: 85vh;
+       background: #fff; padding: 6px; }
+.dag svg { max-width: 100%; height: auto; }
+.dag.actual svg { max-width: none; }
+.note { color: var(--muted); font-size: 12.5px; }
+.warn { border: 1px solid #d4a72c; background: #fff8c5; padding: 8px 12px; border-radius: 6px; }
+input.filter { font-size: 13px; padding: 3px 6px; width: 320px; margin: 4px 0; }
+button { font-size: 12px; margin: 4px 0; }
+.tablewrap { overflow: auto; max-height: 70vh; }
+footer { color: var(--muted); font-size: 12px; padding: 10px 28px 30px; }
+"""
+
+# Model data never enters this script; it only reads the DOM.
+_JS = """
+(function () {
+  document.querySelectorAll('input.filter').forEach(function (inp) {
+    var t = document.getElementById(inp.getAttribute('data-table'));
+    if (!t) return;
+    inp.addEventListener('input', function () {
+      var q = inp.value.toLowerCase();
+      Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
+        r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+      });
+    });
+  });
+  document.querySelectorAll('table.data').forEach(function (t) {
+    Array.prototype.forEach.call(t.tHead.rows[0].cells, function (th, col) {
+      th.addEventListener('click', function () {
+        var asc = th.getAttribute('data-dir') !== 'asc';
+        th.setAttribute('data-dir', asc ? 'asc' : 'desc');
+        var rows = Array.prototype.slice.call(t.tBodies[0].rows);
+        function key(r) {
+          var c = r.cells[col]; var s = c ? (c.getAttribute('data-sort') || c.textContent) : '';
+          var n = parseFloat(s); return isNaN(n) || String(n) !== s.trim() ? s : n;
+        }
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b);
+          var r = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
+          return asc ? r : -r;
+        });
+        rows.forEach(function (r) { t.tBodies[0].appendChild(r); });
+      });
+    });
+  });
+  document.querySelectorAll('button.fit').forEach(function (b) {
+    b.addEventListener('click', function () {
+      var d = document.getElementById(b.getAttribute('data-target'));
+      d.classList.toggle('actual');
+      b.textContent = d.classList.contains('actual') ? 'fit to width' : 'actual size';
+    });
+  });
+})();
+"""
+
+
+def _e(s) -> str:
+    return html.escape("" if s is None else str(s), quote=True)
+
+
+# -- tables ------------------------------------------------------------------------------
+def _is_na(v) -> bool:
+    if v is None:
+        return True
+    try:
+        return isinstance(v, float) and math.isnan(v)
+    except TypeError:  # pragma: no cover
+        return False
+
+
+def _cell(col: str, v, cell_class=None) -> str:
+    """One escaped ``<td>``."""
+    import numpy as np
+
+    classes: list[str] = []
+    sort = None
+    if isinstance(v, np.generic):
+        v = v.item()
+    extra = cell_class(col, v) if cell_class else None
+    if extra:
+        classes.append(extra)
+    if _is_na(v):
+        text = "—"
+        classes.append("na")
+    elif isinstance(v, bool):
+        text = "✓ True" if v else "✗ False"
+        sort = "1" if v else "0"
+    elif isinstance(v, numbers.Integral) and "bytes" in col:
+        text = human_bytes(v)
+        sort = str(int(v))
+        classes.append("num")
+    elif isinstance(v, numbers.Integral):
+        text = str(int(v))
+        classes.append("num")
+    elif isinstance(v, numbers.Real):
+        text = f"{float(v):.6g}"
+        sort = repr(float(v))
+        classes.append("num")
+    elif isinstance(v, dict):
+        text = "; ".join(f"{k}: {x}" for k, x in v.items())
+    elif isinstance(v, tuple) and col == "shape":
+        text = fmt_shape(v)
+    elif isinstance(v, (list, tuple, set, frozenset)):
+        text = ", ".join(str(x) for x in v)
+    else:
+        text = str(v)
+    attrs = ""
+    if classes:
+        attrs += f' class="{" ".join(classes)}"'
+    if sort is not None:
+        attrs += f' data-sort="{_e(sort)}"'
+    return f"<td{attrs}>{_e(text)}</td>"
+
+
+def _table(df, table_id: str, *, cell_class=None, max_rows: int = MAX_ROWS, filter: bool = False,
+           index: bool = False) -> str:
+    """An escaped, sortable HTML table of a DataFrame."""
+    if df is None or len(df.columns) == 0:
+        return '<p class="note">(nothing)</p>'
+    if index:
+        df = df.reset_index()
+    cols = [str(c) for c in df.columns]
+    n = len(df)
+    out = []
+    if filter and n > 1:
+        out.append(f'<input class="filter" type="search" placeholder="filter rows…" '
+                   f'data-table="{_e(table_id)}" aria-label="filter {_e(table_id)}">')
+    out.append(f'<div class="tablewrap"><table class="data" id="{_e(table_id)}"><thead><tr>')
+    out.extend(f"<th>{_e(c)}</th>" for c in cols)
+    out.append("</tr></thead><tbody>")
+    for row in df.head(max_rows).itertuples(index=False, name=None):
+        out.append("<tr>" + "".join(_cell(c, v, cell_class) for c, v in zip(cols, row)) + "</tr>")
+    out.append("</tbody></table></div>")
+    if n == 0:
+        out.append('<p class="note">(no rows)</p>')
+    elif n > max_rows:
+        out.append(f'<p class="note">showing the first {max_rows:,} of {n:,} rows</p>')
+    return "".join(out)
+
+
+def _kv(rows) -> str:
+    """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML)."""
+    out = ['<table class="kv"><tbody>']
+    for r in rows:
+        k, v = r[0], r[1]
+        raw = len(r) > 2 and r[2]
+        out.append(f"<tr><th>{_e(k)}</th><td>{v if raw else _e(v)}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _as_df(obj):
+    import pandas as pd
+
+    if obj is None:
+        return None
+    if isinstance(obj, pd.DataFrame):
+        return obj
+    for attr in ("timings_df", "to_df", "to_frame"):
+        f = getattr(obj, attr, None)
+        if callable(f):
+            return f()
+    try:
+        return pd.DataFrame(obj)
+    except Exception:
+        return None
+
+
+# -- sections ----------------------------------------------------------------------------
+def _provider_section(plan, colors, prov_index) -> str:
+    counts = plan.placement_counts()
+    rows = ["<table class=\"data\" id=\"he-providers\"><thead><tr><th>priority</th><th>provider</th>"
+            "<th>device</th><th>type</th><th>executes</th><th>capability</th><th>mask</th>"
+            "<th>nodes placed</th></tr></thead><tbody>"]
+    for i, p in enumerate(plan.providers):
+        inner = getattr(p, "inner", p)
+        kind = type(p).__name__ if inner is p else f"{type(p).__name__} over {type(inner).__name__}"
+        mask = []
+        deny = getattr(p, "deny", None)
+        allow = getattr(p, "allow", None)
+        if inner is not p:
+            if deny:
+                mask.append("deny: " + ", ".join(sorted(map(str, deny))))
+            if allow is not None:
+                mask.append("allow only: " + ", ".join(sorted(map(str, allow))))
+            if getattr(p, "check", None) is not None:
+                mask.append("custom capability check")
+        ops = getattr(inner, "ops", None)
+        cap = getattr(inner, "capability", None)
+        if cap is not None:
+            capability = f"the op table of {getattr(cap, 'name', type(cap).__name__)}"
+        elif isinstance(ops, dict) and ops:
+            capability = f"{len(ops)} op(s): " + ", ".join(sorted(map(str, ops)))
+        elif ops is not None and not isinstance(ops, dict):
+            capability = ", ".join(sorted(map(str, ops)))
+        else:
+            capability = "its kernel registry"
+        try:
+            executes = bool(getattr(p, "can_execute"))
+        except Exception:
+            executes = None
+        rows.append(
+            f'<tr><td class="num">{i}</td><td class="prov-{i}">'
+            f'{_e(p.name)}</td><td>{_e(p.device)}</td><td>{_e(kind)}</td>'
+            f'{_cell("executes", executes)}<td>{_e(capability)}</td><td>{_e("; ".join(mask) or "—")}</td>'
+            f'<td class="num">{counts.get(p.name, 0)}</td></tr>')
+    rows.append("</tbody></table>")
+    return "".join(rows)
+
+
+def _model_section(plan) -> str:
+    import pandas as pd
+
+    graph = plan.graph
+    info = dict(graph.info or {})
+    n_init = sum(1 for v in graph.values.values() if v.kind == "initializer")
+    init_bytes = sum((v.nbytes or 0) for v in graph.values.values() if v.kind == "initializer")
+    rows = [("graph name", graph.name)]
+    rows += [(k.replace("_", " "), v) for k, v in info.items() if v not in (None, "")]
+    rows.append(("opset imports", ", ".join(f"{d or 'ai.onnx'}: {v}" for d, v in graph.opset_imports.items())))
+    rows.append(("nodes", f"{len(graph.nodes):,}"))
+    rows.append(("initializers", f"{n_init:,} ({human_bytes(init_bytes)})"))
+    rows.append(("op types", ", ".join(graph.op_types())))
+    if graph.functions:
+        rows.append(("model-local functions", ", ".join(f"{d}::{n}" if d else n for d, n in graph.functions)))
+    rows.append(("inlined functions", ", ".join(plan.inlined_functions) or "none"))
+    rows.append(("folded nodes", (f"{len(graph.folded_nodes)}: " + ", ".join(graph.folded_nodes[:200])
+                                  + (" …" if len(graph.folded_nodes) > 200 else ""))
+                 if graph.folded_nodes else "none"))
+    if graph.symbolic_values:
+        rows.append(("symbolic / unknown shapes", ", ".join(graph.symbolic_values[:200])))
+    out = [_kv(rows)]
+
+    io = [{"role": "input", "name": n, "dtype": _dt(graph, n), "shape": _shape(graph, n)} for n in graph.inputs]
+    io += [{"role": "output", "name": n, "dtype": _dt(graph, n), "shape": _shape(graph, n)} for n in graph.outputs]
+    out.append("<h3>Inputs and outputs</h3>")
+    out.append(_table(pd.DataFrame(io, columns=["role", "name", "dtype", "shape"]), "he-io"))
+    if graph.metadata:
+        out.append("<h3>Metadata</h3>")
+        out.append(_table(pd.DataFrame([{"key": k, "value": v} for k, v in graph.metadata.items()],
+                                       columns=["key", "value"]), "he-metadata"))
+    if graph.doc_string:
+        out.append("<h3>Doc string</h3>")
+        out.append(f"<pre>{_e(graph.doc_string)}</pre>")
+    out.append("<h3>Execution blockers</h3>")
+    if plan.execution_blockers:
+        out.append(_table(plan.blockers_df(), "he-blockers"))
+    else:
+        out.append('<p class="note">none: the plan can be executed as planned</p>')
+    if plan.convexity_splits:
+        out.append("<h3>Convexity splits</h3><p class=\"note\">same-provider neighbours kept apart "
+                   "because a path leaves and re-enters</p>")
+        out.append(_table(pd.DataFrame([{"from_partition": s.a, "to_partition": s.b, "path": list(s.path)}
+                                        for s in plan.convexity_splits]), "he-splits"))
+    return "".join(out)
+
+
+def _dt(graph, name):
+    v = graph.values.get(name)
+    return None if v is None or v.dtype is None else v.dtype.name
+
+
+def _shape(graph, name):
+    v = graph.values.get(name)
+    return None if v is None else v.shape
+
+
+def _dag_section(plan, level: str, layout: str) -> str:
+    try:
+        dot = plan_to_graphviz(plan, level=level, layout=layout)
+    except Exception as e:  # building the DOT never needs dot; still, never lose the report
+        return f'<p class="warn">the DAG could not be built: {_e(type(e).__name__)}: {_e(e)}</p>'
+    try:
+        svg = dot.svg()
+    except GraphvizNotFoundError as e:
+        return (f'<p class="warn">{_e(e)}</p><details><summary>DOT source</summary>'
+                f"<pre>{_e(dot.source)}</pre></details>")
+    except Exception as e:
+        return (f'<p class="warn">Graphviz failed to render the DAG: {_e(type(e).__name__)}: {_e(e)}</p>'
+                f"<details><summary>DOT source</summary><pre>{_e(dot.source)}</pre></details>")
+    view = "one box per node, one cluster per partition" if dot.level == "node" else \
+        "one box per partition; edges carry the bytes that cross them"
+    return (f'<p class="note">{_e(dot.level)} view ({_e(view)}); hover for op, shapes and dtypes. '
+            f'<button class="fit" type="button" data-target="he-dag-box">actual size</button></p>'
+            f'<div class="dag" id="he-dag-box">{svg}</div>')
+
+
+def _run_section(run) -> str:
+    df = _as_df(run)
+    out = []
+    for attr in ("summary",):
+        f = getattr(run, attr, None)
+        if callable(f):
+            try:
+                out.append(f'<p>{_e(f())}</p>')
+            except Exception:
+                pass
+    if df is None:
+        out.append(f"<pre>{_e(repr(run))}</pre>")
+    else:
+        out.append(_table(df, "he-timings", filter=True))
+    return "".join(out)
+
+
+def _diff_section(diff) -> tuple[str, str]:
+    """(badge html, section html)."""
+    df = _as_df(diff)
+    if df is None:
+        return "", f"<pre>{_e(repr(diff))}</pre>"
+    badge = ""
+    if "byte_identical" in df.columns and len(df):
+        ok = df["byte_identical"].astype(bool)
+        if bool(ok.all()):
+            badge = f'<span class="badge ok">all {len(df)} output(s) byte-identical</span>'
+        else:
+            badge = f'<span class="badge bad">{int((~ok).sum())} of {len(df)} output(s) differ</span>'
+
+    def cls(col, v):
+        if col == "byte_identical" and isinstance(v, bool):
+            return "ok" if v else "bad"
+        return None
+
+    return badge, (f"<p>{badge}</p>" if badge else "") + _table(df, "he-diff", cell_class=cls)
+
+
+def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = None, level: str = "auto",
+                 layout: str = "auto", max_rows: int = MAX_ROWS):
+    """Write a self-contained HTML report of ``plan`` (return the HTML when ``path`` is None).
+
+    Args:
+        plan: the :class:`~hetero_explore.planner.plan.Plan`.
+        path: file to write; parent folders are created. None: return the HTML text.
+        run: a ``RunResult`` (anything with ``timings_df()``) or a timings DataFrame.
+        diff: the byte-identity comparison DataFrame (one row per output; a
+            ``byte_identical`` column is coloured green/red).
+        title: page title (default: the graph's name).
+        level: DAG level, as in :meth:`Plan.to_graphviz`.
+        layout: partition-level layout, as in :func:`plan_to_graphviz`.
+        max_rows: longest table shown.
+
+    Returns:
+        The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
+    """
+    from .. import __version__
+
+    graph = plan.graph
+    colors = provider_colors(plan.provider_names)
+    prov_index = {p.name: i for i, p in enumerate(plan.providers)}
+    prov_css = "".join(f".prov-{i} {{ background: {colors[p.name]} !important; }}\n"
+                       for i, p in enumerate(plan.providers))
+
+    def prov_cls(col, v):
+        if col in ("provider", "from_provider", "to_provider") and v in prov_index:
+            return f"prov-{prov_index[v]}"
+        return None
+
+    title = title or f"hetero_explore plan — {graph.name}"
+    tb = plan.transfer_bytes
+    badges = [
+        f'<span class="badge">{"heterogeneous" if plan.is_heterogeneous else "single provider"}</span>',
+        ('<span class="badge ok">executable</span>' if plan.executable
+         else f'<span class="badge bad">execution blocked ({len(plan.execution_blockers)})</span>'),
+        f'<span class="badge">{len(graph.nodes):,} nodes</span>',
+        f'<span class="badge">{len(plan.partitions):,} partitions</span>',
+        f'<span class="badge">{len(plan.transfers):,} transfers · {_e(human_bytes(tb))}</span>',
+        f'<span class="badge">planned in {plan.plan_seconds * 1000:.1f} ms</span>',
+        f'<span class="badge">policy: {_e(plan.policy)}</span>',
+    ]
+    diff_badge, diff_html = ("", "")
+    if diff is not None:
+        diff_badge, diff_html = _diff_section(diff)
+    sections = [
+        ("providers", "Providers (priority order)", _provider_section(plan, colors, prov_index)),
+        ("model", "Model", _model_section(plan)),
+        ("dag", "DAG", _dag_section(plan, level, layout)),
+        ("placement", "Placement", _table(plan.placement_df(), "he-placement", cell_class=prov_cls,
+                                          max_rows=max_rows, filter=True)),
+        ("partitions", "Partitions", _table(plan.partitions_df(), "he-partitions", cell_class=prov_cls,
+                                            max_rows=max_rows, filter=True)),
+        ("transfers", "Transfers", _table(plan.transfers_df(), "he-transfers", cell_class=prov_cls,
+                                          max_rows=max_rows, filter=True)
+         if plan.transfers else '<p class="note">no cross-provider transfers</p>'),
+    ]
+    if run is not None:
+        sections.append(("run", "Run timings", _run_section(run)))
+    if diff is not None:
+        sections.append(("diff", "Byte-identity diff", diff_html))
+
+    script_hash = base64.b64encode(hashlib.sha256(_JS.encode("utf-8")).digest()).decode("ascii")
+    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+           f"script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'")
+    nav = "".join(f'<a href="#he-{sid}">{_e(name)}</a>' for sid, name, _ in sections)
+    body = "".join(f'<section id="he-{sid}"><h2>{_e(name)}</h2>{content}</section>'
+                   for sid, name, content in sections)
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}{prov_css}</style></head><body>"
+        f"<header><h1>{_e(title)}</h1><div class=\"summary\">{_e(plan.summary())}</div>"
+        f"<div>{''.join(badges)}{diff_badge}</div></header>"
+        f"<nav>{nav}</nav><main>{body}</main>"
+        f"<footer>generated by hetero_explore {_e(__version__)}; self-contained, works offline</footer>"
+        f"<script>{_JS}</script></body></html>\n")
+    if path is None:
+        return page
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
