@@ -77,7 +77,7 @@ def main(argv=None):
     ap.add_argument("--node-max", type=int, default=1000, help="largest size drawn at node level")
     args = ap.parse_args(argv)
 
-    print(f"{'nodes':>7} {'partitions':>10} {'transfers':>9} {'level':>9} "
+    print(f"{'nodes':>7} {'partitions':>10} {'transfers':>9} {'level':>9} {'layout':>6} "
           f"{'load+plan s':>11} {'build DOT s':>11} {'dot→SVG s':>10} {'SVG KiB':>8}")
     for n in args.sizes:
         model = synthetic_model(n, args.fallback_every)
@@ -89,7 +89,7 @@ def main(argv=None):
         for level in levels:
             dot, t_build = timed(lambda: p.to_graphviz(level=level))
             svg, t_svg = timed(dot.svg)
-            print(f"{n:>7} {len(p.partitions):>10} {len(p.transfers):>9} {level:>9} "
+            print(f"{n:>7} {len(p.partitions):>10} {len(p.transfers):>9} {level:>9} {dot.layout:>6} "
                   f"{t_plan:>11.2f} {t_build:>11.3f} {t_svg:>10.2f} {len(svg) / 1024:>8.0f}")
 
 

@@ -14,8 +14,10 @@ Two layers:
   transfer of the plan, is made right before its first consuming partition
   (H2D and D2D through the destination's async copy and a fence; D2H through
   the source's copy to host) and released after the last one. Graph inputs
-  and initializers are staged by each consuming partition on its own provider
-  (they are not transfers).
+  are staged by each consuming partition on its own provider at every run;
+  initializers (constants) are staged once per (value, provider) when the
+  executor is built and held until :meth:`HeterogeneousExecutor.close` (or
+  until the executor is garbage-collected). Neither is a transfer.
 
 Everything that could stop a run is checked when the executor is created,
 before anything runs: execution blockers of the plan, providers that cannot
@@ -23,7 +25,14 @@ execute here, every kernel of every partition, kernels that may return a view
 or have data-dependent output sizes at a partition boundary, and the plan's
 transfers against what the partitions read. Every buffer a run allocates is
 freed when the run ends, successfully or not, and each provider's
-live-allocation counter is checked to be back where it started.
+live-allocation counter is checked to be back where it started (the
+constants the executor holds are not the run's: they were live before it
+started; :meth:`~HeterogeneousExecutor.close` brings the counters back to
+where they were before the executor was built).
+
+Kernels never write into their inputs. Staged constants are shared by every
+run, so on host providers their arrays are marked read-only: a kernel that
+writes into one fails loudly instead of corrupting the next run.
 
 Functions:
 
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -218,7 +228,8 @@ class RunResult:
     events: list
     """Timed :class:`Event` s in execution order."""
     peak_bytes: dict
-    """Device → peak bytes this run held live on it (over its providers)."""
+    """Device → peak bytes this run held live on it (over its providers); the
+    constants an executor holds across runs are not counted (see ``constant_bytes``)."""
     transfers_performed: int
     """Copies made between providers (equals ``len(plan.transfers)``)."""
     releases: list
@@ -229,6 +240,9 @@ class RunResult:
     """Wall time of the run, input validation excluded."""
     inputs: dict = field(repr=False, default_factory=dict)
     """The validated inputs (kept to re-run for blame)."""
+    constant_bytes: dict = field(default_factory=dict)
+    """Device → bytes of initializers the executor held on it across runs (staged once at
+    build time; empty when the run staged them itself, as :func:`execute` does)."""
     intermediates: dict | None = field(repr=False, default=None)
     """With ``keep_intermediates``: every node output name → host copy."""
     transfer_values: dict | None = field(repr=False, default=None)
@@ -416,7 +430,8 @@ class SingleProviderExecutor:
 # -- a plan -------------------------------------------------------------------------
 @dataclass
 class _Sched:
-    stage: list = field(default_factory=list)          # graph inputs / initializers to stage
+    stage: list = field(default_factory=list)          # graph inputs to stage at every run
+    consts: list = field(default_factory=list)         # initializers (held by the executor, or staged per run)
     local: list = field(default_factory=list)          # values from the same provider
     remote: list = field(default_factory=list)         # (value, transfer index)
     transfers_in: list = field(default_factory=list)   # transfer indices to perform before
@@ -427,12 +442,35 @@ class _Sched:
     sync: bool = False                                 # synchronize the provider after the partition
 
 
+def _read_only(buf) -> None:
+    """Mark a host buffer's array read-only (device arrays have no such flag)."""
+    if isinstance(buf.data, np.ndarray):
+        buf.data.flags.writeable = False
+
+
+def _free_constants(held: dict) -> None:
+    """Free the constants an executor holds (also its garbage-collection finalizer:
+    it must not refer to the executor)."""
+    bufs = list(held.values())
+    held.clear()
+    for buf in bufs:
+        buf.provider.free(buf)
+
+
 class HeterogeneousExecutor:
-    """Validates a plan and builds every kernel once; :meth:`run` executes it.
+    """Validates a plan, builds every kernel once and stages every initializer
+    once; :meth:`run` executes it.
 
-    Create one to run the same plan many times (``execute`` builds a new one each call)."""
+    Create one to run the same plan many times (``execute`` builds a new one
+    each call). With ``keep_constants`` (the default) the initializers each
+    partition reads are copied onto its provider here, once per (value,
+    provider), and shared by every run until :meth:`close` (or garbage
+    collection) frees them; use the executor as a context manager to close it.
+    With ``keep_constants=False``, and after :meth:`close`, each run stages
+    them itself and frees them when the partition ends (what the one-shot
+    :func:`execute` does: nothing outlives its run)."""
 
-    def __init__(self, plan: Plan, *, kind: str = "heterogeneous"):
+    def __init__(self, plan: Plan, *, kind: str = "heterogeneous", keep_constants: bool = True):
         if not isinstance(plan, Plan):
             raise TypeError(f"expected a Plan (from hetero_explore.plan(graph, providers)), got "
                             f"{type(plan).__name__}; to run a graph on one provider use execute_reference()")
@@ -453,6 +491,66 @@ class HeterogeneousExecutor:
         self._check_boundaries()
         self._schedule()
         self.owners = _memory_owners([plan.providers[i] for i in used])
+        #: (initializer, provider index) → the buffer every run reads; empty when not kept
+        self._constants: dict[tuple[str, int], Any] = {}
+        self._kept = False
+        self._finalizer = None
+        if keep_constants:
+            self._stage_constants()
+
+    # -- constants held across runs ----------------------------------------------------
+    def _stage_constants(self) -> None:
+        plan, graph = self.plan, self.plan.graph
+        held = self._constants
+        try:
+            for part, s in zip(plan.partitions, self.sched):
+                prov = plan.providers[part.provider_index]
+                for name in s.consts:
+                    key = (name, part.provider_index)
+                    if key in held:
+                        continue
+                    arr = graph.initializer(name)
+                    buf = prov.allocate(arr.shape, arr.dtype)
+                    held[key] = buf
+                    prov.copy_from_host(arr, buf)
+                    _read_only(buf)
+        except HeteroExploreError:
+            _free_constants(held)
+            raise
+        except Exception as e:
+            _free_constants(held)
+            raise ExecutionError(f"staging initializer {name!r} on provider {prov.name!r} ({prov.device}) for "
+                                 f"partition {part.id} failed: {type(e).__name__}: {e}") from e
+        self._kept = True
+        self._finalizer = weakref.finalize(self, _free_constants, held)
+        self._finalizer.atexit = False  # at exit the process releases everything anyway
+
+    @property
+    def holds_constants(self) -> bool:
+        """True while the executor holds staged initializers (until :meth:`close`)."""
+        return self._kept
+
+    @property
+    def constant_bytes(self) -> dict[str, int]:
+        """Device → bytes of the initializers this executor holds."""
+        out: dict[str, int] = {}
+        for buf in self._constants.values():
+            dev = str(buf.device)
+            out[dev] = out.get(dev, 0) + buf.nbytes
+        return out
+
+    def close(self) -> None:
+        """Free the staged initializers (idempotent). Later runs stage them per run."""
+        if self._finalizer is not None:
+            self._finalizer()  # calls _free_constants once, then detaches
+            self._finalizer = None
+        self._kept = False
+
+    def __enter__(self) -> "HeterogeneousExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _check_boundaries(self) -> None:
         plan, vals = self.plan, self.plan.graph.values
@@ -492,6 +590,7 @@ class HeterogeneousExecutor:
                                             "twice; transfers are one per (value, destination): re-plan")
             tindex[key] = ti
         sched = [_Sched() for _ in plan.partitions]
+        graph_inputs = set(graph.inputs)
         last_auth: dict[str, int] = {}
         first_use: dict[int, int] = {}
         last_use: dict[int, int] = {}
@@ -500,7 +599,10 @@ class HeterogeneousExecutor:
             for name in part.inputs:
                 v = vals[name]
                 if v.producer is None:
-                    s.stage.append(name)
+                    if name not in graph_inputs and graph.is_constant(name):
+                        s.consts.append(name)
+                    else:
+                        s.stage.append(name)
                     continue
                 src = plan.partitions[plan.node_partition[v.producer]]
                 if src.provider_index == part.provider_index:
@@ -567,6 +669,7 @@ class HeterogeneousExecutor:
         graph = plan.graph
         feeds = validate_inputs(graph, inputs)
         owners = self.owners
+        kept, held = self._kept, self._constants
         start_live = {id(o): o.live_allocations for o in owners}
         start_bytes = {id(o): o.live_bytes for o in owners}
         for o in owners:
@@ -602,10 +705,23 @@ class HeterogeneousExecutor:
                             trec[ti] = self.copies[ti][1].copy_to_host(buf)
                     t0 = clock()
                     env = {}
+                    transient = []
                     for name in s.stage:
                         arr = feeds[name] if name in feeds else graph.initializer(name)
                         env[name] = buf = ledger.allocate(prov, arr.shape, arr.dtype)
+                        transient.append(buf)
                         prov.copy_from_host(arr, buf)
+                        if srec is not None:
+                            srec[(name, part.id)] = prov.copy_to_host(buf)
+                    for name in s.consts:
+                        buf = held.get((name, part.provider_index)) if kept else None
+                        if buf is None:
+                            arr = graph.initializer(name)
+                            buf = ledger.allocate(prov, arr.shape, arr.dtype)
+                            transient.append(buf)
+                            prov.copy_from_host(arr, buf)
+                            _read_only(buf)
+                        env[name] = buf
                         if srec is not None:
                             srec[(name, part.id)] = prov.copy_to_host(buf)
                     for name in s.local:
@@ -615,8 +731,8 @@ class HeterogeneousExecutor:
                     auth.update(ex.run(env, ledger, record))
                     if s.sync:
                         prov.synchronize()
-                    for name in s.stage:
-                        ledger.free(env[name])
+                    for buf in transient:
+                        ledger.free(buf)
                     t1 = clock()
                     events.append(Event("partition", prov.name, pdev, t0 - t_run, t1 - t0, part.id,
                                         part.n_nodes))
@@ -663,8 +779,8 @@ class HeterogeneousExecutor:
                 raise ExecutionError(f"graph output {name!r} was not produced by the run")
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
                          transfers_performed=performed, releases=releases, allocations=ledger.allocations,
-                         wall_seconds=wall, inputs=feeds, intermediates=record, transfer_values=trec,
-                         staged_values=srec, _executor=self)
+                         wall_seconds=wall, inputs=feeds, constant_bytes=self.constant_bytes if kept else {},
+                         intermediates=record, transfer_values=trec, staged_values=srec, _executor=self)
 
 
 # -- public entry points --------------------------------------------------------------
@@ -672,7 +788,9 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResul
     """Run ``plan`` on ``inputs`` (name → numpy array, or a list in graph-input order).
 
     Every kernel is built and every boundary checked before anything runs.
-    With ``keep_intermediates`` every node output, staged input and transfer is
+    Initializers are staged by the run and freed with it (build a
+    :class:`HeterogeneousExecutor` to stage them once for many runs). With
+    ``keep_intermediates`` every node output, staged input and transfer is
     also copied to the host (what :func:`hetero_explore.compare` uses to blame).
 
     Raises:
@@ -684,7 +802,7 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResul
             buffer is freed first.
         TransferCountMismatch: copies performed differ from the plan's transfers.
     """
-    return HeterogeneousExecutor(plan).run(inputs, keep_intermediates=keep_intermediates)
+    return HeterogeneousExecutor(plan, keep_constants=False).run(inputs, keep_intermediates=keep_intermediates)
 
 
 def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False) -> RunResult:
@@ -699,7 +817,8 @@ def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = Fal
     p = make_plan(graph, [resolve(provider)])
     if len(p.partitions) > 1:  # pragma: no cover - one provider is always one convex partition
         raise ExecutionError(f"a one-provider plan has {len(p.partitions)} partitions")
-    return HeterogeneousExecutor(p, kind="reference").run(inputs, keep_intermediates=keep_intermediates)
+    return HeterogeneousExecutor(p, kind="reference", keep_constants=False).run(
+        inputs, keep_intermediates=keep_intermediates)
 
 
 def partition_model(plan: Plan, partition: int):

@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import dataclasses  # noqa: E402
+import gc  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -21,8 +22,8 @@ from hetero_explore import providers as P  # noqa: E402
 from hetero_explore.compare import compare  # noqa: E402
 from hetero_explore.errors import (ExecutionError, HeterogeneousExecutionUnsupported,  # noqa: E402
                                    InputValidationError, ProviderUnavailableError, TransferCountMismatch)
-from hetero_explore.executor import (HeterogeneousExecutor, NodeExecutionError, execute,  # noqa: E402
-                                     execute_reference, partition_model)
+from hetero_explore.executor import (AllocationLeak, HeterogeneousExecutor, NodeExecutionError,  # noqa: E402
+                                     execute, execute_reference, partition_model)
 from hetero_explore.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers.base import Kernel  # noqa: E402
 from hetero_explore.providers.cpu import NumbaCPUProvider  # noqa: E402
@@ -69,8 +70,13 @@ def spread(graph, providers, deny_sets):
 
 
 def check_run(plan, ref):
+    """One run on an executor that holds the constants: the run leaves the counters where the
+    build left them, and close() brings them back to where they were before the build."""
     before = counters(plan.providers)
-    run = execute(plan, ref.inputs)
+    with HeterogeneousExecutor(plan) as ex:
+        built = counters(plan.providers)
+        run = ex.run(ref.inputs)
+        assert counters(plan.providers) == built
     assert counters(plan.providers) == before
     assert run.transfers_performed == len(plan.transfers)
     assert list(run.outputs) == plan.graph.outputs
@@ -194,6 +200,136 @@ def test_plan_with_an_extra_or_missing_transfer_fails_loudly_before_running():
     with pytest.raises(TransferCountMismatch, match="lists no transfer"):
         HeterogeneousExecutor(missing)
     assert npu.total_allocations == 0
+
+
+# -- constants held across runs ----------------------------------------------------------
+def _n_consts(plan):
+    """Distinct (initializer, provider) pairs the partitions read."""
+    g = plan.graph
+    return len({(n, p.provider_index) for p in plan.partitions for n in p.inputs
+                if g.is_constant(n) and n not in g.inputs})
+
+
+def test_constants_are_staged_once_held_across_runs_and_freed_by_close():
+    ref = reference_of("cnn")
+    cpu = P.cpu()
+    npu = P.VirtualProvider("npu", "npu:0", ["Conv", "Relu"], kernels=NumbaCPUProvider("npu-kernels"))
+    plan = he.plan(ref.graph, [npu, cpu])
+    n = _n_consts(plan)
+    assert n > 0 and {p.provider for p in plan.partitions} == {"npu", "cpu"}
+    before = (cpu.live_allocations, npu.live_allocations, cpu.live_bytes, npu.live_bytes)
+    ex = HeterogeneousExecutor(plan)
+    assert ex.holds_constants
+    held = (cpu.live_allocations - before[0]) + (npu.live_allocations - before[1])
+    assert held == n
+    assert sum(ex.constant_bytes.values()) == (cpu.live_bytes - before[2]) + (npu.live_bytes - before[3]) > 0
+    built = (cpu.live_allocations, npu.live_allocations)
+    staged_totals = (cpu.total_allocations, npu.total_allocations)
+    one_shot = execute(plan, ref.inputs)  # stages the constants itself
+    runs = [ex.run(ref.inputs) for _ in range(3)]
+    for run in runs:
+        assert (cpu.live_allocations, npu.live_allocations) == built
+        assert_identical(run, ref)
+        assert run.constant_bytes == ex.constant_bytes
+        # the held constants are not allocated again: each run allocates n fewer buffers
+        assert run.allocations == one_shot.allocations - n
+    assert one_shot.constant_bytes == {}
+    assert (cpu.total_allocations + npu.total_allocations - sum(staged_totals)
+            == one_shot.allocations + sum(r.allocations for r in runs))
+    ex.close()
+    assert (cpu.live_allocations, npu.live_allocations, cpu.live_bytes, npu.live_bytes) == before
+    assert not ex.holds_constants and ex.constant_bytes == {}
+    ex.close()  # idempotent
+    # a closed executor still runs: it stages the constants per run again
+    again = ex.run(ref.inputs, keep_intermediates=True)
+    assert (cpu.live_allocations, npu.live_allocations) == before[:2]
+    assert again.allocations == one_shot.allocations and again.constant_bytes == {}
+    assert_identical(again, ref)
+
+
+def test_garbage_collecting_an_executor_frees_its_constants():
+    ref = reference_of("mlp")
+    cpu = P.cpu()
+    before = cpu.live_allocations
+    ex = HeterogeneousExecutor(he.plan(ref.graph, [cpu]))
+    assert cpu.live_allocations - before == _n_consts(ex.plan) > 0
+    run = ex.run(ref.inputs)
+    assert cpu.live_allocations - before == _n_consts(ex.plan)
+    del ex
+    gc.collect()
+    # the run result keeps its executor (for rerun): still held
+    assert cpu.live_allocations - before == _n_consts(run.plan)
+    del run
+    gc.collect()
+    assert cpu.live_allocations == before
+
+
+def _writes_into_constants(op, k):
+    if op != "Add":
+        return k
+    inner = k._fn
+
+    def fn(ins, outs):
+        ins[1][...] = 0  # a misbehaving kernel: writes into its constant input
+        inner(ins, outs)
+    return Kernel(k.ctx, fn)
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["held", "per-run"])
+def test_a_kernel_writing_into_a_constant_fails_loudly(keep):
+    g = graph_of("chain")
+    bad = _Tweaked("bad", "npu:0", ["Add"], _writes_into_constants)
+    cpu = P.cpu()
+    plan = he.plan(g, [bad, cpu])
+    ex = HeterogeneousExecutor(plan, keep_constants=keep)
+    with pytest.raises(NodeExecutionError, match="read-only") as e:
+        ex.run(random_inputs(g))
+    assert e.value.op_type == "Add" and e.value.provider == "bad"
+    for (name, _), buf in ex._constants.items():  # what every later run would read: untouched
+        np.testing.assert_array_equal(buf.data, g.initializer(name))
+    ex.close()
+    assert bad.live_allocations == 0 and cpu.live_allocations == 0 and bad.total_allocations > 0
+
+
+def test_a_kernel_that_keeps_an_allocation_is_a_leak_even_with_held_constants():
+    g = graph_of("chain")
+    hoard = []
+
+    def tweak(op, k):
+        if op != "Relu":
+            return k
+        inner = k._fn
+
+        def fn(ins, outs):
+            hoard.append(bad.allocate((4,), np.float32))  # never freed
+            inner(ins, outs)
+        return Kernel(k.ctx, fn)
+
+    bad = _Tweaked("bad", "npu:0", ["Relu", "Add"], tweak)
+    n_relu = sum(n.op_type == "Relu" for n in g.nodes)
+    with HeterogeneousExecutor(he.plan(g, [bad, P.cpu()])) as ex:
+        assert ex.holds_constants and bad.live_allocations == _n_consts(ex.plan) > 0
+        with pytest.raises(AllocationLeak, match=f"'bad': \\+{n_relu} allocation"):
+            ex.run(random_inputs(g))
+    assert len(hoard) == n_relu and bad.live_allocations == n_relu
+    for b in hoard:
+        bad.free(b)
+    assert bad.live_allocations == 0
+
+
+def test_staging_a_constant_that_fails_frees_what_was_staged():
+    class BrokenCopy(P.VirtualProvider):
+        def copy_from_host(self, array, out=None):
+            if array.ndim == 1 and self.live_allocations > 1:  # the second constant
+                raise OSError("link down")
+            return super().copy_from_host(array, out)
+
+    g = graph_of("chain")
+    npu = BrokenCopy("npu", "npu:0", ["Add"], kernels=NumbaCPUProvider("k"))
+    cpu = P.cpu()
+    with pytest.raises(ExecutionError, match="staging initializer .* on provider 'npu'.*link down"):
+        HeterogeneousExecutor(he.plan(g, [npu, cpu]))
+    assert npu.total_allocations > 1 and npu.live_allocations == 0 and cpu.live_allocations == 0
 
 
 # -- inputs and outputs -----------------------------------------------------------------

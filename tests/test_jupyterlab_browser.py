@@ -169,7 +169,8 @@ def _drive(page, url, expect, out: Path) -> None:
         timeout=RUN_ALL_S * 1000)
     app = page.locator(".hx-app").first
     expect(app).to_be_visible()
-    n_nodes = int(re.search(r"(\d+) node\(s\)", app.locator(".hx-header").inner_text()).group(1))
+    # (text_content: JupyterLab may skip rendering cells outside the viewport, and innerText with them)
+    n_nodes = int(re.search(r"(\d+) node\(s\)", app.locator(".hx-header").text_content()).group(1))
     caption = app.locator(".hx-view-graph .hx-graph-caption")
     expect(caption).to_contain_text("across 2 device(s)")  # the demo is heterogeneous on [gpu, cpu]
 

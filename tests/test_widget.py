@@ -175,7 +175,12 @@ def test_a_raising_handler_never_kills_the_app(app, ex, monkeypatch):
         raise RuntimeError("kaboom")
     monkeypatch.setattr(ex, "order", boom)
     app.order = ["cpu", "gpu"]
-    assert "kaboom" in app.run_error and "kaboom" in value(app.error_html)
+    assert "kaboom" in app.action_error and "kaboom" in value(app.error_html)
+    assert app.order == ["gpu", "cpu"]  # the controls went back to what the explorer holds
+    monkeypatch.undo()
+    app.order = ["cpu", "gpu"]  # the next action works and clears the message
+    assert app.action_error == "" and "kaboom" not in value(app.error_html)
+    assert ex.provider_names == ["cpu", "gpu"]
 
 
 # -- execute, diff, run -----------------------------------------------------------------------------
@@ -319,3 +324,16 @@ def test_odd_provider_names_get_safe_css_classes():
     assert "my npu!&lt;x&gt;" in value(a.deny_box.children[1].children[0])
     a.deny_selects["my npu!<x>"].value = ("Relu",)
     assert e.denied("my npu!<x>") == ("Relu",)
+
+
+def test_providers_added_or_removed_by_a_script_get_controls(app, ex):
+    from hetero_explore.providers import VirtualProvider, cpu
+    ex.add_provider(VirtualProvider("npu", "npu:0", ops=["Conv"], kernels=cpu("k")), position=0).replan()
+    assert app.order == ["npu", "gpu", "cpu"] and set(app.enable_boxes) == {"npu", "gpu", "cpu"}
+    assert len(app.enable_box.children) == 4 and len(app.deny_box.children) == 4
+    app.deny_selects["npu"].value = ("Conv",)
+    assert ex.denied("npu") == ("Conv",) and ex.plan.placement_counts()["npu"] == 0
+    ex.remove_provider("npu").replan()
+    assert app.order == ["gpu", "cpu"] and set(app.deny_selects) == {"gpu", "cpu"}
+    app.enable_boxes["gpu"].value = False
+    assert app.error == "" and ex.plan.provider_names == ["cpu"]

@@ -85,13 +85,26 @@ class PlanGraph(graphviz.Digraph):
             raise _missing_dot(str(e)) from e
 
     def svg(self) -> str:
-        """The rendered SVG without the XML prologue and doctype (ready to inline in HTML)."""
-        return strip_svg_prologue(self.pipe(format="svg", encoding="utf-8"))
+        """The rendered SVG without the XML prologue and doctype (ready to inline in HTML),
+        with each tooltip also given as an SVG ``<title>`` so that every browser shows it."""
+        return add_svg_titles(strip_svg_prologue(self.pipe(format="svg", encoding="utf-8")))
+
+    def _repr_image_svg_xml(self):
+        return self.svg()
 
 
 def strip_svg_prologue(svg: str) -> str:
     i = svg.find("<svg")
     return svg[i:] if i >= 0 else svg
+
+
+_A_TITLE = re.compile(r'<a xlink:title="([^"<>]*)">')
+
+
+def add_svg_titles(svg: str) -> str:
+    """Copy dot's ``xlink:title`` tooltips into ``<title>`` children (the attribute text is
+    already XML-escaped by dot, and is equally valid as element text)."""
+    return _A_TITLE.sub(lambda m: f"{m.group(0)}<title>{m.group(1)}</title>", svg)
 
 
 # -- escaping ----------------------------------------------------------------------------
@@ -237,7 +250,7 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     else:
         agg, inp = _crossings(plan)
         if layout == "grid":
-            pos = _grid_positions(plan, agg, inp)
+            pos = _grid_positions(plan, agg)
             g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
         _io_nodes(g, plan, max_label, pos)
         _partition_level(g, plan, colors, max_label, agg, inp, pos)
@@ -417,7 +430,7 @@ def _crossings(plan):
     return agg, inp
 
 
-def _grid_positions(plan, agg, inp) -> dict[str, tuple[float, float]]:
+def _grid_positions(plan, agg) -> dict[str, tuple[float, float]]:
     """Longest-path layers laid out on a serpentine grid (row by row, alternating
     direction, odd columns shifted down so edges that skip a layer miss the box between)."""
     graph = plan.graph

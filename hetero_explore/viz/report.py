@@ -14,11 +14,15 @@ import hashlib
 import html
 import math
 import numbers
+import re
 from pathlib import Path
 
 from .colors import provider_colors
 from .graph import GraphvizNotFoundError, fmt_shape, human_bytes, plan_to_graphviz
 
+#: Columns whose cells take their provider's colour.
+PROVIDER_COLUMNS = frozenset({"provider", "from_provider", "to_provider", "src_provider", "dst_provider",
+                              "blamed_provider"})
 #: Tables longer than this are cut (with a note); the data stays in the plan's DataFrames.
 MAX_ROWS = 20000
 
@@ -45,7 +49,8 @@ h3 { font-size: 14px; margin: 14px 0 6px; }
 table { border-collapse: collapse; margin: 6px 0; font-size: 12.5px; }
 th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: top;
          max-width: 520px; overflow-wrap: anywhere; }
-th { background: var(--soft); position: sticky; top: 0; cursor: pointer; user-select: none; }
+th { background: var(--soft); cursor: pointer; user-select: none; }
+.tablewrap th { position: sticky; top: 0; z-index: 1; }
 tbody tr:nth-child(even) td { background: #fbfcfd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.na { color: var(--muted); }
@@ -111,17 +116,28 @@ _JS = """
 """
 
 
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _e(s) -> str:
-    return html.escape("" if s is None else str(s), quote=True)
+    """``s`` escaped for HTML text or a quoted attribute (control characters become U+FFFD)."""
+    return html.escape(_CTRL.sub("\ufffd", "" if s is None else str(s)), quote=True)
 
 
 # -- tables ------------------------------------------------------------------------------
 def _is_na(v) -> bool:
+    """None, NaN, pandas' NA and NaT (never raises on lists or arrays)."""
     if v is None:
         return True
+    if isinstance(v, float):
+        return math.isnan(v)
+    if isinstance(v, (str, bytes, list, tuple, dict, set, frozenset)) or hasattr(v, "__len__"):
+        return False
+    import pandas as pd
+
     try:
-        return isinstance(v, float) and math.isnan(v)
-    except TypeError:  # pragma: no cover
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
         return False
 
 
@@ -224,11 +240,11 @@ def _as_df(obj):
 
 
 # -- sections ----------------------------------------------------------------------------
-def _provider_section(plan, colors, prov_index) -> str:
+def _provider_section(plan) -> str:
     counts = plan.placement_counts()
-    rows = ["<table class=\"data\" id=\"he-providers\"><thead><tr><th>priority</th><th>provider</th>"
-            "<th>device</th><th>type</th><th>executes</th><th>capability</th><th>mask</th>"
-            "<th>nodes placed</th></tr></thead><tbody>"]
+    rows = ['<div class="tablewrap"><table class="data" id="he-providers"><thead><tr>'
+            "<th>priority</th><th>provider</th><th>device</th><th>type</th><th>executes</th>"
+            "<th>capability</th><th>mask</th><th>nodes placed</th></tr></thead><tbody>"]
     for i, p in enumerate(plan.providers):
         inner = getattr(p, "inner", p)
         kind = type(p).__name__ if inner is p else f"{type(p).__name__} over {type(inner).__name__}"
@@ -261,7 +277,7 @@ def _provider_section(plan, colors, prov_index) -> str:
             f'{_e(p.name)}</td><td>{_e(p.device)}</td><td>{_e(kind)}</td>'
             f'{_cell("executes", executes)}<td>{_e(capability)}</td><td>{_e("; ".join(mask) or "—")}</td>'
             f'<td class="num">{counts.get(p.name, 0)}</td></tr>')
-    rows.append("</tbody></table>")
+    rows.append("</tbody></table></div>")
     return "".join(rows)
 
 
@@ -342,7 +358,7 @@ def _dag_section(plan, level: str, layout: str) -> str:
             f'<div class="dag" id="he-dag-box">{svg}</div>')
 
 
-def _run_section(run) -> str:
+def _run_section(run, cell_class=None) -> str:
     df = _as_df(run)
     out = []
     for attr in ("summary",):
@@ -355,11 +371,11 @@ def _run_section(run) -> str:
     if df is None:
         out.append(f"<pre>{_e(repr(run))}</pre>")
     else:
-        out.append(_table(df, "he-timings", filter=True))
+        out.append(_table(df, "he-timings", cell_class=cell_class, filter=True))
     return "".join(out)
 
 
-def _diff_section(diff) -> tuple[str, str]:
+def _diff_section(diff, cell_class=None) -> tuple[str, str]:
     """(badge html, section html)."""
     df = _as_df(diff)
     if df is None:
@@ -375,7 +391,7 @@ def _diff_section(diff) -> tuple[str, str]:
     def cls(col, v):
         if col == "byte_identical" and isinstance(v, bool):
             return "ok" if v else "bad"
-        return None
+        return cell_class(col, v) if cell_class else None
 
     return badge, (f"<p>{badge}</p>" if badge else "") + _table(df, "he-diff", cell_class=cls)
 
@@ -407,7 +423,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
                        for i, p in enumerate(plan.providers))
 
     def prov_cls(col, v):
-        if col in ("provider", "from_provider", "to_provider") and v in prov_index:
+        if col in PROVIDER_COLUMNS and isinstance(v, str) and v in prov_index:
             return f"prov-{prov_index[v]}"
         return None
 
@@ -425,9 +441,9 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     ]
     diff_badge, diff_html = ("", "")
     if diff is not None:
-        diff_badge, diff_html = _diff_section(diff)
+        diff_badge, diff_html = _diff_section(diff, prov_cls)
     sections = [
-        ("providers", "Providers (priority order)", _provider_section(plan, colors, prov_index)),
+        ("providers", "Providers (priority order)", _provider_section(plan)),
         ("model", "Model", _model_section(plan)),
         ("dag", "DAG", _dag_section(plan, level, layout)),
         ("placement", "Placement", _table(plan.placement_df(), "he-placement", cell_class=prov_cls,
@@ -439,15 +455,15 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
          if plan.transfers else '<p class="note">no cross-provider transfers</p>'),
     ]
     if run is not None:
-        sections.append(("run", "Run timings", _run_section(run)))
+        sections.append(("run", "Run timings", _run_section(run, prov_cls)))
     if diff is not None:
         sections.append(("diff", "Byte-identity diff", diff_html))
 
     script_hash = base64.b64encode(hashlib.sha256(_JS.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
            f"script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'")
-    nav = "".join(f'<a href="#he-{sid}">{_e(name)}</a>' for sid, name, _ in sections)
-    body = "".join(f'<section id="he-{sid}"><h2>{_e(name)}</h2>{content}</section>'
+    nav = "".join(f'<a href="#sec-{sid}">{_e(name)}</a>' for sid, name, _ in sections)
+    body = "".join(f'<section id="sec-{sid}"><h2>{_e(name)}</h2>{content}</section>'
                    for sid, name, content in sections)
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -299,6 +299,8 @@ class ExplorerApp(widgets.VBox):
     """Why the current configuration cannot be planned ('' when it can)."""
     run_error = Unicode("").tag(sync=True)
     """Why the last execution failed."""
+    action_error = Unicode("").tag(sync=True)
+    """What the last control action raised ('' when it did not)."""
     status = Unicode("").tag(sync=True)
     """One line: what just happened."""
     busy = Bool(False).tag(sync=True)
@@ -393,12 +395,12 @@ class ExplorerApp(widgets.VBox):
                               f"{_esc(ex.reference_provider.name)}")
         header.add_class("hx-header")
         order_box = widgets.VBox([self.order_select, widgets.HBox([self.up_button, self.down_button])])
-        enable_box = widgets.VBox([widgets.HTML("<b>enabled</b>")] + list(self.enable_boxes.values()))
-        enable_box.add_class("hx-enable")
-        self.deny_box = widgets.VBox([widgets.HTML("<b>denied ops</b> (ctrl-click to select several)")]
-                                     + [self._deny_row(n) for n in names])
+        self.enable_box = widgets.VBox()
+        self.enable_box.add_class("hx-enable")
+        self.deny_box = widgets.VBox()
         self.deny_box.add_class("hx-deny")
-        controls = widgets.HBox([order_box, enable_box, self.deny_box])
+        self._layout_provider_controls()
+        controls = widgets.HBox([order_box, self.enable_box, self.deny_box])
         run_row = widgets.HBox([self.execute_button, self.progress, self.status_label])
         self.children = [header, controls, run_row, self.error_html, self.summary_html, self.tabs]
 
@@ -420,18 +422,45 @@ class ExplorerApp(widgets.VBox):
         sel.observe(lambda ch, n=n: self._guard(self._set_denied, n, ch["new"]), names="value")
         self.deny_selects[n] = sel
 
+    def _layout_provider_controls(self) -> None:
+        names = self.explorer.provider_names
+        self.enable_box.children = [widgets.HTML("<b>enabled</b>")] + [self.enable_boxes[n] for n in names]
+        self.deny_box.children = ([widgets.HTML("<b>denied ops</b> (ctrl-click to select several)")]
+                                  + [self._deny_row(n) for n in names])
+
+    def _match_providers(self) -> None:
+        """Providers added or removed by a scripted call: controls for exactly those the explorer has."""
+        names = self.explorer.provider_names
+        if set(names) == set(self.enable_boxes):
+            return
+        for n in [n for n in self.enable_boxes if n not in names]:
+            self.enable_boxes.pop(n).close()
+            self.deny_selects.pop(n).close()
+        for n in names:
+            if n not in self.enable_boxes:
+                self._make_provider_controls(n, self.explorer.op_types)
+        self.order_select.rows = max(2, min(len(names), 6))
+        self._layout_provider_controls()
+
     def _deny_row(self, n: str):
         return widgets.HBox([widgets.HTML(f"<code>{_esc(n)}</code>", layout=widgets.Layout(width="90px")),
                              self.deny_selects[n]])
 
     # -- errors never kill the widget -------------------------------------------------------
     def _guard(self, fn, *args):
+        """Run a handler; show what it raised in the app instead of letting the widget die."""
+        if self.action_error:
+            self.action_error = ""
         try:
             return fn(*args)
         except Exception as e:  # shown in the app
-            self.run_error = f"{type(e).__name__}: {e}"
+            self.action_error = f"{type(e).__name__}: {e}"
             self.status = "error"
-            self._redraw()
+            try:
+                self._read_model()  # the controls show what the explorer really holds
+                self._redraw()
+            except Exception:  # pragma: no cover - the banner at least
+                self.error_html.value = _error_box(self.action_error, "hx-action-error")
             return None
 
     # -- control → trait handlers ----------------------------------------------------------
@@ -476,9 +505,11 @@ class ExplorerApp(widgets.VBox):
         ex = self.explorer
         self._syncing = True  # the explorer's notifications must not write back mid-push
         try:
-            ex.order(self.order)
+            known = set(ex.provider_names)
+            ex.order([n for n in self.order if n in known])
             for n, on in self.enabled.items():
-                (ex.enable if on else ex.disable)(n)
+                if n in known:
+                    (ex.enable if on else ex.disable)(n)
             for n in ex.provider_names:
                 ex.set_denied(n, self.denied.get(n, ()))
         finally:
@@ -531,6 +562,7 @@ class ExplorerApp(widgets.VBox):
             self._syncing = False
 
     def _sync_controls(self) -> None:
+        self._match_providers()
         sel = self.order_select.value
         labels = []
         for i, n in enumerate(self.order):
@@ -584,7 +616,8 @@ class ExplorerApp(widgets.VBox):
         s = self.view_state()
         self.error_html.value = _error_box(
             f"This configuration cannot be planned: {s.error}" if s.error else "", "hx-plan-error") \
-            + _error_box(self.run_error, "hx-run-error-banner")
+            + _error_box(self.run_error, "hx-run-error-banner") \
+            + _error_box(self.action_error, "hx-action-error")
         if s.plan is not None:
             cur = "" if s.plan_is_current else " (last plan that worked)"
             self.summary_html.value = (f"<div class='hx-note'><b>plan #{s.plan_index}{cur}</b>: "

@@ -33,6 +33,16 @@ have a plain loop for the common "all FULL" and "FULL op SCALAR" cases.
 Variadic Max/Min/Sum fold their inputs left to right into the output
 (``((x0 op x1) op x2) ...``), which is also numpy's order.
 
+Transcendental ops (Exp Log Tanh Sigmoid Erf Sqrt) have one kernel pair each
+instead of an op code: pmath inlines into the loop and LLVM vectorises it
+(~1.5-2.5 ns per element on the CPU instead of ~25 with a run-time dispatch).
+
+NaN bit patterns are not part of the bitwise contract: LLVM does not preserve
+NaN sign and payload (a vectorised CPU loop yields x86's default NaN 0xffc00000
+where a scalar path yields 0x7fc00000, and GPUs generate 0x7fffffff), so both
+targets agree on every non-NaN bit and on where the NaNs are; compare NaNs as
+NaNs.
+
 Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
 
 * Max/Min: a NaN operand propagates (the NaN itself); otherwise ``a if a > b
@@ -66,9 +76,9 @@ import numpy as np
 from numba import cuda, njit
 
 from ...errors import KernelError
+from ...ir import onnx_to_np_dtype
 from .common import bcast_offset, broadcast_strides, cpu_kernel, cuda_kernel, dual, flat, launch, shape_array, to_target
 from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32, tanh_f32
-from ...ir import onnx_to_np_dtype
 from .registry import ALL, FLOAT, NUMERIC, register
 
 F = np.float32
@@ -79,12 +89,10 @@ F_ONE = F(1.0)
 F_HALF = F(0.5)
 F_SIXTH = F(1.0 / 6.0)
 F_INF = F(np.inf)
-F_NAN = F(np.nan)
 F_2P24 = F(2.0 ** 24)
 F_2P31 = F(2.0 ** 31)
 F_2P63 = F(2.0 ** 63)
 I64_MIN = np.int64(-(2 ** 63))
-I64_MAX = np.int64(2 ** 63 - 1)
 I32_MIN = np.int32(-(2 ** 31))
 
 # input index modes
@@ -302,7 +310,6 @@ IDENTITY, NEG, ABS, RELU, CLIP, RECIPROCAL, LEAKYRELU, HARDSIGMOID, HARDSWISH = 
 UNARY_CODES = {"Identity": IDENTITY, "Neg": NEG, "Abs": ABS, "Relu": RELU, "Clip": CLIP,
                "Reciprocal": RECIPROCAL, "LeakyRelu": LEAKYRELU, "HardSigmoid": HARDSIGMOID,
                "HardSwish": HARDSWISH}
-INT_UNARY = ("Neg", "Abs", "Relu", "Clip")
 
 
 @njit(**_JIT)

@@ -100,8 +100,8 @@ def _dot(a, a0, sak, b, b0, sbk, K):
     return acc
 
 
-_GEMM_TILE = 512
-_GEMM_PAD = 16  # accumulator rows 512 + 16 floats apart: no 4 KiB aliasing between them
+_GEMM_TILE = 128  # columns per tile: 4 accumulator rows stay in L1 (measured faster than 512)
+_GEMM_PAD = 16  # accumulator rows 128 + 16 floats apart: no 4 KiB aliasing between them
 
 
 @njit(**_JIT)
@@ -1211,7 +1211,10 @@ register("LRN", dtypes=F32, since=1, check=_check_lrn,
 # Per row (all elements along the axis): m = max (first element, then
 # if v > m: m = v, ascending); s = 0.0f, s = s + exp_f32(v - m) ascending;
 # Softmax: y = exp_f32(v - m) / s; LogSoftmax: y = (v - m) - log_f32(s).
-# Both targets: one row per item (CUDA thread).
+# CUDA: one row per thread (_softmax_row). CPU (_softmax_cpu): the same
+# sequence per element, in passes over contiguous slices (max, exps, sum,
+# divide for a last-axis softmax; the axis outside and the inner index inside,
+# with a max and a sum per inner index, otherwise).
 # =============================================================================
 
 
@@ -1256,8 +1259,77 @@ def _softmax_cuda(x, out, rows, A, inner, is_log):
 
 @cpu_kernel
 def _softmax_cpu(x, out, rows, A, inner, is_log):
-    for r in range(rows):
-        _softmax_row(r, x, out, A, inner, is_log)
+    """CPU only: the same per-element sequence as _softmax_row, in passes over
+    contiguous slices. inner == 1: per row, the max, then e = exp(v - m) into
+    the output, then s = s + e ascending, then e / s (LogSoftmax: the exps are
+    only summed; y = (v - m) - log(s)). inner > 1: the reduction index a runs
+    outside and j (the inner index) inside, with a max and a sum per j."""
+    if A <= 0 or rows <= 0:
+        return
+    outer = rows // inner
+    if inner == 1:
+        for o in range(outer):
+            b = o * A
+            xr = x[b:b + A]
+            orow = out[b:b + A]
+            m = xr[0]
+            for a in range(1, A):
+                v = xr[a]
+                if v > m:
+                    m = v
+            for a in range(A):
+                orow[a] = exp_f32(xr[a] - m)
+            s = np.float32(0)
+            for a in range(A):
+                s += orow[a]
+            if is_log:
+                ls = np.float32(log_f32(s))
+                for a in range(A):
+                    orow[a] = (xr[a] - m) - ls
+            else:
+                for a in range(A):
+                    orow[a] = orow[a] / s
+        return
+    mx = np.empty(inner, dtype=np.float32)
+    sm = np.empty(inner, dtype=np.float32)
+    for o in range(outer):
+        b = o * A * inner
+        mx[:] = x[b:b + inner]
+        for a in range(1, A):
+            st = b + a * inner
+            xr = x[st:st + inner]
+            for j in range(inner):
+                v = xr[j]
+                if v > mx[j]:
+                    mx[j] = v
+        sm[:] = np.float32(0)
+        for a in range(A):
+            st = b + a * inner
+            xr = x[st:st + inner]
+            orow = out[st:st + inner]
+            if is_log:
+                for j in range(inner):
+                    sm[j] = sm[j] + exp_f32(xr[j] - mx[j])
+            else:
+                for j in range(inner):
+                    e = exp_f32(xr[j] - mx[j])
+                    orow[j] = e
+                    sm[j] = sm[j] + e
+        if is_log:
+            for j in range(inner):
+                sm[j] = log_f32(sm[j])
+            for a in range(A):
+                st = b + a * inner
+                xr = x[st:st + inner]
+                orow = out[st:st + inner]
+                for j in range(inner):
+                    orow[j] = (xr[j] - mx[j]) - sm[j]
+        else:
+            for a in range(A):
+                st = b + a * inner
+                orow = out[st:st + inner]
+                for j in range(inner):
+                    orow[j] = orow[j] / sm[j]
 
 
 def _check_softmax(ctx, target):

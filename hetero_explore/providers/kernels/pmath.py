@@ -8,10 +8,13 @@ float64 and rounds, a real GPU calls libdevice. Each gives different last bits.
 The functions here are built only from IEEE-754 operations that every target
 rounds the same way (``+ - * /``, comparisons, ``math.sqrt``, ``math.copysign``,
 float<->int conversion of integral values), all in float32, with no fused
-multiply-add (numba never contracts without fastmath). The same source compiled
-for the CPU, the simulator (which runs this compiled CPU code) and a GPU
-therefore gives the same bits, and each function is within 2 ULP of the
-correctly rounded result (see ``bench/pmath_ulp.py`` for the measured table).
+multiply-add (numba's CPU target does not contract a*b+c without fastmath; NVVM
+does by default, which ``common.py`` switches off with ``-fma=0``; the PTX is
+checked in ``tests/test_pmath.py``). The same source compiled for the CPU, the
+simulator (which runs this compiled CPU code) and a GPU therefore gives the same
+bits, and each function is within 1 ULP of the correctly rounded result as
+measured (goal: 2; ``bench/pmath_ulp.py`` prints the table, ``--exhaustive``
+checks every float32 input).
 
 Rules kept throughout (needed for the bitwise contract):
 
@@ -31,6 +34,9 @@ Lawson iteration on Chebyshev nodes, then rounded to float32); the log series
 uses the Taylor coefficients of atanh, which converge fast enough on the
 reduced range.
 
+A NaN result is "a NaN": LLVM does not preserve NaN sign and payload, so its
+bits may differ between call sites and targets (compare NaNs as NaNs).
+
 Public functions take and return float32: an argument of another type (a
 Python float from a simulator kernel, an int) is converted to float32 first,
 so every variant numba compiles computes the same float32 bits. They have no
@@ -38,7 +44,14 @@ explicit signatures on purpose: an explicit signature disables compilation of
 the CPU dispatcher, and numba-cuda then refuses to call it from a GPU kernel
 ("using cpu function on device but its compilation is disabled"; the
 simulator does not notice). They use ``error_model="numpy"`` (no Python
-exceptions).
+exceptions) and ``inline="always"``: numba inlines them into the caller's loop,
+where LLVM can vectorise them (a plain call is not inlined across numba
+libraries and runs ~15x slower); the price is ~1 s more compile time per kernel.
+
+Caching caveat: a caller compiled with ``cache=True`` keeps its inlined copy
+of these functions; numba only checks the caller's own source file, so after
+editing this module delete the ``*.nbi``/``*.nbc`` files of the kernels that
+use it.
 """
 
 from __future__ import annotations
