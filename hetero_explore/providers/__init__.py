@@ -27,10 +27,10 @@ def virtual_gpu(name: str = "gpu", device: str = "gpu:0"):
     allocations, so that heterogeneous plans mean something on any laptop."""
     cuda_p = NumbaCUDAProvider()
     host = NumbaCPUProvider(name=f"{name}-kernels")
-    return _CapabilityOf(name, device, cuda_p, host)
+    return VirtualGPUProvider(name, device, cuda_p, host)
 
 
-class _CapabilityOf(VirtualProvider):
+class VirtualGPUProvider(VirtualProvider):
     """Claims exactly what ``capability`` claims; executes with ``kernels``."""
 
     def __init__(self, name, device, capability, kernels):
@@ -90,7 +90,7 @@ def resolve_all(providers) -> list[ExecutionProvider]:
 
 
 __all__ = [
-    "NumbaCPUProvider", "NumbaCUDAProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
+    "NumbaCPUProvider", "NumbaCUDAProvider", "VirtualGPUProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
     "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
     "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
 ]
