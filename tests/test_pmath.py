@@ -83,10 +83,6 @@ def canon(a):
     return np.where(np.isnan(a), np.float32(np.nan), a).astype(np.float32).view(np.uint32)
 
 
-def map1(f, xs):
-    return np.array([f(x) for x in xs], dtype=np.float32)
-
-
 @njit(cache=True)
 def _apply1(code, x):
     if code == 0:
@@ -234,6 +230,25 @@ def test_pow_accuracy():
     assert d.max() <= 2, (xs[np.argmax(d)], ys[np.argmax(d)])
     # small integer powers are exact whenever the result is representable
     assert pow_f32(F(3), F(4)) == 81 and pow_f32(F(-2), F(10)) == 1024 and pow_f32(F(10), F(-1)) == F(0.1)
+
+
+@pytest.mark.parametrize("y", [2.0, 3.0, 0.5, -1.0, 1.0])
+def test_pow_fast_exponents(y):
+    # x**2, x**3, sqrt, 1/x, x: (nearly) correctly rounded shortcuts with pow's special cases
+    rng = np.random.default_rng(5)
+    xs = np.concatenate([random_floats(rng, 20000, -np.inf, np.inf), POW_SPECIALS,
+                         np.array([6.98e12, 6.99e12, -6.99e12, 1e-15, -1e-40, 1e-45], F)])
+    ys = np.full_like(xs, y)
+    got = np.empty_like(xs)
+    _cpu_pow(xs, ys, got)
+    with np.errstate(all="ignore"):
+        ref = np.power(xs, ys)
+        ref64 = np.power(xs.astype(np.float64), ys.astype(np.float64))
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    sp = ~np.isnan(ref) & (np.isinf(ref) | (ref == 0))
+    assert np.array_equal(got[sp].view(np.uint32), ref[sp].view(np.uint32))
+    d = ulp_dist(got, ref64)
+    assert d.max() <= 1, (xs[np.argmax(d)], got[np.argmax(d)])
 
 
 def test_other_argument_types_compute_in_float32():

@@ -66,6 +66,7 @@ F = np.float32
 ZERO = F(0.0)
 ONE = F(1.0)
 TWO = F(2.0)
+THREE = F(3.0)
 HALF = F(0.5)
 INF = F(np.inf)
 NAN = F(np.nan)
@@ -79,6 +80,7 @@ P2_24 = F(2.0 ** 24)
 P2M1, P2M2, P2M4, P2M8 = F(0.5), F(0.25), F(2.0 ** -4), F(2.0 ** -8)
 P2M16, P2M32, P2M64 = F(2.0 ** -16), F(2.0 ** -32), F(2.0 ** -64)
 MIN_NORMAL = F(2.0 ** -126)
+P2M40 = F(2.0 ** -40)
 
 ROUND_MAGIC = F(12582912.0)     # 1.5 * 2**23: (t + M) - M rounds |t| < 2**22 to nearest integer
 SPLITTER = F(4097.0)            # 2**12 + 1: Veltkamp split of a float32 into 12 + 12 bits
@@ -367,7 +369,7 @@ def pow_f32(x_, y_):
     x = F(x_)
     y = F(y_)
     # exponents with a correctly rounded one-operation answer (and the same special
-    # cases as the general path): exact, and fast for the common x**2, 1/x, sqrt
+    # cases as the general path): exact, and fast for the common x**2, 1/x, sqrt, x**3
     if y == TWO:
         return x * x
     if y == ONE:
@@ -376,6 +378,13 @@ def pow_f32(x_, y_):
         return ONE / x
     if y == HALF and x > ZERO:
         return math.sqrt(x)
+    if y == THREE and not abs(x) < P2M40:   # x*x*x would round twice; carry x*x exactly
+        # (tiny x, whose cube is subnormal, takes the general path: one final rounding)
+        h, l = _two_prod(x, x)
+        p, e = _two_prod(h, x)
+        if not abs(p) < INF:
+            return p                # +-inf (overflow) and nan
+        return p + (e + l * x)
     if y == ZERO or x == ONE:
         return ONE
     if x != x or y != y:
