@@ -15,8 +15,9 @@ against one core.
 
 What is timed. Ours: ``HeterogeneousExecutor(plan(graph, [cpu()])).run(feeds)``
 (built once, one warm-up run excluded), i.e. kernels plus the executor's
-per-run work (input validation, staging graph inputs and initializers into
-provider buffers, allocating and freeing intermediates). onnxruntime:
+per-run work (input validation, staging graph inputs into provider buffers,
+allocating and freeing intermediates; initializers are staged once when the
+executor is built). onnxruntime:
 ``InferenceSession.run`` on a session built once (default graph
 optimizations, ORT_ENABLE_ALL: it fuses Conv+BatchNormalization+Relu and
 prepacks constant weights), one warm-up run excluded. Weights are
@@ -32,8 +33,8 @@ separately (three extra runs with a process-CPU timer around every kernel
 call; the run with the median total is shown) and summed per op type, next
 to onnxruntime's own profiler (per node, wall time, summed per op type; its
 fused nodes appear as FusedConv, FusedMatMul, Gelu etc.). "executor" is our
-run's CPU time minus the kernels': staging graph inputs and initializers,
-allocating and freeing, bookkeeping.
+run's CPU time minus the kernels': staging graph inputs, allocating and
+freeing, bookkeeping.
 
 Cold start. A fresh interpreter imports the package, loads the ResNet-18-style
 model from a file, plans it on the CPU provider, builds the kernels and runs
