@@ -62,10 +62,15 @@ def _dummy_f32():
 # error_model="numpy": a float32 division by zero gives inf/NaN (IEEE), as on the GPU,
 # instead of numba's default Python ZeroDivisionError.
 _JIT = dict(cache=True, error_model="numpy")
+# Scalar helpers take no explicit signature (numba-cuda refuses to call a CPU function
+# whose compilation is disabled, as a signature does); each converts its arguments
+# with np.float32(...) instead, which keeps it float32-only on every target.
 
 
-@njit("float32(float32, float32)", **_JIT)
+@njit(**_JIT)
 def _div(a, b):
+    a = np.float32(a)
+    b = np.float32(b)
     return a / b
 
 
@@ -82,8 +87,13 @@ def _div(a, b):
 # =============================================================================
 
 
-@njit("float32(float32, int64, float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _gemm_epilogue(acc, epi, alpha, beta, cv):
+    acc = np.float32(acc)
+    epi = np.int64(epi)
+    alpha = np.float32(alpha)
+    beta = np.float32(beta)
+    cv = np.float32(cv)
     if epi == 0:
         return acc
     y = alpha * acc
@@ -1074,13 +1084,20 @@ register(("GlobalAveragePool", "GlobalMaxPool"), dtypes=F32, since=1, check=_che
 # =============================================================================
 
 
-@njit("float32(float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _bn_factor(scale, var, eps):
+    scale = np.float32(scale)
+    var = np.float32(var)
+    eps = np.float32(eps)
     return scale / sqrt_f32(var + eps)
 
 
-@njit("float32(float32, float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _bn_apply(x, mean, f, b):
+    x = np.float32(x)
+    mean = np.float32(mean)
+    f = np.float32(f)
+    b = np.float32(b)
     t = (x - mean) * f
     return t + b
 
@@ -1153,8 +1170,13 @@ register("BatchNormalization", dtypes=F32, since=9, check=_check_bn,
 # =============================================================================
 
 
-@njit("float32(float32, float32, float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _lrn_finish(x, s, coef, bias, beta):
+    x = np.float32(x)
+    s = np.float32(s)
+    coef = np.float32(coef)
+    bias = np.float32(bias)
+    beta = np.float32(beta)
     t = coef * s
     base = bias + t
     return x / pow_f32(base, beta)
@@ -1397,14 +1419,21 @@ register(("Softmax", "LogSoftmax"), dtypes=F32, since=13, check=_check_softmax,
 # =============================================================================
 
 
-@njit("float32(float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _ln_inv(q, Df, eps):
+    q = np.float32(q)
+    Df = np.float32(Df)
+    eps = np.float32(eps)
     var = q / Df
     return np.float32(1.0) / sqrt_f32(var + eps)
 
 
-@njit("float32(float32, float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _ln_apply(x, mean, inv, sc):
+    x = np.float32(x)
+    mean = np.float32(mean)
+    inv = np.float32(inv)
+    sc = np.float32(sc)
     return ((x - mean) * inv) * sc
 
 
@@ -1721,8 +1750,12 @@ def _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax
     return _lerp(top, bot, w0[pa], w1[pa])
 
 
-@njit("float32(float32, float32, float32, float32)", **_JIT)
+@njit(**_JIT)
 def _lerp(v0, v1, a0, a1):
+    v0 = np.float32(v0)
+    v1 = np.float32(v1)
+    a0 = np.float32(a0)
+    a1 = np.float32(a1)
     t0 = v0 * a0
     t1 = v1 * a1
     return t0 + t1

@@ -96,8 +96,10 @@ def _reduce_meta(in_shape, axes):
 # --- per-output-element math (one source for both targets) -----------------------
 
 
-@njit("float32(float32, float32)", cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _div(a, b):
+    a = np.float32(a)
+    b = np.float32(b)
     # IEEE division (x / 0 -> inf or NaN) instead of numba's ZeroDivisionError
     return a / b
 
