@@ -2,35 +2,35 @@
 
 Public API::
 
-    load_model, plan, classify_placement, guard_heterogeneous_fallback,
+    explore(model).show()                       # the live app
+    load_model, plan, execute, execute_reference, compare
+    classify_placement, guard_heterogeneous_fallback, random_inputs
     providers (cpu, cuda, virtual_gpu, VirtualProvider, mask, ...)
 """
 
 from . import providers
+from .compare import compare
 from .errors import (ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, ModelLoadError, PlanningError,
-                     ProviderUnavailableError, ShapeBindingError, UnsupportedNodeError)
+                     ProviderUnavailableError, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
+from .executor import RunResult, execute, execute_reference
+from .explorer import Explorer, explore
+from .inputs import random_inputs
 from .ir import Graph, Node, Value
 from .loader import load_model
 from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, guard_heterogeneous_fallback,
                       plan)
 from .providers import VirtualProvider, mask
+from .viz.graph import GraphvizNotFoundError
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "load_model", "plan", "classify_placement", "guard_heterogeneous_fallback", "providers",
-    "VirtualProvider", "mask", "Graph", "Node", "Value", "Plan", "SingleProvider", "Heterogeneous",
+    "explore", "Explorer", "load_model", "plan", "execute", "execute_reference", "compare", "RunResult",
+    "classify_placement", "guard_heterogeneous_fallback", "random_inputs", "providers", "VirtualProvider",
+    "mask", "Graph", "Node", "Value", "Plan", "SingleProvider", "Heterogeneous",
     "HeteroExploreError", "ModelLoadError", "InvalidModelError", "ShapeBindingError", "UnsupportedNodeError",
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
+    "TransferCountMismatch", "GraphvizNotFoundError",
 ]
-
-from .explorer import Explorer, explore  # noqa: E402
-
-__all__ += ["explore", "Explorer"]
-
-from .compare import compare  # noqa: E402
-from .executor import RunResult, execute, execute_reference  # noqa: E402
-
-__all__ += ["execute", "execute_reference", "compare", "RunResult"]
