@@ -6,10 +6,7 @@ import os
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import functools
-import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +16,8 @@ from hetero_explore.providers.kernels import pmath
 from hetero_explore.providers.kernels.common import cpu_kernel, cuda_kernel, launch
 from hetero_explore.providers.kernels.pmath import (erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32,
                                                     tanh_f32)
+from ptx_tools import PRELUDE as PTX_PRELUDE
+from ptx_tools import run_script as run_ptx_script
 
 F = np.float32
 INF, NAN = np.inf, np.nan
@@ -297,46 +296,8 @@ def test_public_names():
 # sm_90 in a subprocess with the simulator off and inspects the PTX: float32 only (no
 # .f64), IEEE division and square root (no .approx, .full or .ftz), and whether a*b+c
 # was contracted into fma (which would break bitwise CPU == GPU).
-_PTX_SCRIPT = r'''
-import glob, json, os, re, sys, types as _t
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-try:
-    from cuda.pathfinder import load_nvidia_dynamic_lib
-    from numba.cuda.cudadrv import nvvm
-    nvvm.NVVM()
-    lib = None
-    try:
-        from cuda.pathfinder import find_bitcode_lib
-        lib = find_bitcode_lib("device")
-    except Exception:
-        d = os.path.dirname(load_nvidia_dynamic_lib("nvvm").abs_path)
-        for up in range(4):
-            c = glob.glob(os.path.join(d, *([".."] * up), "nvvm", "libdevice", "libdevice*.bc"))
-            if c:
-                lib = c[0]
-                break
-    if lib is None:
-        raise RuntimeError("libdevice not found")
-    nvvm.LibDevice._cache_ = open(lib, "rb").read()
-except Exception as e:
-    print(json.dumps({"skip": f"libNVVM/libdevice not available: {type(e).__name__}: {e}"}))
-    sys.exit(0)
-import numba.cuda.dispatcher as _d
-_d.get_current_device = lambda: _t.SimpleNamespace(compute_capability=(9, 0))
-from numba import types
-import numba.cuda.compiler as cc
+_PTX_SCRIPT = PTX_PRELUDE + r'''
 from hetero_explore.providers.kernels import elementwise as ew, pmath
-from hetero_explore.providers.kernels.common import _retarget
-
-def ptx(fn, args, **opts):
-    cres = cc.compile_cuda(fn, types.void, args, fastmath=False, cc=(9, 0))
-    p = nvvm.compile_ir(cres.library.llvm_strs, arch="compute_90", opt=3, fastmath=False, **opts)
-    return p.decode() if isinstance(p, bytes) else p
-
-def stats(p):
-    ops = re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z]+(?:\.[a-z0-9]+)*)", p, re.M)
-    return {"fma": sum(o.startswith("fma") for o in ops), "f64": sum(".f64" in o for o in ops),
-            "approx": sum(".approx" in o or "div.full" in o for o in ops), "ftz": sum(".ftz" in o for o in ops)}
 
 A = lambda t: types.Array(t, 1, "C")
 f32, i64, i32, b1 = types.float32, types.int64, types.int32, types.boolean
@@ -371,13 +332,7 @@ print(json.dumps(res))
 
 @functools.lru_cache(maxsize=1)
 def _gpu_ptx_stats():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    r = subprocess.run([sys.executable, "-c", _PTX_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    if "skip" in out:
-        pytest.skip(out["skip"])
-    return out
+    return run_ptx_script(_PTX_SCRIPT)
 
 
 @pytest.mark.slow
