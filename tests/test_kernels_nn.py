@@ -125,6 +125,40 @@ def test_matmul_cpu_several_column_tiles_match_sequential_dot(M, K, N):
     assert bits_equal(got, want)
 
 
+@pytest.mark.parametrize("M,K,N", [(37, 600, 83), (32, 1024, 64), (16, 1, 16), (48, 257, 530)])
+def test_matmul_cpu_register_tiles_match_sequential_dot(M, K, N):
+    """The CPU GEMM's register micro-kernel (blocks of _MK_R rows x _MK_W columns, k in
+    blocks of _MK_KC resumed from the stored partial sums, A repacked when its row stride
+    aliases in the cache) plus its edge rows and columns, bit for bit; also with a
+    transposed A (Gemm transA) and a constant transposed B."""
+    assert M >= nn._MK_R and N >= nn._MK_W
+    a, b = f32(M, K, scale=30.0), f32(K, N)
+    a.flat[::53] = -0.0
+    want = _sequential_matmul(a, b)
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    assert bits_equal(run_node(CPU, node, [a, b])[0], want)
+    gemm = helper.make_node("Gemm", ["a", "w"], ["y"], transA=1, transB=1)
+    got = run_node(CPU, gemm, [np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)], const_inputs=(1,))[0]
+    assert bits_equal(got, want)
+
+
+@pytest.mark.parametrize("M,K,N", [(16, 0, 16), (35, 0, 40), (32, 300, 48)])
+def test_gemm_rows_cpu_offsets_and_empty_k(M, K, N):
+    """_gemm_rows_cpu at nonzero offsets, with an output row stride wider than N, and
+    K = 0 (every element 0.0f), bit for bit against the rows-of-accumulators path."""
+    a = f32(3 + M * K)
+    b = f32(5 + K * N)
+    acc = nn._gemm_scratch(K, N)
+    som = N + 7
+    got = np.full(2 + M * som, np.nan, np.float32)
+    want = got.copy()
+    nn._gemm_rows_cpu(a, 3, K, 1, b, 5, N, M, K, N, got, 2, som, acc)
+    nn._gemm_rowacc_cpu(a, 3, K, 1, b, 5, N, M, K, N, want, 2, som, acc)
+    assert bits_equal(got, want)
+    if K == 0:
+        assert not np.any(got[2:].reshape(M, som)[:, :N])
+
+
 @pytest.mark.parametrize("ta", [0, 1])
 @pytest.mark.parametrize("tb", [0, 1])
 @pytest.mark.parametrize("cshape", [None, (), (5,), (3, 1), (1, 5), (3, 5)])
@@ -245,6 +279,26 @@ def test_conv_cpu_several_column_tiles_follow_documented_order(xs, ws, pads, str
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, strides=strides, dilations=dil)
     want = _conv_documented_order(x, w, b, strides, pads, dil)
     assert want.shape[2] * want.shape[3] > nn._GEMM_TILE
+    assert bits_equal(run_node(CPU, node, [x, w, b])[0], want)
+
+
+@pytest.mark.parametrize("xs,ws,pads,group", [
+    ((1, 8, 20, 30), (35, 8, 3, 3), [1, 1, 1, 1], 1),     # register tiles + edge rows and columns
+    ((1, 1024, 5, 13), (18, 1024, 1, 1), [0, 0, 0, 0], 1),  # direct 1x1: k blocks, A row stride 4 KiB
+    ((1, 6, 9, 40), (32, 3, 2, 3), [0, 1, 1, 0], 2),       # groups of 16 output channels
+])
+def test_conv_cpu_register_tiles_follow_documented_order(xs, ws, pads, group):
+    """Enough output channels (per group) for the GEMM's register micro-kernel."""
+    x, w, b = f32(*xs, scale=10.0), f32(*ws), f32(ws[0])
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, group=group)
+    if group == 1:
+        want = _conv_documented_order(x, w, b, [1, 1], pads, [1, 1])
+    else:
+        cg, mg = xs[1] // group, ws[0] // group
+        want = np.concatenate([
+            _conv_documented_order(x[:, g * cg:(g + 1) * cg], w[g * mg:(g + 1) * mg], b[g * mg:(g + 1) * mg],
+                                   [1, 1], pads, [1, 1]) for g in range(group)], axis=1)
+    assert ws[0] // group >= nn._MK_R
     assert bits_equal(run_node(CPU, node, [x, w, b])[0], want)
 
 
