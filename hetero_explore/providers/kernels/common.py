@@ -203,3 +203,39 @@ def to_target(target: str, *arrays):
 def flat(a):
     """A flat view of a host or device array."""
     return a if a.ndim == 1 else a.reshape(a.size)
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def bits(a):
+    """A flat view of a host or device array as unsigned integers of the same width."""
+    v = a.view(_UINT[a.dtype.itemsize])
+    return v if v.ndim == 1 else v.reshape(v.size)
+
+
+@dual
+def copy_item(i, x, out):
+    out[i] = x[i]
+
+
+@cpu_kernel
+def _copy_cpu(x, out):
+    for i in range(out.shape[0]):
+        copy_item(i, x, out)
+
+
+@cuda_kernel
+def _copy_cuda(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        copy_item(i, x, out)
+
+
+def copy_array(target: str, x, out) -> None:
+    """Copy ``x`` into ``out`` (same size and item width) bit for bit, on either target."""
+    x, out = bits(x), bits(out)
+    if target == "cpu":
+        _copy_cpu(x, out)
+    else:
+        launch(_copy_cuda, out.shape[0], x, out)

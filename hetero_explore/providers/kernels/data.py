@@ -44,7 +44,8 @@ import numpy as np
 from numba import cuda
 
 from ...errors import ExecutionError, KernelError
-from .common import bcast_offset, broadcast_strides, cpu_kernel, cuda_kernel, dual, launch, to_target
+from .common import (bcast_offset, bits, broadcast_strides, copy_array, cpu_kernel, cuda_kernel, dual, launch,
+                     to_target)
 from .registry import register
 
 SINCE = 13
@@ -60,15 +61,6 @@ ANY = MOVE
 #: element types ConstantOfShape / Constant may produce
 CONST_OUT = MOVE
 RANGE = ("float32", "float64", "int64", "int32", "int16")
-
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def bits(a):
-    """A flat view of a host or device array as unsigned integers of the same width."""
-    v = a.view(_UINT[a.dtype.itemsize])
-    return v if v.ndim == 1 else v.reshape(v.size)
-
 
 def _prod(shape) -> int:
     return int(np.prod(tuple(shape), dtype=np.int64)) if len(shape) else 1
@@ -110,11 +102,6 @@ def _shapes_known(ctx, inputs=(0,)) -> str | None:
 
 
 # --- index math, written once for both targets -------------------------------
-@dual
-def copy_item(i, x, out):
-    out[i] = x[i]
-
-
 @dual
 def strided_gather_item(i, x, out, base, shape, strides):
     """out[i] = x[base + Σ coord_d(i) · strides[d]] (coordinates of i in ``shape``)."""
@@ -217,19 +204,6 @@ def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, 
 
 # --- kernels -----------------------------------------------------------------
 @cpu_kernel
-def _copy_cpu(x, out):
-    for i in range(out.shape[0]):
-        copy_item(i, x, out)
-
-
-@cuda_kernel
-def _copy_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        copy_item(i, x, out)
-
-
-@cpu_kernel
 def _gather_strided_cpu(x, out, base, shape, strides):
     n = shape[shape.shape[0] - 1]
     if n > 0:
@@ -299,14 +273,6 @@ def _gathernd_cuda(data, idx, out, m, inner, batch_div, batch_stride, dshape, ds
         gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
 
 
-def _copy(target, x, out) -> None:
-    x, out = bits(x), bits(out)
-    if target == "cpu":
-        _copy_cpu(x, out)
-    else:
-        launch(_copy_cuda, out.shape[0], x, out)
-
-
 def _gather_strided(target, x, out, base, shape, strides) -> None:
     x, out = bits(x), bits(out)
     if out.shape[0] == 0:
@@ -340,7 +306,7 @@ def _check_copy(ctx, target):
 
 def _build_copy(ctx, target):
     def run(inputs, outputs):
-        _copy(target, inputs[0], outputs[0])
+        copy_array(target, inputs[0], outputs[0])
 
     return run
 

@@ -36,7 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...errors import KernelError
-from .common import bcast_offset, broadcast_strides, cpu_kernel, cuda_kernel, dual, flat, launch, shape_array, to_target
+from .common import bcast_offset, copy_array, broadcast_strides, cpu_kernel, cuda_kernel, dual, flat, launch, shape_array, to_target
 from .pmath import exp_f32, log_f32, pow_f32, sqrt_f32
 from .registry import ALL, register
 
@@ -1741,19 +1741,6 @@ register("LayerNormalization", dtypes=F32, since=17, check=_check_ln,
 
 
 @cpu_kernel
-def _copy_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = x[i]
-
-
-@cuda_kernel
-def _copy_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = x[i]
-
-
-@cpu_kernel
 def _fill_true_cpu(out):
     for i in range(out.shape[0]):
         out[i] = True
@@ -1780,15 +1767,12 @@ def _build_dropout(ctx, target):
     want_mask = len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1])
 
     def run(inputs, outputs):
-        x, out = flat(inputs[0]), flat(outputs[0])
-        if target == "cpu":
-            _copy_cpu(x, out)
-            if want_mask:
-                _fill_true_cpu(flat(outputs[1]))
-        else:
-            launch(_copy_cuda, out.shape[0], x, out)
-            if want_mask:
-                m = flat(outputs[1])
+        copy_array(target, inputs[0], outputs[0])
+        if want_mask:
+            m = flat(outputs[1])
+            if target == "cpu":
+                _fill_true_cpu(m)
+            else:
                 launch(_fill_true_cuda, m.shape[0], m)
 
     return run

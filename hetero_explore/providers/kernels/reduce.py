@@ -30,7 +30,7 @@ import numpy as np
 from numba import cuda, njit
 
 from ...errors import KernelError
-from .common import bcast_offset, cpu_kernel, cuda_kernel, dual, flat, launch, to_target
+from .common import bcast_offset, copy_array, cpu_kernel, cuda_kernel, dual, flat, launch, to_target
 from .registry import NUMERIC, register
 
 # --- reduction metadata --------------------------------------------------------
@@ -279,19 +279,6 @@ def _rows_ok(kshape, kstrides, out_size):
     return kshape.shape[0] >= 1 and int(kstrides[-1]) == 1 and int(kshape[-1]) > 1 and out_size > 0
 
 
-@cpu_kernel
-def _copy_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = x[i]
-
-
-@cuda_kernel
-def _copy_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = x[i]
-
-
 # --- build / check -------------------------------------------------------------
 
 _AXES_INPUT_SINCE = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18}
@@ -392,10 +379,7 @@ def _build(ctx, target):
             axes = axes_of(inputs)
             meta = None if axes is None else make_meta(axes)
         if axes is None:  # noop_with_empty_axes: identity
-            if target == "cpu":
-                _copy_cpu(x, out)
-            else:
-                launch(_copy_cuda, out.shape[0], x, out)
+            copy_array(target, x, out)
             return
         (kshape, kstrides, rshape, rstrides), inner_n, inner_s, n_outer, n_reduce = meta
         args = (kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
