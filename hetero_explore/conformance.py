@@ -48,7 +48,8 @@ from onnx import numpy_helper
 
 from .errors import HeteroExploreError
 from .loader import FOLDABLE_OPS, load_model
-from .runtime import node_context, run_graph
+from .providers.base import node_context
+from .runtime import run_graph
 
 __all__ = ["node_cases", "op_without_kernel", "run_case", "run_conformance", "compare_outputs",
            "COLUMNS", "RTOL", "ATOL"]

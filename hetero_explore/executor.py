@@ -52,12 +52,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionUnsupported, InputValidationError,
+from .errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      KernelError, ProviderUnavailableError, TransferCountMismatch)
 from .ir import Graph, shape_is_static
 from .planner import Plan, guard_heterogeneous_fallback
 from .providers import resolve, unmask
-from .runtime import _ABSENT, node_context
+from .inputs import validate_inputs
+from .providers.base import node_context
+from .runtime import _ABSENT
 
 __all__ = ["execute", "execute_reference", "partition_model", "validate_inputs", "RunResult", "Event",
            "Release", "SingleProviderExecutor", "HeterogeneousExecutor", "NodeExecutionError", "AllocationLeak"]
@@ -77,65 +79,6 @@ class NodeExecutionError(ExecutionError):
 
 class AllocationLeak(ExecutionError):
     """A provider's live-allocation counter did not come back to its value before the run."""
-
-
-# -- inputs -----------------------------------------------------------------------
-def _fmt_spec(dtype, shape) -> str:
-    return f"{'?' if dtype is None else np.dtype(dtype).name} {tuple(shape) if shape is not None else '(?)'}"
-
-
-def validate_inputs(graph: Graph, inputs) -> dict[str, np.ndarray]:
-    """Check ``inputs`` (a mapping name → array, or a sequence in graph-input
-    order) against the graph's inputs by name, dtype and static dims. Every
-    problem is listed in one :class:`InputValidationError`; nothing is cast."""
-    names = list(graph.inputs)
-    if inputs is None:
-        inputs = {}
-    if isinstance(inputs, Mapping):
-        feeds = dict(inputs)
-    elif isinstance(inputs, (list, tuple)):
-        if len(inputs) != len(names):
-            raise InputValidationError(f"got {len(inputs)} positional input(s); the graph takes "
-                                       f"{len(names)}: {names}")
-        feeds = dict(zip(names, inputs))
-    else:
-        raise InputValidationError(f"inputs must be a dict (input name → numpy array) or a list in graph "
-                                   f"input order {names}; got {type(inputs).__name__}")
-    vals = graph.values
-    problems: list[str] = []
-    missing = [n for n in names if n not in feeds]
-    if missing:
-        problems.append("missing input(s): " + ", ".join(
-            f"{n!r} (expected {_fmt_spec(vals[n].dtype, vals[n].shape)})" for n in missing))
-    extra = [n for n in feeds if n not in graph.inputs]
-    if extra:
-        bits = []
-        for n in extra:
-            if graph.is_constant(n):
-                bits.append(f"{n!r} (an initializer: weights cannot be fed)")
-            else:
-                bits.append(repr(n))
-        problems.append(f"unexpected input(s): {', '.join(bits)}; the graph's inputs are {names}")
-    out: dict[str, np.ndarray] = {}
-    for n in names:
-        if n not in feeds:
-            continue
-        a = feeds[n]
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
-        v = vals[n]
-        bad_dtype = v.dtype is not None and a.dtype != v.dtype
-        bad_shape = v.shape is not None and (len(v.shape) != a.ndim or any(
-            isinstance(d, (int, np.integer)) and d != s for d, s in zip(v.shape, a.shape)))
-        if bad_dtype or bad_shape:
-            hint = f"; cast it with .astype(np.{v.dtype.name})" if bad_dtype else ""
-            problems.append(f"input {n!r}: expected {_fmt_spec(v.dtype, v.shape)}, got "
-                            f"{_fmt_spec(a.dtype, a.shape)}{hint}")
-            continue
-        out[n] = a
-    if problems:
-        raise InputValidationError("inputs do not match the graph:\n  - " + "\n  - ".join(problems))
-    return out
 
 
 # -- bookkeeping --------------------------------------------------------------------

@@ -4,7 +4,7 @@
 on one provider) and the building block the heterogeneous executor wraps:
 
 1. build one :class:`~hetero_explore.providers.base.KernelContext` per node
-   from the graph's static shapes and dtypes (:func:`node_context`) and ask the
+   from the graph's static shapes and dtypes (:func:`~hetero_explore.providers.base.node_context`) and ask the
    provider for **every** kernel before anything runs, so that an unsupported
    node or a bad attribute fails before any work or allocation;
 2. copy the graph inputs and the initializers that are used to the provider;
@@ -31,11 +31,12 @@ from typing import Mapping
 
 import numpy as np
 
-from .errors import ExecutionError, InputValidationError, ProviderUnavailableError
-from .ir import Graph, Node
-from .providers.base import KernelContext
+from .errors import ExecutionError, ProviderUnavailableError
+from .inputs import validate_inputs
+from .ir import Graph
+from .providers.base import node_context, present_outputs
 
-__all__ = ["node_context", "run_graph", "validate_inputs"]
+__all__ = ["run_graph", "validate_inputs"]
 
 
 class _Absent:
@@ -46,60 +47,6 @@ class _Absent:
 
 
 _ABSENT = _Absent()
-
-
-def _present_outputs(node: Node) -> tuple[str, ...]:
-    """The node's outputs without trailing absent ("") ones."""
-    outs = list(node.outputs)
-    while outs and not outs[-1]:
-        outs.pop()
-    return tuple(outs)
-
-
-def node_context(graph: Graph, node: Node) -> KernelContext:
-    """The kernel context of ``node``: shapes and dtypes from the graph's values
-    (``None`` for absent optional inputs/outputs), constants via ``graph``."""
-    vals = graph.values
-
-    def info(name):
-        if not name or name not in vals:
-            return None, None
-        v = vals[name]
-        return (None if v.shape is None else tuple(v.shape)), v.dtype
-
-    ins = [info(n) for n in node.inputs]
-    outs = [info(n) for n in _present_outputs(node)]
-    return KernelContext(node, node.opset, [s for s, _ in ins], [d for _, d in ins],
-                         [s for s, _ in outs], [d for _, d in outs], graph=graph)
-
-
-def validate_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Check names, dtypes and static dims of ``inputs`` against the graph's inputs;
-    returns them as C-contiguous numpy arrays. Nothing is cast silently."""
-    unknown = [n for n in inputs if n not in graph.inputs]
-    if unknown:
-        raise InputValidationError(f"unknown input name(s) {unknown}; the graph's inputs are "
-                                   f"{graph.inputs}")
-    missing = [n for n in graph.inputs if n not in inputs]
-    if missing:
-        raise InputValidationError(f"missing input(s) {missing}; the graph's inputs are {graph.inputs}")
-    out = {}
-    for name in graph.inputs:
-        a = np.asarray(inputs[name])
-        if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn a scalar into shape (1,))
-            a = a.copy(order="C")
-        v = graph.values[name]
-        if v.dtype is not None and a.dtype != v.dtype:
-            raise InputValidationError(f"input {name!r} has dtype {a.dtype}, the graph expects "
-                                       f"{v.dtype}; cast it first (e.g. arr.astype(np.{v.dtype}))")
-        if v.shape is not None:
-            ok = len(v.shape) == a.ndim and all(
-                not isinstance(d, (int, np.integer)) or d == s for d, s in zip(v.shape, a.shape))
-            if not ok:
-                raise InputValidationError(f"input {name!r} has shape {a.shape}, the graph expects "
-                                           f"{tuple(v.shape)}")
-        out[name] = a
-    return out
 
 
 def run_graph(graph: Graph, provider, inputs: Mapping[str, np.ndarray], *,
@@ -163,7 +110,7 @@ def run_graph(graph: Graph, provider, inputs: Mapping[str, np.ndarray], *,
         for pos, (node, kernel) in enumerate(zip(graph.nodes, kernels)):
             ins = [bufs[n] if n else None for n in node.inputs]
             outs = []
-            for name, shape, dtype in zip(_present_outputs(node), kernel.ctx.out_shapes,
+            for name, shape, dtype in zip(present_outputs(node), kernel.ctx.out_shapes,
                                           kernel.ctx.out_dtypes):
                 if not name:
                     outs.append(_ABSENT)
@@ -173,10 +120,10 @@ def run_graph(graph: Graph, provider, inputs: Mapping[str, np.ndarray], *,
                 outs.append(buf)
             kernel.run(ins, outs)
             if keep_intermediates:
-                for name, buf in zip(_present_outputs(node), outs):
+                for name, buf in zip(present_outputs(node), outs):
                     if name:
                         inter[name] = provider.copy_to_host(buf)
-            for name in dict.fromkeys(list(node.inputs) + list(_present_outputs(node))):
+            for name in dict.fromkeys(list(node.inputs) + list(present_outputs(node))):
                 if name and last_use.get(name, -1) <= pos and name in bufs:
                     provider.free(bufs.pop(name))
 

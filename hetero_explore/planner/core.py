@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-
-import numpy as np
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
-from ..ir import Graph, shape_is_static
+from ..ir import Graph
 from ..providers import resolve_all
-from ..providers.base import KernelContext
+from ..providers.base import node_context
 from .arrays import graph_arrays
 from .partition import convex_partitions, order_partitions
 from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
@@ -26,16 +26,6 @@ MAX_SPLIT_EXPLANATIONS = 64
 
 
 # -- placement -------------------------------------------------------------------
-def _context(graph: Graph, node) -> KernelContext:
-    vals = graph.values
-    ins = [vals[i] if i else None for i in node.inputs]
-    outs = [vals[o] for o in node.outputs if o]
-    return KernelContext(node, node.opset,
-                         [None if v is None else v.shape for v in ins],
-                         [None if v is None else v.dtype for v in ins],
-                         [v.shape for v in outs], [v.dtype for v in outs], graph=graph)
-
-
 def _blocker_kind(graph: Graph, node) -> str | None:
     if node.op_type in CONTROL_FLOW and node.domain == "":
         return "control-flow"
@@ -84,7 +74,7 @@ def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
             if not _cacheable(p, node):
                 sig_resume[s] = pi
                 break
-            ctx = ctx or _context(graph, node)
+            ctx = ctx or node_context(graph, node)
             if _ask(p, node, ctx, reasons):
                 sig_choice[s] = pi
                 break
@@ -94,7 +84,7 @@ def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
     for nid in np.flatnonzero(sig_resume[arr.node_sig] >= 0).tolist():
         node = nodes[nid]
         reasons = dict(declined[nid])
-        ctx = _context(graph, node)
+        ctx = node_context(graph, node)
         for pi in range(int(sig_resume[arr.node_sig[nid]]), n_prov):
             if _ask(providers[pi], node, ctx, reasons):
                 assignment[nid] = pi

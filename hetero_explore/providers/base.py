@@ -99,6 +99,33 @@ class KernelContext:
         return self.node.attributes
 
 
+def present_outputs(node) -> tuple[str, ...]:
+    """The node's outputs without trailing absent ("") ones."""
+    outs = list(node.outputs)
+    while outs and not outs[-1]:
+        outs.pop()
+    return tuple(outs)
+
+
+def node_context(graph, node) -> KernelContext:
+    """The kernel context of ``node``: shapes and dtypes from the graph's values
+    (``None`` for absent optional inputs/outputs), constants via ``graph``. The
+    planner, the executors and the conformance runner all build contexts here, so a
+    provider sees the same context when it is asked and when it builds the kernel."""
+    vals = graph.values
+
+    def info(name):
+        if not name or name not in vals:
+            return None, None
+        v = vals[name]
+        return (None if v.shape is None else tuple(v.shape)), v.dtype
+
+    ins = [info(n) for n in node.inputs]
+    outs = [info(n) for n in present_outputs(node)]
+    return KernelContext(node, node.opset, [s for s, _ in ins], [d for _, d in ins],
+                         [s for s, _ in outs], [d for _, d in outs], graph=graph)
+
+
 class DeviceBuffer:
     """One allocation owned by a provider."""
 

@@ -5,7 +5,6 @@ Without either, :meth:`available` says why and nothing crashes."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 

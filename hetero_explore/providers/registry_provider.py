@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import KernelError
 from ..ir import shape_is_static
 from .base import ExecutionProvider, Kernel, KernelContext, KernelMatch
 from .kernels import registry as reg
+
+
+def _present_out_shapes(ctx: KernelContext) -> list:
+    """Shapes of the outputs the node produces (absent optional outputs have no shape)."""
+    return [s for s, name in zip(ctx.out_shapes, ctx.node.outputs) if name]
 
 
 class RegistryProvider(ExecutionProvider):
@@ -41,7 +44,7 @@ class RegistryProvider(ExecutionProvider):
                 reasons.append(f"dtype {name} not supported (kernel takes {', '.join(k.dtypes)})")
                 continue
             bad = [i for i, s in enumerate(shapes) if s is not None and not shape_is_static(s)]
-            if bad or (ctx is not None and any(not shape_is_static(s) for s in ctx.out_shapes)):
+            if bad or (ctx is not None and any(not shape_is_static(s) for s in _present_out_shapes(ctx))):
                 # Capability is about op, opset and dtypes; symbolic shapes are an
                 # execution blocker that the plan reports, not a reason to decline.
                 return KernelMatch.yes("shapes symbolic: attributes checked when shapes are bound")
@@ -60,7 +63,7 @@ class RegistryProvider(ExecutionProvider):
         if not m.supported:
             raise KernelError(f"{self.name}: cannot build a kernel for node {node.name!r} "
                               f"({node.op_type}, opset {opset}): {m.reason}")
-        if any(not shape_is_static(s) for s in list(ctx.out_shapes) + [x for x in ctx.in_shapes if x is not None]):
+        if any(not shape_is_static(s) for s in _present_out_shapes(ctx) + [x for x in ctx.in_shapes if x is not None]):
             raise KernelError(f"{self.name}: node {node.name!r} ({node.op_type}) has symbolic or unknown "
                               "shapes; bind them with load_model(..., input_shapes=...) to execute")
         kernels, _ = self._kernels_for(node, opset)
