@@ -6,7 +6,7 @@ expanded-function) model, data sets of inputs and expected outputs, and a
 tolerance. For a provider, a case is
 
 * **claimed** when its model loads with static shapes and the provider
-  supports every node (``provider.supports_op``); otherwise the ``reason``
+  supports every node (``provider.supports``); otherwise the ``reason``
   column says which node was declined and why;
 * **passed** when :func:`hetero_explore.runtime.run_graph` reproduces every
   expected output: same shape and dtype; floats within ``rtol = min(1e-4,
@@ -159,9 +159,9 @@ def _claim(graph, provider) -> str | None:
     for node in graph.nodes:
         ctx = node_context(graph, node)
         try:
-            m = provider.supports_op(node, node.opset, ctx.in_shapes, ctx.in_dtypes, ctx)
+            m = provider.supports(ctx)
         except Exception as e:  # a buggy capability check is a failure, not a decline
-            raise _ClaimCrash(f"supports_op crashed on {node.op_type}: {type(e).__name__}: {e}") from e
+            raise _ClaimCrash(f"supports crashed on {node.op_type}: {type(e).__name__}: {e}") from e
         if not m.supported:
             return f"{node.op_type}: {m.reason}"
     return None

@@ -319,7 +319,7 @@ class SingleProviderExecutor:
                     for n, s, d in zip(node.outputs, ctx.out_shapes, ctx.out_dtypes)):
                 raise KernelError(f"node {node.name!r} ({node.op_type}) has symbolic or unknown shapes or "
                                   "dtypes; bind them with load_model(model, input_shapes={...}) to execute")
-            kernel = provider.get_kernel(node, ctx.in_shapes, ctx.in_dtypes, node.opset, ctx)
+            kernel = provider.get_kernel(ctx)
             steps.append(_Step(node, kernel, tuple(node.inputs), tuple(node.outputs[:len(ctx.out_shapes)]),
                                list(ctx.out_shapes), list(ctx.out_dtypes)))
         last: dict[str, int] = {}

@@ -82,11 +82,12 @@ class _Memo(MaskedProvider):
         super().__init__(inner)
         self._answers: dict[int, tuple] = {}
 
-    def supports_op(self, node, opset, shapes, dtypes, ctx=None):
+    def supports(self, ctx):
+        node, opset = ctx.node, ctx.opset
         hit = self._answers.get(id(node))
         if hit is not None and hit[0] is node and hit[1] == opset:
             return hit[2]
-        m = self.inner.supports_op(node, opset, shapes, dtypes, ctx)
+        m = self.inner.supports(ctx)
         self._answers[id(node)] = (node, opset, m)  # holding the node keeps its id unique
         return m
 

@@ -79,7 +79,7 @@ def run_graph(graph: Graph, provider, inputs: Mapping[str, np.ndarray], *,
     kernels = []
     for node in graph.nodes:
         ctx = node_context(graph, node)
-        kernels.append(provider.get_kernel(node, ctx.in_shapes, ctx.in_dtypes, node.opset, ctx))
+        kernels.append(provider.get_kernel(ctx))
 
     # last position at which each value is read; graph outputs live to the end
     last_use: dict[str, int] = {}

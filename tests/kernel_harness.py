@@ -75,7 +75,7 @@ def run_node(provider, node_proto, inputs, opset: int = 17, const_inputs=(), out
 
     Raises whatever the provider raises (KernelError when it declines)."""
     ctx = make_context(node_proto, inputs, opset, const_inputs, out_shapes, out_dtypes)
-    kernel = provider.get_kernel(ctx.node, ctx.in_shapes, ctx.in_dtypes, opset, ctx)
+    kernel = provider.get_kernel(ctx)
     bufs = [None if a is None else provider.copy_from_host(np.ascontiguousarray(a)) for a in inputs]
     bufs += [None] * (len(node_proto.input) - len(bufs))
     outs = [provider.allocate(s, d) for s, d in zip(ctx.out_shapes, ctx.out_dtypes)]
@@ -92,4 +92,4 @@ def run_node(provider, node_proto, inputs, opset: int = 17, const_inputs=(), out
 
 def supports(provider, node_proto, inputs, opset=17, const_inputs=()):
     ctx = make_context(node_proto, inputs, opset, const_inputs)
-    return provider.supports_op(ctx.node, opset, ctx.in_shapes, ctx.in_dtypes, ctx)
+    return provider.supports(ctx)

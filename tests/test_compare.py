@@ -124,9 +124,9 @@ class NonConforming(P.VirtualProvider):
         self.corrupt_copies = corrupt_copies
         self.corrupt_staging = corrupt_staging
 
-    def get_kernel(self, node, shapes, dtypes, opset, ctx=None):
-        k = super().get_kernel(node, shapes, dtypes, opset, ctx)
-        if node.name != self.nudge_node:
+    def get_kernel(self, ctx):
+        k = super().get_kernel(ctx)
+        if ctx.node.name != self.nudge_node:
             return k
         inner = k._fn
 

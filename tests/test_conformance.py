@@ -103,7 +103,7 @@ def test_compare_outputs():
 
 def test_crashing_case_is_recorded():
     class Broken(NumbaCPUProvider):
-        def supports_op(self, *a, **k):
+        def supports(self, *a, **k):
             raise RuntimeError("boom")
 
     row = run_case(CASES["test_transpose_default"], Broken())

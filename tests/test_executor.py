@@ -406,8 +406,8 @@ class _Tweaked(P.VirtualProvider):
         super().__init__(name, device, ops, kernels=NumbaCPUProvider(f"{name}-kernels"))
         self.tweak = tweak
 
-    def get_kernel(self, node, shapes, dtypes, opset, ctx=None):
-        return self.tweak(node.op_type, super().get_kernel(node, shapes, dtypes, opset, ctx))
+    def get_kernel(self, ctx):
+        return self.tweak(ctx.node.op_type, super().get_kernel(ctx))
 
 
 def _failing_relu(op, k):

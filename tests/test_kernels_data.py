@@ -83,11 +83,11 @@ def test_reshape_never_aliases():
     ctx = make_context(helper.make_node("Reshape", ["x", "s"], ["y"]), [x, np.array([3, 2])],
                        const_inputs=(1,))
     for p in (CPU, GPU):
-        k = p.get_kernel(ctx.node, ctx.in_shapes, ctx.in_dtypes, 17, ctx)
+        k = p.get_kernel(ctx)
         assert k.may_alias_input is False
     xb = CPU.copy_from_host(x)
     yb = CPU.allocate((3, 2), np.float32)
-    k = CPU.get_kernel(ctx.node, ctx.in_shapes, ctx.in_dtypes, 17, ctx)
+    k = CPU.get_kernel(ctx)
     k.run([xb, None], [yb])
     assert not np.shares_memory(xb.data, yb.data)
     assert np.array_equal(yb.data, x.reshape(3, 2))
@@ -162,7 +162,7 @@ def test_transpose_bad_perm_declined():
     x = sample((2, 3))
     node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 0])
     ctx = make_context(node, [x], out_shapes=[(2, 2)], out_dtypes=[np.float32])
-    m = CPU.supports_op(ctx.node, 17, ctx.in_shapes, ctx.in_dtypes, ctx)
+    m = CPU.supports(ctx)
     assert not m.supported and "perm" in m.reason
 
 
@@ -309,12 +309,12 @@ def test_slice_cuda_declines_runtime_starts():
     node = helper.make_node("Slice", names, ["y"])
     ctx = make_context(node, ins, 13, const_inputs=(2, 3, 4), out_shapes=[(2, 5)],
                        out_dtypes=[np.float32])
-    m = GPU.supports_op(ctx.node, 13, ctx.in_shapes, ctx.in_dtypes, ctx)
+    m = GPU.supports(ctx)
     assert not m.supported and "Slice 'starts' must be a constant on cuda" in m.reason
-    assert CPU.supports_op(ctx.node, 13, ctx.in_shapes, ctx.in_dtypes, ctx).supported
+    assert CPU.supports(ctx).supported
     ctx = make_context(node, ins, 13, const_inputs=(1, 3, 4), out_shapes=[(2, 5)],
                        out_dtypes=[np.float32])  # ends need not be constant
-    assert GPU.supports_op(ctx.node, 13, ctx.in_shapes, ctx.in_dtypes, ctx).supported
+    assert GPU.supports(ctx).supported
     got = run_both(node, ins, opset=13, const=(1, 3, 4), out_shapes=[(2, 5)],
                    out_dtypes=[np.float32])[0]
     assert_same(got, x[1:3])
@@ -421,7 +421,7 @@ def test_gather_elements_smaller_indices_and_declines():
     assert_same(run_both(node, [x, i])[0], np.take_along_axis(x[:, :2], i % 3, axis=0))
     ctx = make_context(node, [x, np.zeros((2, 5), np.int64)], out_shapes=[(2, 5)],
                        out_dtypes=[np.float32])
-    m = CPU.supports_op(ctx.node, 17, ctx.in_shapes, ctx.in_dtypes, ctx)
+    m = CPU.supports(ctx)
     assert not m.supported and "exceed" in m.reason
 
 
@@ -489,7 +489,7 @@ def test_constant_of_shape(value, shape):
     got = run_node(CPU, node, [s], const_inputs=(0,))[0]
     assert_same(got, reference(node, [s])[0])
     ctx = make_context(node, [s], const_inputs=(0,))
-    assert not GPU.supports_op(ctx.node, 17, ctx.in_shapes, ctx.in_dtypes, ctx).supported
+    assert not GPU.supports(ctx).supported
 
 
 @pytest.mark.parametrize("attrs", [
@@ -505,7 +505,7 @@ def test_constant(attrs):
 def test_constant_string_declined():
     node = helper.make_node("Constant", [], ["y"], value_string="hi")
     ctx = make_context(node, [], out_shapes=[()], out_dtypes=[np.dtype(object)])
-    m = CPU.supports_op(ctx.node, 17, ctx.in_shapes, ctx.in_dtypes, ctx)
+    m = CPU.supports(ctx)
     assert not m.supported and "string" in m.reason
 
 
@@ -521,7 +521,7 @@ def test_range(start, limit, delta, dtype):
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-6)
     ctx = make_context(node, ins, const_inputs=(0, 1, 2))
-    assert not GPU.supports_op(ctx.node, 17, ctx.in_shapes, ctx.in_dtypes, ctx).supported
+    assert not GPU.supports(ctx).supported
 
 
 def test_cuda_op_table():

@@ -246,3 +246,15 @@ def test_unknown_policy_and_provider_names():
         he.plan(g, [CPU(), CPU()])
     with pytest.raises(ValueError, match="empty"):
         he.plan(g, [])
+
+
+def test_mask_check_composes_with_chain():
+    """mask(check=chain(...)) declines by the composed checks; the first refusal is the reason."""
+    from hetero_explore import models
+    from hetero_explore.providers import chain, cpu, decline_if_input_dtype, decline_if_larger_than
+    g = he.load_model(models.mlp("tiny"))
+    strict = mask(cpu(), check=chain(decline_if_larger_than(4), decline_if_input_dtype("int64")))
+    p = he.plan(g, [strict, cpu("cpu2")])
+    assert set(p.placement_df()["provider"]) == {"cpu2"}
+    assert any("larger than 4" in r for r in p.placement_df()["declined_by"].astype(str))
+    assert not strict.signature_cacheable(g.nodes[0])

@@ -43,7 +43,7 @@ def _cacheable(p, node) -> bool:
 
 def _ask(p, node, ctx, reasons) -> bool:
     try:
-        m = p.supports_op(node, node.opset, ctx.in_shapes, ctx.in_dtypes, ctx)
+        m = p.supports(ctx)
     except Exception as e:  # a provider's oracle must not take the planner down
         reasons[p.name] = f"capability check failed: {type(e).__name__}: {e}"
         return False

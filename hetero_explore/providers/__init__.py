@@ -37,11 +37,11 @@ class VirtualGPUProvider(VirtualProvider):
         super().__init__(name, device, ops=(), kernels=kernels)
         self.capability = capability
 
-    def supports_op(self, node, opset, shapes, dtypes, ctx=None):
-        m = self.capability.supports_op(node, opset, shapes, dtypes, ctx)
+    def supports(self, ctx: KernelContext):
+        m = self.capability.supports(ctx)
         if not m.supported:
             return m
-        k = self.kernels.supports_op(node, opset, shapes, dtypes, ctx)
+        k = self.kernels.supports(ctx)
         if not k.supported:
             return KernelMatch.no(f"its kernels ({self.kernels.name}) decline: {k.reason}")
         return m

@@ -1,7 +1,7 @@
 """The execution-provider protocol.
 
 A provider is small: a name, a device, a capability oracle
-(:meth:`ExecutionProvider.supports_op`), kernel creation and a handful of
+(:meth:`ExecutionProvider.supports`), kernel creation and a handful of
 memory hooks. Planning needs only the capability half; execution needs the
 rest. Capability checks compose (see :mod:`hetero_explore.providers.virtual`).
 """
@@ -176,7 +176,7 @@ class Kernel:
 
 class ExecutionProvider:
     """Base class of providers. Subclasses set ``name`` and ``device`` and
-    override :meth:`supports_op`; executing providers also override the
+    override :meth:`supports`; executing providers also override the
     memory hooks and :meth:`get_kernel`."""
 
     name: str = "provider"
@@ -189,11 +189,12 @@ class ExecutionProvider:
         self.total_allocations = 0
 
     # -- capability -------------------------------------------------------
-    def supports_op(self, node, opset: int, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
+    def supports(self, ctx: KernelContext) -> KernelMatch:
+        """Can this provider run the node described by ``ctx`` (see :func:`node_context`)?"""
         raise NotImplementedError
 
     def signature_cacheable(self, node) -> bool:
-        """True when :meth:`supports_op` for ``node`` depends only on its domain, op type,
+        """True when :meth:`supports` for ``node`` depends only on its domain, op type,
         opset and input dtypes, so the planner may ask once per such signature."""
         return False
 
@@ -255,7 +256,7 @@ class ExecutionProvider:
         """Wait for all outstanding work on this provider."""
 
     # -- kernels ----------------------------------------------------------
-    def get_kernel(self, node, shapes, dtypes, opset: int, ctx: KernelContext | None = None) -> Kernel:
+    def get_kernel(self, ctx: KernelContext) -> Kernel:
         raise KernelError(f"provider {self.name!r} has no kernels (it only plans); "
                           "give it an executing provider to run on")
 

@@ -32,7 +32,8 @@ class RegistryProvider(ExecutionProvider):
     def signature_cacheable(self, node) -> bool:
         return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target))
 
-    def supports_op(self, node, opset, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
+    def supports(self, ctx: KernelContext) -> KernelMatch:
+        node, opset, shapes, dtypes = ctx.node, ctx.opset, ctx.in_shapes, ctx.in_dtypes
         kernels, why = self._kernels_for(node, opset)
         if kernels is None:
             return KernelMatch.no(why)
@@ -44,22 +45,21 @@ class RegistryProvider(ExecutionProvider):
                 reasons.append(f"dtype {name} not supported (kernel takes {', '.join(k.dtypes)})")
                 continue
             bad = [i for i, s in enumerate(shapes) if s is not None and not shape_is_static(s)]
-            if bad or (ctx is not None and any(not shape_is_static(s) for s in _present_out_shapes(ctx))):
+            if bad or any(not shape_is_static(s) for s in _present_out_shapes(ctx)):
                 # Capability is about op, opset and dtypes; symbolic shapes are an
                 # execution blocker that the plan reports, not a reason to decline.
                 return KernelMatch.yes("shapes symbolic: attributes checked when shapes are bound")
             if k.check is not None:
-                c = ctx or KernelContext(node, opset, list(shapes), list(dtypes))
-                r = k.check(c, self.target)
+                r = k.check(ctx, self.target)
                 if r:
                     reasons.append(r)
                     continue
             return KernelMatch.yes()
         return KernelMatch.no("; ".join(dict.fromkeys(reasons)))
 
-    def get_kernel(self, node, shapes, dtypes, opset, ctx: KernelContext | None = None) -> Kernel:
-        ctx = ctx or KernelContext(node, opset, list(shapes), list(dtypes))
-        m = self.supports_op(node, opset, shapes, dtypes, ctx)
+    def get_kernel(self, ctx: KernelContext) -> Kernel:
+        node, opset, dtypes = ctx.node, ctx.opset, ctx.in_dtypes
+        m = self.supports(ctx)
         if not m.supported:
             raise KernelError(f"{self.name}: cannot build a kernel for node {node.name!r} "
                               f"({node.op_type}, opset {opset}): {m.reason}")

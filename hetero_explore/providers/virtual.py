@@ -68,7 +68,8 @@ class VirtualProvider(HostMemory, ExecutionProvider):
         self.domain = domain
         self.kernels = kernels
 
-    def supports_op(self, node, opset, shapes, dtypes, ctx: KernelContext | None = None) -> KernelMatch:
+    def supports(self, ctx: KernelContext) -> KernelMatch:
+        node, opset, dtypes = ctx.node, ctx.opset, ctx.in_dtypes
         if node.domain != self.domain:
             return KernelMatch.no(f"domain {node.domain or 'ai.onnx'} not supported")
         spec = self.ops.get(node.op_type)
@@ -80,7 +81,7 @@ class VirtualProvider(HostMemory, ExecutionProvider):
                 and np.dtype(dtypes[0]).name not in spec.dtypes:
             return KernelMatch.no(f"dtype {np.dtype(dtypes[0]).name} not supported")
         if self.kernels is not None:
-            m = self.kernels.supports_op(node, opset, shapes, dtypes, ctx)
+            m = self.kernels.supports(ctx)
             if not m.supported:
                 return KernelMatch.no(f"its kernels ({self.kernels.name}) decline: {m.reason}")
         return KernelMatch.yes()
@@ -118,8 +119,8 @@ class VirtualProvider(HostMemory, ExecutionProvider):
     def _before_allocate(self) -> None:
         self._need_kernels()
 
-    def get_kernel(self, node, shapes, dtypes, opset, ctx=None) -> Kernel:
-        return self._need_kernels().get_kernel(node, shapes, dtypes, opset, ctx)
+    def get_kernel(self, ctx: KernelContext) -> Kernel:
+        return self._need_kernels().get_kernel(ctx)
 
 
 class MaskedProvider(ExecutionProvider):
@@ -127,11 +128,14 @@ class MaskedProvider(ExecutionProvider):
 
     It keeps the wrapped provider's name, device, memory and kernels."""
 
-    def __init__(self, inner: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None):
+    def __init__(self, inner: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None,
+                 check: "Check | None" = None):
         # no super().__init__(): memory counters are the inner provider's
         self.inner = inner
         self.deny = frozenset(deny)
         self.allow = None if allow is None else frozenset(allow)
+        #: an extra capability check ``check(ctx) -> KernelMatch`` (see :func:`chain`)
+        self.check = check
 
     def __getattr__(self, item):
         return getattr(self.inner, item)
@@ -144,19 +148,24 @@ class MaskedProvider(ExecutionProvider):
     def device(self):
         return self.inner.device
 
-    def supports_op(self, node, opset, shapes, dtypes, ctx=None) -> KernelMatch:
+    def supports(self, ctx: KernelContext) -> KernelMatch:
+        node = ctx.node
         if node.op_type in self.deny:
             return KernelMatch.no(f"{node.op_type} denied by mask")
         if self.allow is not None and node.op_type not in self.allow:
             return KernelMatch.no(f"{node.op_type} not in the allow-list mask")
-        return self.inner.supports_op(node, opset, shapes, dtypes, ctx)
+        if self.check is not None:
+            m = self.check(ctx)
+            if not m.supported:
+                return m
+        return self.inner.supports(ctx)
 
     @property
     def can_execute(self):
         return self.inner.can_execute
 
     def signature_cacheable(self, node) -> bool:
-        return self.inner.signature_cacheable(node)
+        return self.check is None and self.inner.signature_cacheable(node)
 
     # memory and copies are the inner provider's
     def available(self):
@@ -196,11 +205,12 @@ class MaskedProvider(ExecutionProvider):
             keep &= df["op_type"].isin(self.allow)
         return df[keep].reset_index(drop=True)
 
-    def get_kernel(self, node, shapes, dtypes, opset, ctx=None):
+    def get_kernel(self, ctx: KernelContext):
+        node = ctx.node
         if node.op_type in self.deny or (self.allow is not None and node.op_type not in self.allow):
             from ..errors import KernelError
             raise KernelError(f"{self.name}: {node.op_type} is masked off on this provider")
-        return self.inner.get_kernel(node, shapes, dtypes, opset, ctx)
+        return self.inner.get_kernel(ctx)
 
     def __repr__(self) -> str:
         bits = []
@@ -211,43 +221,28 @@ class MaskedProvider(ExecutionProvider):
         return f"Masked({self.inner!r}, {', '.join(bits)})"
 
 
-def mask(provider: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None):
-    """``provider`` with op types denied (or restricted to ``allow``)."""
+def mask(provider: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None,
+         check: "Check | None" = None):
+    """``provider`` with op types denied (or restricted to ``allow``), and optionally
+    a further capability check ``check(ctx) -> KernelMatch`` (compose with :func:`chain`)."""
     if isinstance(provider, MaskedProvider):
         d = provider.deny | frozenset(deny)
         a = provider.allow if allow is None else (frozenset(allow) if provider.allow is None
                                                    else provider.allow & frozenset(allow))
-        return MaskedProvider(provider.inner, d, a)
-    return MaskedProvider(provider, deny, allow)
+        c = provider.check if check is None else (check if provider.check is None else chain(provider.check, check))
+        return MaskedProvider(provider.inner, d, a, c)
+    return MaskedProvider(provider, deny, allow, check)
 
 
 def unmask(provider: ExecutionProvider) -> ExecutionProvider:
     return provider.inner if isinstance(provider, MaskedProvider) else provider
 
 
-class CheckedProvider(MaskedProvider):
-    """A provider whose claims are further restricted by capability checks
-    ``check(node, opset, shapes, dtypes) -> KernelMatch`` (see :func:`chain`)."""
-
-    def __init__(self, inner, check: Check):
-        super().__init__(inner)
-        self.check = check
-
-    def signature_cacheable(self, node) -> bool:
-        return False
-
-    def supports_op(self, node, opset, shapes, dtypes, ctx=None) -> KernelMatch:
-        m = self.check(node, opset, shapes, dtypes)
-        if not m.supported:
-            return m
-        return self.inner.supports_op(node, opset, shapes, dtypes, ctx)
-
-
 def chain(*checks: Check) -> Check:
     """All checks must accept; the first refusal is the answer."""
-    def check(node, opset, shapes, dtypes):
+    def check(ctx):
         for c in checks:
-            m = c(node, opset, shapes, dtypes)
+            m = c(ctx)
             if not m.supported:
                 return m
         return KernelMatch.yes()
@@ -258,8 +253,8 @@ def decline_if_input_dtype(dtype) -> Check:
     """A check that declines nodes with any input of ``dtype``."""
     name = np.dtype(dtype).name
 
-    def check(node, opset, shapes, dtypes):
-        if any(d is not None and np.dtype(d).name == name for d in dtypes):
+    def check(ctx):
+        if any(d is not None and np.dtype(d).name == name for d in ctx.in_dtypes):
             return KernelMatch.no(f"declines {name} inputs")
         return KernelMatch.yes()
     return check
@@ -267,8 +262,8 @@ def decline_if_input_dtype(dtype) -> Check:
 
 def decline_if_larger_than(max_elements: int) -> Check:
     """A check that declines nodes with an input larger than ``max_elements``."""
-    def check(node, opset, shapes, dtypes):
-        for s in shapes:
+    def check(ctx):
+        for s in ctx.in_shapes:
             if s is not None and all(isinstance(d, int) for d in s) and int(np.prod(s)) > max_elements:
                 return KernelMatch.no(f"input larger than {max_elements} elements")
         return KernelMatch.yes()
