@@ -18,8 +18,8 @@ Names the prelude defines for the script body:
   ``@dual`` calls bound to their CUDA device twins);
 * ``ptx(fn, args, **opts)``: PTX text of kernel ``fn`` (a plain Python function,
   e.g. ``_retarget(k.py, "cuda")``) for argument types ``args`` on sm_90, no
-  fastmath; ``opts`` go to ``nvvm.compile_ir`` (which common.py wraps to ask for
-  ``fma=False`` unless fastmath);
+  fastmath; ``opts`` go to ``nvvm.compile_ir`` (which target.py wraps to ask for
+  ``fma=False`` for this project's compilations unless fastmath);
 * ``stats(ptx_text)``: counts of instructions that break the kernel contract:
   ``fma`` (a*b+c contracted into one rounding), ``f64`` (any ``.f64``
   instruction), ``approx`` (``.approx`` or ``div.full``: non-IEEE division, sqrt,
@@ -64,10 +64,12 @@ _d.get_current_device = lambda: _t.SimpleNamespace(compute_capability=(9, 0))
 from numba import types
 import numba.cuda.compiler as cc
 from hetero_explore.providers.kernels.common import _retarget
+from hetero_explore.providers.kernels.target import own_compilation
 
 def ptx(fn, args, **opts):
     cres = cc.compile_cuda(fn, types.void, args, fastmath=False, cc=(9, 0))
-    p = nvvm.compile_ir(cres.library.llvm_strs, arch="compute_90", opt=3, fastmath=False, **opts)
+    with own_compilation():   # this project's compilations: NVVM gets -fma=0 (see target.py)
+        p = nvvm.compile_ir(cres.library.llvm_strs, arch="compute_90", opt=3, fastmath=False, **opts)
     return p.decode() if isinstance(p, bytes) else p
 
 def stats(p):

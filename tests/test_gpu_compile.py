@@ -8,15 +8,16 @@ provider) passes every simulator test. This test:
 
 1. records, in a subprocess on the simulator, every kernel launch of the CUDA
    provider while it runs the tiny MLP, CNN and transformer and the demo model:
-   the ``@cuda_kernel`` (module + function name) and the numba types of its
+   the CUDA kernel (module + function name; generated kernels are looked up in
+   ``target.GENERATED``) and the numba types of its
    arguments as numba-cuda would type them (``numba.typeof``: device arrays →
    ``Array(dtype, ndim, layout)``, Python ints → int64, floats → float64, numpy
-   scalars → their type, bools → boolean). It wraps ``_LazyKernel.__getitem__``
+   scalars → their type, bools → boolean). It wraps ``LazyKernel.__getitem__``
    (the ``kernel[blocks, threads]`` every launch goes through), so it sees
-   launches whether or not they go through ``common.launch``;
+   launches whether or not they go through ``Target.launch``;
 2. compiles each distinct (kernel, signature) for sm_90 with the simulator off
    (``ptx_tools``; skipped where libNVVM/libdevice is missing) through the
-   project's NVVM options (common.py asks for ``fma=False``), and counts
+   project's NVVM options (target.py asks for ``fma=False``), and counts
    forbidden PTX instructions: ``fma``, any ``.f64``, ``.approx``/``div.full``,
    ``.ftz``.
 
@@ -54,7 +55,7 @@ from hetero_explore.executor import execute, execute_reference
 from hetero_explore.inputs import random_inputs
 from hetero_explore.planner import plan
 from hetero_explore.providers import cpu, cuda
-from hetero_explore.providers.kernels import common
+from hetero_explore.providers.kernels import target
 
 def arg_type(a):
     t = numba.typeof(a, Purpose.argument)
@@ -66,7 +67,7 @@ def arg_type(a):
 
 launches = {}
 current = None
-original = common._LazyKernel.__getitem__
+original = target.LazyKernel.__getitem__
 
 def getitem(self, config):
     launcher = original(self, config)
@@ -79,7 +80,7 @@ def getitem(self, config):
         return launcher(*args)
     return run
 
-common._LazyKernel.__getitem__ = getitem
+target.LazyKernel.__getitem__ = getitem
 for name, make in (("mlp", models.mlp), ("cnn", models.cnn), ("transformer", models.transformer)):
     current = name
     graph = he.load_model(make(size="tiny"))
@@ -94,7 +95,7 @@ _COMPILE_BODY = r'''
 import importlib, time
 from numba.np.numpy_support import from_dtype
 import numpy as np
-from hetero_explore.providers.kernels.common import _LazyKernel
+from hetero_explore.providers.kernels.target import GENERATED, LazyKernel
 
 def numba_type(t):
     if t[0] == "array":
@@ -107,8 +108,9 @@ for module, name, sig, _models in json.loads(sys.stdin.read()):
     key = f"{module.rsplit('.', 1)[-1]}.{name}({', '.join(str(numba_type(t)) for t in sig)})"
     t0 = time.perf_counter()
     try:
-        k = getattr(importlib.import_module(module), name)
-        assert isinstance(k, _LazyKernel) and k.target == "cuda", f"{module}.{name} is not a @cuda_kernel"
+        mod = importlib.import_module(module)     # generates its kernels into GENERATED
+        k = GENERATED.get(name) or getattr(mod, name)
+        assert isinstance(k, LazyKernel) and k.target == "cuda", f"{module}.{name} is not a CUDA kernel"
         s = stats(ptx(_retarget(k.py, "cuda"), tuple(numba_type(t) for t in sig)))
         res[key] = {"kernel": f"{module}.{name}", "stats": s}
     except Exception as e:
@@ -143,7 +145,7 @@ def test_recording_sees_the_models_kernels():
     launches = _launches()
     names = {name for _, name, _, _ in launches}
     # a guard against a recorder that silently records nothing (or only part of a model)
-    for expected in ("_mm_cuda", "_conv_cuda", "_softmax_cuda", "_ln_cuda", "_binary_f32_cuda", "_bn_cuda"):
+    for expected in ("_mm_cuda", "_conv_cuda", "_softmax_cuda", "_ln_cuda", "_Add_f32_cuda", "_bn_cuda"):
         assert expected in names, (expected, sorted(names))
     assert {m for *_, ms in launches for m in ms} == {"mlp", "cnn", "transformer", "demo"}
 

@@ -13,7 +13,7 @@ import pytest
 from numba import cuda, njit
 
 from hetero_explore.providers.kernels import pmath
-from hetero_explore.providers.kernels.common import cpu_kernel, cuda_kernel, launch
+from hetero_explore.providers.kernels.target import CPU, CUDA, kernel_pair
 from hetero_explore.providers.kernels.pmath import (erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32,
                                                     tanh_f32)
 from ptx_tools import PRELUDE as PTX_PRELUDE
@@ -97,37 +97,19 @@ def _apply1(code, x):
     return sqrt_f32(x)
 
 
-# one CPU kernel and one CUDA kernel that call the pmath functions by op code, as
-# the elementwise kernels do
-@cpu_kernel
-def _cpu1(code, x, out):
-    for i in range(out.shape[0]):
-        out[i] = _apply1(code, x[i])
+# one kernel per target, generated from one statement as the elementwise kernels are,
+# calling the pmath functions by op code
+_APPLY1 = kernel_pair("test_pmath_apply1", "code, x, out", "out[i] = _apply1(code, x[i])", module=__name__)
+_POW = kernel_pair("test_pmath_pow", "x, y, out", "out[i] = pow_f32(x[i], y[i])", module=__name__)
 
 
-@cuda_kernel
-def _cuda1(code, x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = _apply1(code, x[i])
-
-
-@cpu_kernel
 def _cpu_pow(x, y, out):
-    for i in range(out.shape[0]):
-        out[i] = pow_f32(x[i], y[i])
-
-
-@cuda_kernel
-def _cuda_pow(x, y, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = pow_f32(x[i], y[i])
+    CPU.launch(_POW, out.shape[0], x, y, out)
 
 
 def run_cpu1(name, xs):
     out = np.empty_like(xs)
-    _cpu1(UNARY.index(name), xs, out)
+    CPU.launch(_APPLY1, out.shape[0], UNARY.index(name), xs, out)
     return out
 
 
@@ -271,7 +253,7 @@ def test_cuda_simulator_bitwise_equal_to_cpu():
         cpu = run_cpu1(name, xs)
         d_x = cuda.to_device(xs)
         d_out = cuda.device_array_like(xs)
-        launch(_cuda1, xs.size, code, d_x, d_out)
+        CUDA.launch(_APPLY1, xs.size, code, d_x, d_out)
         gpu = d_out.copy_to_host()
         assert np.array_equal(canon(cpu), canon(gpu)), name
     xs, ys = (a.ravel() for a in np.meshgrid(POW_SPECIALS, POW_SPECIALS))
@@ -280,7 +262,7 @@ def test_cuda_simulator_bitwise_equal_to_cpu():
     cpu = np.empty_like(xs)
     _cpu_pow(xs, ys, cpu)
     d_out = cuda.device_array_like(xs)
-    launch(_cuda_pow, xs.size, cuda.to_device(xs), cuda.to_device(ys), d_out)
+    CUDA.launch(_POW, xs.size, cuda.to_device(xs), cuda.to_device(ys), d_out)
     assert np.array_equal(canon(cpu), canon(d_out.copy_to_host()))
 
 
@@ -302,23 +284,11 @@ from hetero_explore.providers.kernels import elementwise as ew, pmath
 A = lambda t: types.Array(t, 1, "C")
 f32, i64, i32, b1 = types.float32, types.int64, types.int32, types.boolean
 
-S = (A(i64), A(i64), A(i64))
-K = {"exp": (ew._exp_cuda, (A(f32), A(f32))),
-     "log": (ew._log_cuda, (A(f32), A(f32))),
-     "tanh": (ew._tanh_cuda, (A(f32), A(f32))),
-     "sigmoid": (ew._sigmoid_cuda, (A(f32), A(f32))),
-     "erf": (ew._erf_cuda, (A(f32), A(f32))),
-     "sqrt": (ew._sqrt_cuda, (A(f32), A(f32))),
-     "binary_f32": (ew._binary_f32_cuda, (i64, A(f32), A(f32), A(f32), i64, i64) + S),
-     "binary_int": (ew._binary_int_cuda, (i64, A(i32), A(i32), A(i32), i64, i64) + S + (i64,)),
-     "compare": (ew._compare_cuda, (i64, A(f32), A(f32), A(b1), i64, i64) + S),
-     "pow_float": (ew._pow_float_cuda, (A(f32), A(i64), A(f32), i64, i64) + S + (b1,)),
-     "pow_int": (ew._pow_int_cuda, (A(i64), A(f32), A(i64), i64, i64) + S + (i64,)),
-     "unary_f32": (ew._unary_f32_cuda, (i64, A(f32), A(f32), f32, f32)),
-     "unary_int": (ew._unary_int_cuda, (i64, A(i32), A(i32), i64, i64, i64)),
-     "unary_bool": (ew._unary_bool_cuda, (i64, A(f32), A(b1), b1, b1)),
-     "cast": (ew._cast_cuda, (i64, b1, A(f32), A(i32))),
-     "where": (ew._where_cuda, (A(b1), A(f32), A(f32), A(f32), i64, i64, i64) + S + (A(i64),))}
+from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
+K = {}
+for d in elementwise_ops():      # every elementwise kernel, from the op definitions
+    for pair in d.kernels:
+        K[pair.name] = (pair.cuda, launch_signature(d, pair))
 res = {}
 for name, (k, args) in K.items():
     fn = _retarget(k.py, "cuda")
@@ -326,6 +296,19 @@ for name, (k, args) in K.items():
         res[name] = {"project": stats(ptx(fn, args)), "fma_off": stats(ptx(fn, args, fma=False))}
     except Exception as e:
         res[name] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+
+# the no-FMA option is this project's only: a user's own kernel compiled outside
+# own_compilation() keeps numba-cuda's defaults (NVVM contracts its a*b+c)
+def user_kernel(x, y, z, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] * y[i] + z[i]
+
+from numba import cuda
+cres = cc.compile_cuda(user_kernel, types.void, (A(f32),) * 4, fastmath=False, cc=(9, 0))
+plain = nvvm.compile_ir(cres.library.llvm_strs, arch="compute_90", opt=3, fastmath=False)
+res["__user_kernel__"] = {"plain": stats(plain.decode() if isinstance(plain, bytes) else plain),
+                          "project": stats(ptx(user_kernel, (A(f32),) * 4))}
 print(json.dumps(res))
 '''
 
@@ -337,7 +320,7 @@ def _gpu_ptx_stats():
 
 @pytest.mark.slow
 def test_gpu_target_compiles_float32_ieee_only():
-    res = _gpu_ptx_stats()
+    res = {k: v for k, v in _gpu_ptx_stats().items() if not k.startswith("__")}
     for name, r in res.items():
         assert "error" not in r, (name, r)
         for key in ("project", "fma_off"):
@@ -350,5 +333,13 @@ def test_gpu_target_compiles_float32_ieee_only():
 def test_gpu_target_does_not_contract_fma():
     # numba-cuda leaves NVVM at its default -fma=1 unless fastmath is on; common.py asks
     # for -fma=0 (a contracted a*b+c rounds once and would differ from the CPU)
-    res = _gpu_ptx_stats()
+    res = {k: v for k, v in _gpu_ptx_stats().items() if not k.startswith("__")}
+    assert len(res) >= 40   # every elementwise kernel of the op definitions
     assert {n: r["project"]["fma"] for n, r in res.items()} == {n: 0 for n in res}
+
+
+@pytest.mark.slow
+def test_no_fma_option_applies_only_to_this_projects_compilations():
+    user = _gpu_ptx_stats()["__user_kernel__"]
+    assert user["plain"]["fma"] > 0, user       # numba-cuda's default, untouched for users
+    assert user["project"]["fma"] == 0, user    # inside own_compilation()

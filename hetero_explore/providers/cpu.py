@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from .base import DeviceId, HostMemory
+from .kernels.target import CPU
 from .registry_provider import RegistryProvider
 
 
 class NumbaCPUProvider(HostMemory, RegistryProvider):
     """Runs kernels compiled with ``numba.njit`` (no fastmath) on the host."""
 
-    target = "cpu"
+    target = CPU
 
     def __init__(self, name: str = "cpu", device: DeviceId | str = "cpu:0"):
         super().__init__()

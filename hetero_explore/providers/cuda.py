@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ProviderUnavailableError
 from .base import DeviceBuffer, DeviceId
+from .kernels.target import CUDA
 from .registry_provider import RegistryProvider
 
 
@@ -36,7 +37,7 @@ def is_simulator() -> bool:
 class NumbaCUDAProvider(RegistryProvider):
     """Runs kernels compiled with ``numba.cuda.jit`` (fastmath off)."""
 
-    target = "cuda"
+    target = CUDA
 
     def __init__(self, name: str = "cuda", device: DeviceId | str = "cuda:0"):
         super().__init__()

@@ -6,6 +6,7 @@ from ..errors import KernelError
 from ..ir import shape_is_static
 from .base import ExecutionProvider, Kernel, KernelContext, KernelMatch
 from .kernels import registry as reg
+from .kernels.target import CPU, Target
 
 
 def _present_out_shapes(ctx: KernelContext) -> list:
@@ -13,24 +14,44 @@ def _present_out_shapes(ctx: KernelContext) -> list:
     return [s for s, name in zip(ctx.out_shapes, ctx.node.outputs) if name]
 
 
-class RegistryProvider(ExecutionProvider):
-    """Shared capability logic for the Numba providers: ``target`` picks the
-    kernels compiled for that target out of :data:`registry.REGISTRY`."""
+def _ranges(ns) -> str:
+    """``(7, 8, 9, 13)`` -> ``"7-9, 13"``."""
+    out, start, prev = [], None, None
+    for n in ns:
+        if start is None:
+            start = prev = n
+        elif n == prev + 1:
+            prev = n
+        else:
+            out.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = prev = n
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ", ".join(out)
 
-    target = "cpu"
+
+class RegistryProvider(ExecutionProvider):
+    """Shared capability logic for the Numba providers: ``target`` (a
+    :class:`~.kernels.target.Target`) picks the kernels compiled for it out of
+    :func:`registry.registry`."""
+
+    target: Target = CPU
 
     def _kernels_for(self, node, opset):
-        cands = reg.find(node.domain, node.op_type, self.target)
+        cands = reg.find(node.domain, node.op_type, self.target.name)
         if not cands:
             return None, f"no {node.domain + '::' if node.domain else ''}{node.op_type} kernel"
-        in_range = [k for k in cands if k.since <= opset <= k.until]
+        in_range = [k for k in cands if k.claims(opset)]
         if not in_range:
-            ranges = ", ".join(f"{k.since}-{k.until}" for k in cands)
-            return None, f"{node.op_type} opset {opset} not supported (kernel covers opsets {ranges})"
+            v = reg.schema_version(node.domain, node.op_type, opset)
+            ranges = ", ".join(_ranges(k.opsets()) for k in cands)
+            at = f" (schema version {v})" if v is not None else ""
+            return None, (f"{node.op_type} opset {opset}{at} not supported "
+                          f"(kernel covers opsets {ranges})")
         return in_range, ""
 
     def signature_cacheable(self, node) -> bool:
-        return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target))
+        return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target.name))
 
     def supports(self, ctx: KernelContext) -> KernelMatch:
         node, opset, shapes, dtypes = ctx.node, ctx.opset, ctx.in_shapes, ctx.in_dtypes
@@ -88,13 +109,13 @@ class RegistryProvider(ExecutionProvider):
         import pandas as pd
         rows = [
             {"domain": k.domain or "ai.onnx", "op_type": k.op_type, "since_opset": k.since,
-             "until_opset": k.until, "dtypes": ", ".join(k.dtypes),
+             "until_opset": k.until, "opsets": _ranges(k.opsets()), "dtypes": ", ".join(k.dtypes),
              "bitwise_portable": k.bitwise_portable, "note": k.note}
-            for k in reg.REGISTRY if self.target in k.targets
+            for k in reg.registry() if self.target.name in k.targets
         ]
-        df = pd.DataFrame(rows, columns=["domain", "op_type", "since_opset", "until_opset",
+        df = pd.DataFrame(rows, columns=["domain", "op_type", "since_opset", "until_opset", "opsets",
                                          "dtypes", "bitwise_portable", "note"])
         return df.sort_values(["domain", "op_type", "since_opset"]).reset_index(drop=True)
 
     def supported_op_types(self) -> set[str]:
-        return {k.op_type for k in reg.REGISTRY if self.target in k.targets and k.domain == ""}
+        return {k.op_type for k in reg.registry() if self.target.name in k.targets and k.domain == ""}

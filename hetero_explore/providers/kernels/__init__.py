@@ -1,10 +1,10 @@
-"""Kernels, each op written once for both targets. Importing this package
-fills :data:`registry.REGISTRY`."""
+"""Kernels: each op one definition (:mod:`.opdef`), compiled for every target
+(:mod:`.target`); :func:`.registry.build_registry` lists them all.
 
+``target`` is imported first: it keys numba's on-disk cache for the kernel
+modules on a hash of their sources before any of them is decorated."""
+
+from . import target  # noqa: F401  (must come first, see above)
 from . import registry  # noqa: F401
-from . import elementwise  # noqa: F401
 
-__all__ = ["registry"]
-from . import reduce  # noqa: F401
-from . import nn  # noqa: F401
-from . import data  # noqa: F401
+__all__ = ["registry", "target"]

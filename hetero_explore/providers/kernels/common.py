@@ -24,43 +24,12 @@ a Python/int64 scalar into float32 arithmetic without converting it with
 
 from __future__ import annotations
 
-import math
 import types
 
 import numpy as np
 from numba import cuda, njit
 
-THREADS_PER_BLOCK = 128
-
-
-def _keep_mul_add_apart() -> None:
-    """NVVM contracts a*b+c into FMA unless told otherwise, and numba-cuda passes no
-    such option without fastmath. The kernel contract needs separate roundings on
-    both targets, so ask NVVM for ``-fma=0`` whenever fastmath is off. Set
-    HETERO_EXPLORE_ALLOW_FMA=1 to leave numba-cuda's default alone. (Only affects
-    compilation for a real GPU; unverified here without one: check the PTX of a
-    kernel with ``inspect_asm()`` for ``fma.rn.f32``.)"""
-    import os
-    if os.environ.get("HETERO_EXPLORE_ALLOW_FMA") == "1":
-        return
-    try:
-        from numba.cuda.cudadrv import nvvm
-    except Exception:  # pragma: no cover - numba-cuda missing or simulator-only install
-        return
-    original = nvvm.compile_ir
-    if getattr(original, "_hetero_explore_no_fma", False):
-        return
-
-    def compile_ir(llvmir, **options):
-        if not options.get("fastmath", False):
-            options.setdefault("fma", False)
-        return original(llvmir, **options)
-
-    compile_ir._hetero_explore_no_fma = True
-    nvvm.compile_ir = compile_ir
-
-
-_keep_mul_add_apart()
+from .target import CPU, CUDA, LazyKernel, Target, get_target, kernel_pair  # noqa: F401
 
 
 class Dual:
@@ -118,38 +87,16 @@ def dual(fn=None, *, cache: bool = True):
     return Dual(fn, cache=cache)
 
 
-class _LazyKernel:
-    def __init__(self, fn, target: str, cache: bool):
-        self.py = fn
-        self.target = target
-        self._cache = cache
-        self._compiled = None
-
-    @property
-    def compiled(self):
-        if self._compiled is None:
-            f = _retarget(self.py, self.target)
-            self._compiled = (njit(cache=self._cache, error_model="numpy")(f) if self.target == "cpu"
-                              else cuda.jit(f))
-        return self._compiled
-
-    def __call__(self, *args):
-        return self.compiled(*args)
-
-    def __getitem__(self, config):
-        return self.compiled[config]
-
-
 def cpu_kernel(fn=None, *, cache: bool = True):
     """Decorator: an ``njit`` CPU kernel in which ``@dual`` calls resolve to CPU twins."""
     if fn is None:
-        return lambda f: _LazyKernel(f, "cpu", cache)
-    return _LazyKernel(fn, "cpu", cache)
+        return lambda f: LazyKernel(f, "cpu", cache)
+    return LazyKernel(fn, "cpu", cache)
 
 
 def cuda_kernel(fn):
     """Decorator: a ``cuda.jit`` kernel in which ``@dual`` calls resolve to device twins."""
-    return _LazyKernel(fn, "cuda", False)
+    return LazyKernel(fn, "cuda", False)
 
 
 def broadcast_strides(in_shape, out_shape) -> np.ndarray:
@@ -183,21 +130,9 @@ def bcast_offset(i, shape, strides):
     return off
 
 
-def launch(kernel, n: int, *args) -> None:
-    """Launch a 1-D CUDA kernel over ``n`` items (nothing to do when n == 0)."""
-    if n <= 0:
-        return
-    threads = min(THREADS_PER_BLOCK, n)
-    blocks = math.ceil(n / threads)
-    kernel[blocks, threads](*args)
-
-
-def to_target(target: str, *arrays):
-    """Move small metadata arrays to the device for CUDA kernels (identity on the CPU)."""
-    if target == "cpu":
-        return arrays if len(arrays) != 1 else arrays[0]
-    moved = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in arrays)
-    return moved if len(moved) != 1 else moved[0]
+def to_target(target, *arrays):
+    """Move small metadata arrays to ``target`` (identity on host targets)."""
+    return get_target(target).to_device(*arrays)
 
 
 def flat(a):
@@ -214,28 +149,10 @@ def bits(a):
     return v if v.ndim == 1 else v.reshape(v.size)
 
 
-@dual
-def copy_item(i, x, out):
-    out[i] = x[i]
+_COPY = kernel_pair("copy_bits", "x, out", "out[i] = x[i]", module=__name__)
 
 
-@cpu_kernel
-def _copy_cpu(x, out):
-    for i in range(out.shape[0]):
-        copy_item(i, x, out)
-
-
-@cuda_kernel
-def _copy_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        copy_item(i, x, out)
-
-
-def copy_array(target: str, x, out) -> None:
-    """Copy ``x`` into ``out`` (same size and item width) bit for bit, on either target."""
+def copy_array(target, x, out) -> None:
+    """Copy ``x`` into ``out`` (same size and item width) bit for bit, on any target."""
     x, out = bits(x), bits(out)
-    if target == "cpu":
-        _copy_cpu(x, out)
-    else:
-        launch(_copy_cuda, out.shape[0], x, out)
+    get_target(target).launch(_COPY, out.shape[0], x, out)

@@ -44,9 +44,12 @@ import numpy as np
 from numba import cuda
 
 from ...errors import ExecutionError, KernelError
-from .common import (bcast_offset, bits, broadcast_strides, copy_array, cpu_kernel, cuda_kernel, dual, launch,
+from .common import (bcast_offset, bits, broadcast_strides, copy_array, cpu_kernel, dual, kernel_pair,
                      to_target)
-from .registry import register
+from .opdef import OpList
+
+OPS = OpList()
+register = OPS.register
 
 SINCE = 13
 #: last opset checked against onnx's schema history for these ops (see module docs)
@@ -211,11 +214,11 @@ def _gather_strided_cpu(x, out, base, shape, strides):
             strided_gather_row(r, x, out, base, shape, strides)
 
 
-@cuda_kernel
-def _gather_strided_cuda(x, out, base, shape, strides):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        strided_gather_item(i, x, out, base, shape, strides)
+_GATHER_STRIDED = kernel_pair(
+    "gather_strided", "x, out, base, shape, strides",
+    """
+    strided_gather_item(i, x, out, base, shape, strides)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @cpu_kernel
@@ -226,11 +229,11 @@ def _scatter_strided_cpu(x, out, base, shape, strides):
             strided_scatter_row(r, x, out, base, shape, strides)
 
 
-@cuda_kernel
-def _scatter_strided_cuda(x, out, base, shape, strides):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        strided_scatter_item(i, x, out, base, shape, strides)
+_SCATTER_STRIDED = kernel_pair(
+    "scatter_strided", "x, out, base, shape, strides",
+    """
+    strided_scatter_item(i, x, out, base, shape, strides)
+    """, count="x.shape[0]", index="i", module=__name__)
 
 
 @cpu_kernel
@@ -240,57 +243,43 @@ def _gather_cpu(data, idx, out, axis_dim, n_idx, inner):
             gather_row(t, data, idx, out, axis_dim, n_idx, inner)
 
 
-@cuda_kernel
-def _gather_cuda(data, idx, out, axis_dim, n_idx, inner):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        gather_item(i, data, idx, out, axis_dim, n_idx, inner)
+_GATHER = kernel_pair(
+    "gather", "data, idx, out, axis_dim, n_idx, inner",
+    """
+    gather_item(i, data, idx, out, axis_dim, n_idx, inner)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
-@cpu_kernel
-def _gather_elements_cpu(data, idx, out, ishape, dstrides, axis, axis_dim):
-    for i in range(out.shape[0]):
-        gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
 
 
-@cuda_kernel
-def _gather_elements_cuda(data, idx, out, ishape, dstrides, axis, axis_dim):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
+_GATHER_ELEMENTS = kernel_pair(
+    "gather_elements", "data, idx, out, ishape, dstrides, axis, axis_dim",
+    """
+    gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
-@cpu_kernel
-def _gathernd_cpu(data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
-    for i in range(out.shape[0]):
-        gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
 
 
-@cuda_kernel
-def _gathernd_cuda(data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+_GATHERND = kernel_pair(
+    "gathernd", "data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides",
+    """
+    gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 def _gather_strided(target, x, out, base, shape, strides) -> None:
     x, out = bits(x), bits(out)
     if out.shape[0] == 0:
         return
-    if target == "cpu":
-        _gather_strided_cpu(x, out, base, shape, strides)
-    else:
-        launch(_gather_strided_cuda, out.shape[0], x, out, base, shape, strides)
+    target.launch(_GATHER_STRIDED, out.shape[0], x, out, base, shape, strides)
 
 
 def _scatter_strided(target, x, out, base, shape, strides) -> None:
     x, out = bits(x), bits(out)
     if x.shape[0] == 0:
         return
-    if target == "cpu":
-        _scatter_strided_cpu(x, out, base, shape, strides)
-    else:
-        launch(_scatter_strided_cuda, x.shape[0], x, out, base, shape, strides)
+    target.launch(_SCATTER_STRIDED, x.shape[0], x, out, base, shape, strides)
 
 
 # --- Reshape, Flatten, Squeeze, Unsqueeze, Identity: contiguous copies ---------
@@ -522,7 +511,7 @@ def _check_slice(ctx, target):
     why = _shapes_known(ctx)
     if why:
         return why
-    if target != "cpu":
+    if not target.host:
         for i, name, optional in _slice_inputs(ctx):
             if (ctx.has_input(i) or not optional) and ctx.const(i) is None:
                 return f"Slice {name!r} must be a constant on {target}"
@@ -559,7 +548,7 @@ def _build_slice(ctx, target):
             _gather_strided(target, inputs[0], outputs[0], base, shape, strides)
 
         return run
-    if target != "cpu":  # pragma: no cover - declined by the check
+    if not target.host:  # pragma: no cover - declined by the check
         raise KernelError(f"{_where(ctx)}: Slice parameters must be constants on {target}")
 
     def run_dynamic(inputs, outputs):
@@ -626,11 +615,9 @@ def _build_gather(ctx, target):
         if axis_dim == 0:
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target == "cpu":
+        if target.host:
             _validate(idx, axis_dim, ctx)
-            _gather_cpu(data, idx, out, axis_dim, n_idx, inner)
-        else:
-            launch(_gather_cuda, out.shape[0], data, idx, out, axis_dim, n_idx, inner)
+        target.launch(_GATHER, out.shape[0], data, idx, out, axis_dim, n_idx, inner)
 
     return run
 
@@ -666,11 +653,9 @@ def _build_gather_elements(ctx, target):
         if axis_dim == 0:
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target == "cpu":
+        if target.host:
             _validate(idx, axis_dim, ctx)
-            _gather_elements_cpu(data, idx, out, ishape, dstrides, axis, axis_dim)
-        else:
-            launch(_gather_elements_cuda, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim)
+        target.launch(_GATHER_ELEMENTS, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim)
 
     return run
 
@@ -714,14 +699,11 @@ def _build_gathernd(ctx, target):
         if any(d == 0 for d in ds[b:b + m]):
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target == "cpu":
+        if target.host:
             cols = idx.reshape(-1, m) if m else idx.reshape(0, 0)
             for j in range(m):
                 _validate(cols[:, j], int(dshape_np[j]), ctx)
-            _gathernd_cpu(data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
-        else:
-            launch(_gathernd_cuda, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride,
-                   dshape, dstrides)
+        target.launch(_GATHERND, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
 
     return run
 
@@ -866,3 +848,10 @@ def _build_range(ctx, target):
             outputs[0][...] = start + np.arange(n, dtype=dt) * delta
 
     return run
+
+
+# CPU fast paths: hand-tuned overrides of the generated CPU kernels, each held bit for bit
+# to the generated kernel by tests/test_fastpaths.py
+_GATHER_STRIDED.cpu_fast = _gather_strided_cpu
+_SCATTER_STRIDED.cpu_fast = _scatter_strided_cpu
+_GATHER.cpu_fast = _gather_cpu

@@ -77,9 +77,13 @@ from numba import cuda, njit
 
 from ...errors import KernelError
 from ...ir import onnx_to_np_dtype
-from .common import bcast_offset, broadcast_strides, cpu_kernel, cuda_kernel, dual, flat, launch, shape_array, to_target
-from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32, tanh_f32
-from .registry import ALL, FLOAT, NUMERIC, register
+from .common import bcast_offset, broadcast_strides, dual, flat, shape_array, to_target
+from .target import kernel_pair
+from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32, tanh_f32  # noqa: F401
+from .opdef import ALL, FLOAT, NUMERIC, OpList
+
+OPS = OpList()
+register = OPS.register
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy")
@@ -367,19 +371,6 @@ def unary_int(code, a, lo, hi, bits):
     return _wrap(r, bits)
 
 
-ISNAN, ISINF, NOT = range(3)
-BOOL_UNARY_CODES = {"IsNaN": ISNAN, "IsInf": ISINF, "Not": NOT}
-
-
-@njit(**_JIT)
-def unary_bool(code, x, pos, neg):
-    if code == ISNAN:
-        return x != x
-    if code == ISINF:
-        return (pos and x == F_INF) or (neg and x == -F_INF)
-    return not x
-
-
 # --- cast --------------------------------------------------------------------------------
 TO_F32, TO_I64, TO_I32, TO_BOOL = range(4)
 CAST_TO = {"float32": TO_F32, "int64": TO_I64, "int32": TO_I32, "bool": TO_BOOL}
@@ -414,345 +405,58 @@ def cast_to_bool(x):
 
 
 # =============================================================================
-# kernels: one CPU loop and one CUDA kernel per family
+# kernel templates: one per shape of op, each op's kernels generated from its
+# expression (see target.kernel_pair)
 # =============================================================================
-@cpu_kernel
-def _binary_f32_cpu(code, a, b, out, ma, mb, shape, sa, sb):
-    n = out.shape[0]
-    if ma == FULL and mb == FULL:
-        for i in range(n):
-            out[i] = binary_f32(code, a[i], b[i])
-    elif ma == FULL and mb == SCALAR:
-        bv = b[0]
-        for i in range(n):
-            out[i] = binary_f32(code, a[i], bv)
-    elif ma == SCALAR and mb == FULL:
-        av = a[0]
-        for i in range(n):
-            out[i] = binary_f32(code, av, b[i])
-    else:
-        idx = np.zeros(shape.shape[0], np.int64)
-        oa = 0
-        ob = 0
-        for i in range(n):
-            out[i] = binary_f32(code, a[oa], b[ob])
-            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
-
-
-@cuda_kernel
-def _binary_f32_cuda(code, a, b, out, ma, mb, shape, sa, sb):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = binary_f32(code, a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)])
-
-
-@cpu_kernel
-def _binary_int_cpu(code, a, b, out, ma, mb, shape, sa, sb, bits):
-    n = out.shape[0]
-    if ma == FULL and mb == FULL:
-        for i in range(n):
-            out[i] = binary_int(code, a[i], b[i], bits)
-    elif ma == FULL and mb == SCALAR:
-        bv = b[0]
-        for i in range(n):
-            out[i] = binary_int(code, a[i], bv, bits)
-    elif ma == SCALAR and mb == FULL:
-        av = a[0]
-        for i in range(n):
-            out[i] = binary_int(code, av, b[i], bits)
-    else:
-        idx = np.zeros(shape.shape[0], np.int64)
-        oa = 0
-        ob = 0
-        for i in range(n):
-            out[i] = binary_int(code, a[oa], b[ob], bits)
-            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
-
-
-@cuda_kernel
-def _binary_int_cuda(code, a, b, out, ma, mb, shape, sa, sb, bits):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = binary_int(code, a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)], bits)
-
-
-@cpu_kernel
-def _compare_cpu(code, a, b, out, ma, mb, shape, sa, sb):
-    n = out.shape[0]
-    if ma == FULL and mb == FULL:
-        for i in range(n):
-            out[i] = compare(code, a[i], b[i])
-    elif ma == FULL and mb == SCALAR:
-        bv = b[0]
-        for i in range(n):
-            out[i] = compare(code, a[i], bv)
-    elif ma == SCALAR and mb == FULL:
-        av = a[0]
-        for i in range(n):
-            out[i] = compare(code, av, b[i])
-    else:
-        idx = np.zeros(shape.shape[0], np.int64)
-        oa = 0
-        ob = 0
-        for i in range(n):
-            out[i] = compare(code, a[oa], b[ob])
-            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
-
-
-@cuda_kernel
-def _compare_cuda(code, a, b, out, ma, mb, shape, sa, sb):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = compare(code, a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)])
-
-
-@cpu_kernel
-def _pow_float_cpu(a, b, out, ma, mb, shape, sa, sb, y_int):
-    n = out.shape[0]
-    if ma == FULL and mb == FULL:
-        for i in range(n):
-            out[i] = pow_float(a[i], b[i], y_int)
-    elif ma == FULL and mb == SCALAR:
-        bv = b[0]
-        for i in range(n):
-            out[i] = pow_float(a[i], bv, y_int)
-    elif ma == SCALAR and mb == FULL:
-        av = a[0]
-        for i in range(n):
-            out[i] = pow_float(av, b[i], y_int)
-    else:
-        idx = np.zeros(shape.shape[0], np.int64)
-        oa = 0
-        ob = 0
-        for i in range(n):
-            out[i] = pow_float(a[oa], b[ob], y_int)
-            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
-
-
-@cuda_kernel
-def _pow_float_cuda(a, b, out, ma, mb, shape, sa, sb, y_int):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = pow_float(a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)], y_int)
-
-
-@cpu_kernel
-def _pow_int_cpu(a, b, out, ma, mb, shape, sa, sb, bits):
-    n = out.shape[0]
-    if ma == FULL and mb == FULL:
-        for i in range(n):
-            out[i] = pow_int(a[i], b[i], bits)
-    elif ma == FULL and mb == SCALAR:
-        bv = b[0]
-        for i in range(n):
-            out[i] = pow_int(a[i], bv, bits)
-    elif ma == SCALAR and mb == FULL:
-        av = a[0]
-        for i in range(n):
-            out[i] = pow_int(av, b[i], bits)
-    else:
-        idx = np.zeros(shape.shape[0], np.int64)
-        oa = 0
-        ob = 0
-        for i in range(n):
-            out[i] = pow_int(a[oa], b[ob], bits)
-            oa, ob = _step2(idx, shape, sa, sb, oa, ob)
-
-
-@cuda_kernel
-def _pow_int_cuda(a, b, out, ma, mb, shape, sa, sb, bits):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = pow_int(a[_pick(i, ma, shape, sa)], b[_pick(i, mb, shape, sb)], bits)
-
-
-@cpu_kernel
-def _unary_f32_cpu(code, x, out, p0, p1):
-    for i in range(out.shape[0]):
-        out[i] = unary_f32(code, x[i], p0, p1)
-
-
-@cuda_kernel
-def _unary_f32_cuda(code, x, out, p0, p1):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = unary_f32(code, x[i], p0, p1)
-
-
-# Transcendental ops get one small kernel pair each (a runtime op code inside the
-# loop would stop LLVM from inlining and vectorizing the pmath function: ~15x slower).
-@cpu_kernel
-def _exp_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = exp_f32(x[i])
-
-
-@cuda_kernel
-def _exp_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = exp_f32(x[i])
-
-
-@cpu_kernel
-def _log_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = log_f32(x[i])
-
-
-@cuda_kernel
-def _log_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = log_f32(x[i])
-
-
-@cpu_kernel
-def _tanh_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = tanh_f32(x[i])
-
-
-@cuda_kernel
-def _tanh_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = tanh_f32(x[i])
-
-
-@cpu_kernel
-def _sigmoid_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = sigmoid_f32(x[i])
-
-
-@cuda_kernel
-def _sigmoid_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = sigmoid_f32(x[i])
-
-
-@cpu_kernel
-def _erf_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = erf_f32(x[i])
-
-
-@cuda_kernel
-def _erf_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = erf_f32(x[i])
-
-
-@cpu_kernel
-def _sqrt_cpu(x, out):
-    for i in range(out.shape[0]):
-        out[i] = sqrt_f32(x[i])
-
-
-@cuda_kernel
-def _sqrt_cuda(x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = sqrt_f32(x[i])
-
-
-MATH_KERNELS = {"Exp": (_exp_cpu, _exp_cuda), "Log": (_log_cpu, _log_cuda), "Tanh": (_tanh_cpu, _tanh_cuda),
-                "Sigmoid": (_sigmoid_cpu, _sigmoid_cuda), "Erf": (_erf_cpu, _erf_cuda),
-                "Sqrt": (_sqrt_cpu, _sqrt_cuda)}
-
-
-@cpu_kernel
-def _unary_int_cpu(code, x, out, lo, hi, bits):
-    for i in range(out.shape[0]):
-        out[i] = unary_int(code, x[i], lo, hi, bits)
-
-
-@cuda_kernel
-def _unary_int_cuda(code, x, out, lo, hi, bits):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = unary_int(code, x[i], lo, hi, bits)
-
-
-@cpu_kernel
-def _unary_bool_cpu(code, x, out, pos, neg):
-    for i in range(out.shape[0]):
-        out[i] = unary_bool(code, x[i], pos, neg)
-
-
-@cuda_kernel
-def _unary_bool_cuda(code, x, out, pos, neg):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = unary_bool(code, x[i], pos, neg)
-
-
-@cpu_kernel
-def _cast_cpu(to, src_float, x, out):
-    n = out.shape[0]
-    if to == TO_F32:
-        for i in range(n):
-            out[i] = cast_to_f32(x[i])
-    elif to == TO_I64:
-        for i in range(n):
-            out[i] = cast_to_i64(x[i], src_float)
-    elif to == TO_I32:
-        for i in range(n):
-            out[i] = cast_to_i32(x[i], src_float)
-    else:
-        for i in range(n):
-            out[i] = cast_to_bool(x[i])
-
-
-@cuda_kernel
-def _cast_cuda(to, src_float, x, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        if to == TO_F32:
-            out[i] = cast_to_f32(x[i])
-        elif to == TO_I64:
-            out[i] = cast_to_i64(x[i], src_float)
-        elif to == TO_I32:
-            out[i] = cast_to_i32(x[i], src_float)
-        else:
-            out[i] = cast_to_bool(x[i])
-
-
-@cpu_kernel
-def _where_cpu(c, x, y, out, mc, mx, my, shape, sc, sx, sy):
-    n = out.shape[0]
-    if mc == FULL and mx == FULL and my == FULL:
-        for i in range(n):
-            out[i] = x[i] if c[i] else y[i]
-    else:
-        idx = np.zeros(shape.shape[0], np.int64)
-        oc = 0
-        ox = 0
-        oy = 0
-        for i in range(n):
-            out[i] = x[ox] if c[oc] else y[oy]
-            oc, ox, oy = _step3(idx, shape, sc, sx, sy, oc, ox, oy)
-
-
-@cuda_kernel
-def _where_cuda(c, x, y, out, mc, mx, my, shape, sc, sx, sy):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        if c[_pick(i, mc, shape, sc)]:
-            out[i] = x[_pick(i, mx, shape, sx)]
-        else:
-            out[i] = y[_pick(i, my, shape, sy)]
-
-
-def _go(target, cpu_k, cuda_k, n, *args):
-    """Run ``cpu_k(*args)`` or launch ``cuda_k`` over ``n`` output elements."""
-    if target == "cpu":
-        cpu_k(*args)
-    else:
-        launch(cuda_k, n, *args)
+_MOD = __name__
+
+# binary, with numpy broadcasting. The CPU loop hoists the common "all FULL" and
+# "FULL op SCALAR" cases and steps through broadcast offsets without divisions;
+# every element still gets exactly EXPR(a, b).
+_BINARY_PARAMS = "A, B, out, ma, mb, shape, sa, sb, aux"
+_BINARY_CUDA = """
+a = A[_pick(i, ma, shape, sa)]
+b = B[_pick(i, mb, shape, sb)]
+out[i] = {expr}
+"""
+_BINARY_CPU = """
+n = out.shape[0]
+if ma == FULL and mb == FULL:
+    for i in range(n):
+        a = A[i]
+        b = B[i]
+        out[i] = {expr}
+elif ma == FULL and mb == SCALAR:
+    b = B[0]
+    for i in range(n):
+        a = A[i]
+        out[i] = {expr}
+elif ma == SCALAR and mb == FULL:
+    a = A[0]
+    for i in range(n):
+        b = B[i]
+        out[i] = {expr}
+else:
+    idx = np.zeros(shape.shape[0], np.int64)
+    oa = 0
+    ob = 0
+    for i in range(n):
+        a = A[oa]
+        b = B[ob]
+        out[i] = {expr}
+        oa, ob = _step2(idx, shape, sa, sb, oa, ob)
+"""
+
+_UNARY_PARAMS = "X, out, p0, p1, aux"
+
+
+def _gen_binary(name: str, expr: str):
+    return kernel_pair(name, _BINARY_PARAMS, _BINARY_CUDA.format(expr=expr),
+                       cpu_body=_BINARY_CPU.format(expr=expr), module=_MOD)
+
+
+def _gen_unary(name: str, expr: str):
+    return kernel_pair(name, _UNARY_PARAMS, f"x = X[i]\nout[i] = {expr}", module=_MOD)
 
 
 def _err(ctx, msg) -> KernelError:
@@ -764,56 +468,84 @@ def _dt(ctx, i) -> str | None:
     return None if d is None else np.dtype(d).name
 
 
+def _kind(dt) -> str:
+    dt = np.dtype(dt)
+    return "f32" if dt == np.float32 else ("bool" if dt == np.bool_ else "int")
+
+
+def _n(ctx) -> int:
+    return int(np.prod(ctx.out_shapes[0], dtype=np.int64))
+
+
 # =============================================================================
-# builders and registration
+# binary ops: Add Sub Mul Div Max Min Sum (variadic), comparisons, logic, Pow
 # =============================================================================
-def _build_nary(ctx, target):
-    """Binary ops and variadic Max/Min/Sum (folded left to right into the output)."""
-    op = ctx.node.op_type
-    code = BINARY_CODES.get(op, COMPARE_CODES.get(op))
-    out_shape = tuple(ctx.out_shapes[0])
-    out_dt = np.dtype(ctx.out_dtypes[0])
-    shape = to_target(target, shape_array(out_shape))
-    ops = [_Operand(target, s, out_shape) for s in ctx.in_shapes]
-    acc = _Operand(target, out_shape, out_shape)        # the output as the running accumulator
-    n = int(np.prod(out_shape, dtype=np.int64))
-    if op in COMPARE_CODES:
-        kern, extra = (_compare_cpu, _compare_cuda), ()
-    elif out_dt == np.float32:
-        kern, extra = (_binary_f32_cpu, _binary_f32_cuda), ()
-    else:
-        kern, extra = (_binary_int_cpu, _binary_int_cuda), (_bits(out_dt),)
-    copy = _cast_cpu, _cast_cuda
-    to = CAST_TO[out_dt.name]
+def _binary_build(pairs: dict, aux_of=None):
+    """A build function for a (variadic) binary op whose kernels are ``pairs[kind]``
+    (kind of the output for arithmetic, of the input for comparisons)."""
 
-    def run(inputs, outputs):
-        out = flat(outputs[0])
-        if len(inputs) == 1:        # Max/Min/Sum of one input: a copy
-            _go(target, *copy, n, to, False, flat(inputs[0]), out)
-            return
-        a, b = flat(inputs[0]), flat(inputs[1])
-        _go(target, *kern, n, code, a, b, out, ops[0].mode, ops[1].mode, shape, ops[0].strides,
-            ops[1].strides, *extra)
-        for k in range(2, len(inputs)):
-            _go(target, *kern, n, code, out, flat(inputs[k]), out, FULL, ops[k].mode, shape, acc.strides,
-                ops[k].strides, *extra)
+    def build(ctx, target):
+        out_shape = tuple(ctx.out_shapes[0])
+        out_dt = np.dtype(ctx.out_dtypes[0])
+        kind = _kind(ctx.in_dtypes[0])
+        pair = pairs.get(kind)
+        if pair is None:
+            raise _err(ctx, f"no kernel for {np.dtype(ctx.in_dtypes[0]).name} inputs")
+        aux = aux_of(ctx) if aux_of is not None else _bits(out_dt)
+        shape = target.to_device(shape_array(out_shape))
+        ops = [_Operand(target, s, out_shape) for s in ctx.in_shapes]
+        acc = _Operand(target, out_shape, out_shape)        # the output as the running accumulator
+        n = int(np.prod(out_shape, dtype=np.int64))
+        to = CAST_TO[out_dt.name]
 
-    return run
+        def run(inputs, outputs):
+            out = flat(outputs[0])
+            if len(inputs) == 1:        # Max/Min/Sum of one input: a copy
+                target.launch(_CAST[to], n, flat(inputs[0]), out, False)
+                return
+            a, b = flat(inputs[0]), flat(inputs[1])
+            target.launch(pair, n, a, b, out, ops[0].mode, ops[1].mode, shape, ops[0].strides,
+                          ops[1].strides, aux)
+            for k in range(2, len(inputs)):
+                target.launch(pair, n, out, flat(inputs[k]), out, FULL, ops[k].mode, shape, acc.strides,
+                              ops[k].strides, aux)
 
+        return run
 
-_SINCE = {"Add": 7, "Sub": 7, "Mul": 7, "Div": 7, "Max": 8, "Min": 8, "Sum": 8, "Equal": 7, "Less": 7,
-          "Greater": 7, "LessOrEqual": 12, "GreaterOrEqual": 12, "And": 7, "Or": 7, "Xor": 7}
-
-for _op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"):
-    register(_op, dtypes=NUMERIC, since=_SINCE[_op])(_build_nary)
-register("Equal", dtypes=ALL, since=_SINCE["Equal"])(_build_nary)
-for _op in ("Less", "LessOrEqual", "Greater", "GreaterOrEqual"):
-    register(_op, dtypes=NUMERIC, since=_SINCE[_op])(_build_nary)
-for _op in ("And", "Or", "Xor"):
-    register(_op, dtypes=("bool",), since=_SINCE[_op])(_build_nary)
+    build.kernels = tuple(pairs.values())
+    return build
 
 
-# --- Pow ---------------------------------------------------------------------------
+def binary(op: str, since: int, dtypes=NUMERIC, *, f32: str | None = None, int_: str | None = None,
+           bool_: str | None = None, check=None, aux_of=None, note: str = "", dtype_input: int = 0):
+    """Declare a binary elementwise op from its per-element expressions over ``a``, ``b``
+    (and ``aux``: the output's integer width for ``int_``, or what ``aux_of(ctx)`` gives)."""
+    exprs = {"f32": f32, "int": int_, "bool": bool_}
+    pairs = {k: _gen_binary(f"{op}_{k}", e) for k, e in exprs.items() if e is not None}
+    build = _binary_build(pairs, aux_of)
+    family = "binary_pred" if op in COMPARE_CODES else "binary"
+    return OPS.add(op, build, since=since, dtypes=dtypes, check=check, note=note, dtype_input=dtype_input,
+                   kernels=tuple(pairs.values()), family=family)
+
+
+binary("Add", 7, f32="a + b", int_="binary_int(ADD, a, b, aux)")
+binary("Sub", 7, f32="a - b", int_="binary_int(SUB, a, b, aux)")
+binary("Mul", 7, f32="a * b", int_="binary_int(MUL, a, b, aux)")
+binary("Div", 7, f32="a / b", int_="binary_int(DIV, a, b, aux)",
+       note="integer Div truncates toward zero; x/0 = 0")
+binary("Max", 8, f32="binary_f32(MAX, a, b)", int_="binary_int(MAX, a, b, aux)",
+       note="NaN propagates; ties give the second operand (np.maximum)")
+binary("Min", 8, f32="binary_f32(MIN, a, b)", int_="binary_int(MIN, a, b, aux)",
+       note="NaN propagates; ties give the second operand (np.minimum)")
+binary("Sum", 8, f32="a + b", int_="binary_int(ADD, a, b, aux)", note="folded left to right")
+for _op, _since, _code in (("Equal", 7, EQ), ("Less", 7, LT), ("LessOrEqual", 12, LE), ("Greater", 7, GT),
+                           ("GreaterOrEqual", 12, GE)):
+    binary(_op, _since, ALL if _op == "Equal" else NUMERIC, f32=f"compare({_code}, a, b)",
+           int_=f"compare({_code}, a, b)", bool_=(f"compare({_code}, a, b)" if _op == "Equal" else None))
+for _op, _code in (("And", AND), ("Or", OR), ("Xor", XOR)):
+    binary(_op, 7, ("bool",), bool_=f"compare({_code}, a, b)")
+
+
 def _check_pow(ctx, target):
     t = _dt(ctx, 1)
     if t not in NUMERIC:
@@ -821,30 +553,84 @@ def _check_pow(ctx, target):
     return None
 
 
-def _build_pow(ctx, target):
-    out_shape = tuple(ctx.out_shapes[0])
-    out_dt = np.dtype(ctx.out_dtypes[0])
-    shape = to_target(target, shape_array(out_shape))
-    oa, ob = (_Operand(target, s, out_shape) for s in ctx.in_shapes[:2])
-    n = int(np.prod(out_shape, dtype=np.int64))
-    y_int = np.dtype(ctx.in_dtypes[1]).kind == "i"
-
-    def run(inputs, outputs):
-        a, b, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
-        args = (a, b, out, oa.mode, ob.mode, shape, oa.strides, ob.strides)
-        if out_dt == np.float32:
-            _go(target, _pow_float_cpu, _pow_float_cuda, n, *args, y_int)
-        else:
-            _go(target, _pow_int_cpu, _pow_int_cuda, n, *args, _bits(out_dt))
-
-    return run
+def _pow_aux(ctx):
+    if np.dtype(ctx.out_dtypes[0]) == np.float32:
+        return np.int64(np.dtype(ctx.in_dtypes[1]).kind == "i")
+    return np.int64(_bits(ctx.out_dtypes[0]))
 
 
-register("Pow", dtypes=NUMERIC, since=7, check=_check_pow,
-         note="float base: portable pow (<= 1 ULP measured); integer base: exact integer powers")(_build_pow)
+binary("Pow", 7, f32="pow_float(a, b, aux != 0)", int_="pow_int(a, b, aux)", check=_check_pow, aux_of=_pow_aux,
+       note="float base: portable pow (<= 1 ULP measured); integer base: exact integer powers")
 
 
-# --- unary -----------------------------------------------------------------------------
+# =============================================================================
+# unary ops
+# =============================================================================
+def _attr_f32(ctx, name, default):
+    v = ctx.attrs.get(name, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+        raise _err(ctx, f"attribute {name!r} must be a float, got {type(v).__name__} {v!r}")
+    return F(v)
+
+
+def _unary_build(pairs: dict, attrs: tuple):
+    def build(ctx, target):
+        kind = _kind(ctx.in_dtypes[0])
+        pair = pairs.get(kind)
+        if pair is None:
+            raise _err(ctx, f"no kernel for {np.dtype(ctx.in_dtypes[0]).name} inputs")
+        p = [_attr_f32(ctx, name, default) for name, default in attrs] + [F_ZERO, F_ZERO]
+        p0, p1 = p[0], p[1]
+        aux = _bits(ctx.in_dtypes[0])
+        n = _n(ctx)
+
+        def run(inputs, outputs):
+            target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), p0, p1, aux)
+
+        return run
+
+    return build
+
+
+def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: str | None = None,
+          bool_: str | None = None, attrs: tuple = (), note: str = "", until: int | None = None):
+    """Declare a unary elementwise op from its per-element expressions over ``x``.
+
+    ``attrs``: up to two float attributes ``(name, default)``, passed as ``p0``, ``p1``
+    (float32); ``aux`` is the integer width (32 or 64) for ``int_``."""
+    exprs = {"f32": f32, "int": int_, "bool": bool_}
+    pairs = {k: _gen_unary(f"{op}_{k}", e) for k, e in exprs.items() if e is not None}
+    kw = {} if until is None else {"until": until}
+    family = "unary_pred" if op in ("IsNaN", "IsInf") else "unary"
+    return OPS.add(op, _unary_build(pairs, attrs), since=since, dtypes=dtypes, note=note,
+                   kernels=tuple(pairs.values()), family=family, **kw)
+
+
+_PM = "portable float32 math (pmath), <= 1 ULP measured"
+unary("Exp", 6, f32="exp_f32(x)", note=_PM)
+unary("Log", 6, f32="log_f32(x)", note=_PM)
+unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
+unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
+unary("Erf", 9, f32="erf_f32(x)", note=_PM)
+unary("Sqrt", 6, f32="sqrt_f32(x)", note="IEEE sqrt")
+unary("Reciprocal", 6, f32="unary_f32(RECIPROCAL, x, p0, p1)")
+unary("LeakyRelu", 6, f32="unary_f32(LEAKYRELU, x, p0, p1)", attrs=(("alpha", 0.01),))
+unary("HardSigmoid", 6, f32="unary_f32(HARDSIGMOID, x, p0, p1)", attrs=(("alpha", 0.2), ("beta", 0.5)))
+unary("HardSwish", 14, f32="unary_f32(HARDSWISH, x, p0, p1)")
+for _op, _code in (("Neg", NEG), ("Abs", ABS), ("Relu", RELU)):
+    unary(_op, 6, NUMERIC, f32=f"unary_f32({_code}, x, p0, p1)",
+          int_=f"unary_int({_code}, x, np.int64(0), np.int64(0), aux)")
+unary("IsNaN", 9, f32="x != x")
+unary("IsInf", 10, f32="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
+      attrs=(("detect_positive", 1), ("detect_negative", 1)))
+unary("Not", 1, ("bool",), bool_="not x")
+
+
+# --- Clip: bounds are inputs (read at run time on host targets) ------------------------
+_CLIP = {"f32": _gen_unary("Clip_f32", "clip_f32(x, p0, p1)"),
+         "int": _gen_unary("Clip_int", "unary_int(CLIP, x, np.int64(p0), np.int64(p1), aux)")}
+
+
 def _limits(dt):
     if dt == np.float32:
         return -F_INF, F_INF
@@ -868,87 +654,47 @@ def _check_clip(ctx, target):
             s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
             if s is not None and int(np.prod(s, dtype=np.int64)) != 1:
                 return f"Clip {'min' if i == 1 else 'max'} must be a scalar, got shape {tuple(s)}"
-            if target == "cuda" and ctx.const(i) is None:
+            if not target.host and ctx.const(i) is None:
                 return f"Clip {'min' if i == 1 else 'max'} is not a constant (the CUDA kernel needs it at build time)"
     return None
 
 
-def _build_unary(ctx, target):
-    op = ctx.node.op_type
-    code = UNARY_CODES[op]
+def _build_clip(ctx, target):
     dt = np.dtype(ctx.in_dtypes[0])
-    n = int(np.prod(ctx.out_shapes[0], dtype=np.int64))
-    is_float = dt == np.float32
-    p0, p1 = (F_ZERO, F_ZERO)
-    if op == "LeakyRelu":
-        p0 = ctx.attrs.get("alpha", 0.01)
-    elif op == "HardSigmoid":
-        p0, p1 = ctx.attrs.get("alpha", 0.2), ctx.attrs.get("beta", 0.5)
-    lo = hi = None
-    if op == "Clip":
-        dlo, dhi = _limits(dt)
-        lo, hi = _clip_bound(ctx, 1, dlo), _clip_bound(ctx, 2, dhi)
-        if target == "cuda" and (lo is None or hi is None):
-            raise _err(ctx, "Clip bounds must be constants on CUDA")
-    cast = (lambda v: F(v)) if is_float else (lambda v: np.int64(v))
+    kind = _kind(dt)
+    pair = _CLIP[kind]
+    n = _n(ctx)
+    dlo, dhi = _limits(dt)
+    lo, hi = _clip_bound(ctx, 1, dlo), _clip_bound(ctx, 2, dhi)
+    if not target.host and (lo is None or hi is None):
+        raise _err(ctx, "Clip bounds must be constants on CUDA")
+    # float bounds travel as float32; integer bounds as int64 (exact for every int32/int64)
+    cast = (lambda v: F(v)) if kind == "f32" else (lambda v: np.int64(v))
+    aux = _bits(dt)
 
     def run(inputs, outputs):
-        x, out = flat(inputs[0]), flat(outputs[0])
-        if op == "Clip":
-            a = cast(lo if lo is not None else np.asarray(inputs[1]).reshape(-1)[0])
-            b = cast(hi if hi is not None else np.asarray(inputs[2]).reshape(-1)[0])
-        else:
-            a, b = cast(p0), cast(p1)
-        if is_float:
-            _go(target, _unary_f32_cpu, _unary_f32_cuda, n, code, x, out, a, b)
-        else:
-            _go(target, _unary_int_cpu, _unary_int_cuda, n, code, x, out, a, b, _bits(dt))
+        a = cast(lo if lo is not None else np.asarray(inputs[1]).reshape(-1)[0])
+        b = cast(hi if hi is not None else np.asarray(inputs[2]).reshape(-1)[0])
+        target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), a, b, aux)
 
     return run
 
 
-def _build_math(ctx, target):
-    kern = MATH_KERNELS[ctx.node.op_type]
-    n = int(np.prod(ctx.out_shapes[0], dtype=np.int64))
-
-    def run(inputs, outputs):
-        _go(target, *kern, n, flat(inputs[0]), flat(outputs[0]))
-
-    return run
+_CLIP_NOTE = "min/max read at run time on the CPU; constants required on CUDA"
+OPS.add("Clip", _build_clip, dtypes=NUMERIC, since=12, check=_check_clip, note=_CLIP_NOTE,
+        kernels=tuple(_CLIP.values()), family="clip")
+OPS.add("Clip", _build_clip, dtypes=FLOAT, since=11, until=11, check=_check_clip, note=_CLIP_NOTE,
+        kernels=tuple(_CLIP.values()), family="clip")
 
 
-for _op, _since in (("Exp", 6), ("Log", 6), ("Tanh", 6), ("Sigmoid", 6), ("Erf", 9)):
-    register(_op, dtypes=FLOAT, since=_since, note="portable float32 math (pmath), <= 1 ULP measured")(_build_math)
-register("Sqrt", dtypes=FLOAT, since=6, note="IEEE sqrt")(_build_math)
-for _op in ("Reciprocal", "LeakyRelu", "HardSigmoid"):
-    register(_op, dtypes=FLOAT, since=6)(_build_unary)
-register("HardSwish", dtypes=FLOAT, since=14)(_build_unary)
-for _op in ("Neg", "Abs", "Relu"):
-    register(_op, dtypes=NUMERIC, since=6)(_build_unary)
-register("Clip", dtypes=NUMERIC, since=12, check=_check_clip,
-         note="min/max read at run time on the CPU; constants required on CUDA")(_build_unary)
-register("Clip", dtypes=FLOAT, since=11, until=11, check=_check_clip)(_build_unary)
+# =============================================================================
+# Cast / CastLike
+# =============================================================================
+_CAST = [kernel_pair(f"cast_to_{t}", "X, out, src_float", f"out[i] = {e}", module=_MOD)
+         for t, e in (("f32", "cast_to_f32(X[i])"), ("i64", "cast_to_i64(X[i], src_float)"),
+                      ("i32", "cast_to_i32(X[i], src_float)"), ("bool", "cast_to_bool(X[i])"))]
 
 
-def _build_unary_bool(ctx, target):
-    op = ctx.node.op_type
-    code = BOOL_UNARY_CODES[op]
-    n = int(np.prod(ctx.out_shapes[0], dtype=np.int64))
-    pos = bool(ctx.attrs.get("detect_positive", 1))
-    neg = bool(ctx.attrs.get("detect_negative", 1))
-
-    def run(inputs, outputs):
-        _go(target, _unary_bool_cpu, _unary_bool_cuda, n, code, flat(inputs[0]), flat(outputs[0]), pos, neg)
-
-    return run
-
-
-register("IsNaN", dtypes=FLOAT, since=9)(_build_unary_bool)
-register("IsInf", dtypes=FLOAT, since=10)(_build_unary_bool)
-register("Not", dtypes=("bool",), since=1)(_build_unary_bool)
-
-
-# --- Cast / CastLike ------------------------------------------------------------------
 def _check_cast(ctx, target):
     to = ctx.out_dtypes[0] if ctx.out_dtypes else None
     if to is None and ctx.node.op_type == "Cast":
@@ -962,22 +708,49 @@ def _check_cast(ctx, target):
 
 
 def _build_cast(ctx, target):
-    to = CAST_TO[np.dtype(ctx.out_dtypes[0]).name]
+    pair = _CAST[CAST_TO[np.dtype(ctx.out_dtypes[0]).name]]
     src_float = np.dtype(ctx.in_dtypes[0]) == np.float32
-    n = int(np.prod(ctx.out_shapes[0], dtype=np.int64))
+    n = _n(ctx)
 
     def run(inputs, outputs):
-        _go(target, _cast_cpu, _cast_cuda, n, to, src_float, flat(inputs[0]), flat(outputs[0]))
+        target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), src_float)
 
     return run
 
 
-register("Cast", dtypes=ALL, since=6, check=_check_cast,
-         note="float->int truncates; NaN/inf/out of range -> INT_MIN (as x86/numpy)")(_build_cast)
-register("CastLike", dtypes=ALL, since=15, check=_check_cast)(_build_cast)
+_CAST_NOTE = "float->int truncates; NaN/inf/out of range -> INT_MIN (as x86/numpy)"
+OPS.add("Cast", _build_cast, dtypes=ALL, since=6, check=_check_cast, note=_CAST_NOTE, kernels=tuple(_CAST),
+        family="cast")
+OPS.add("CastLike", _build_cast, dtypes=ALL, since=15, check=_check_cast, kernels=tuple(_CAST), family="cast")
 
 
-# --- Where ------------------------------------------------------------------------------
+# =============================================================================
+# Where
+# =============================================================================
+_WHERE = kernel_pair(
+    "where", "c, x, y, out, mc, mx, my, shape, sc, sx, sy",
+    """
+    if c[_pick(i, mc, shape, sc)]:
+        out[i] = x[_pick(i, mx, shape, sx)]
+    else:
+        out[i] = y[_pick(i, my, shape, sy)]
+    """,
+    cpu_body="""
+    n = out.shape[0]
+    if mc == FULL and mx == FULL and my == FULL:
+        for i in range(n):
+            out[i] = x[i] if c[i] else y[i]
+    else:
+        idx = np.zeros(shape.shape[0], np.int64)
+        oc = 0
+        ox = 0
+        oy = 0
+        for i in range(n):
+            out[i] = x[ox] if c[oc] else y[oy]
+            oc, ox, oy = _step3(idx, shape, sc, sx, sy, oc, ox, oy)
+    """, module=_MOD)
+
+
 def _check_where(ctx, target):
     if _dt(ctx, 0) != "bool":
         return f"Where condition must be bool, got {_dt(ctx, 0)}"
@@ -986,16 +759,48 @@ def _check_where(ctx, target):
 
 def _build_where(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
-    shape = to_target(target, shape_array(out_shape))
+    shape = target.to_device(shape_array(out_shape))
     oc, ox, oy = (_Operand(target, s, out_shape) for s in ctx.in_shapes[:3])
     n = int(np.prod(out_shape, dtype=np.int64))
 
     def run(inputs, outputs):
         c, x, y = (flat(v) for v in inputs[:3])
-        _go(target, _where_cpu, _where_cuda, n, c, x, y, flat(outputs[0]), oc.mode, ox.mode, oy.mode, shape,
-            oc.strides, ox.strides, oy.strides)
+        target.launch(_WHERE, n, c, x, y, flat(outputs[0]), oc.mode, ox.mode, oy.mode, shape,
+                      oc.strides, ox.strides, oy.strides)
 
     return run
 
 
-register("Where", dtypes=ALL, dtype_input=1, since=9, check=_check_where)(_build_where)
+OPS.add("Where", _build_where, dtypes=ALL, dtype_input=1, since=9, check=_check_where, kernels=(_WHERE,),
+        family="where")
+
+
+def launch_signature(d, pair) -> tuple:
+    """numba argument types of one launch of ``pair`` (a kernel of definition ``d``), with
+    the narrowest dtype of each kind (int32 for integer kernels): for compiling every
+    elementwise kernel ahead of time (the PTX tests, warm-up)."""
+    from numba.core import types as T
+    A = lambda t: T.Array(t, 1, "C")  # noqa: E731
+    kind = pair.name.rsplit("_", 1)[-1]
+    t = {"f32": T.float32, "int": T.int32, "bool": T.boolean}.get(kind, T.float32)
+    meta = (T.int64, T.int64, A(T.int64), A(T.int64), A(T.int64))
+    if d.family in ("unary", "unary_pred"):
+        return (A(t), A(T.boolean if d.family == "unary_pred" else t), T.float32, T.float32, T.int64)
+    if d.family in ("binary", "binary_pred"):
+        return (A(t), A(t), A(T.boolean if d.family == "binary_pred" else t)) + meta + (T.int64,)
+    if d.family == "clip":
+        p = T.float32 if kind == "f32" else T.int64
+        return (A(t), A(t), p, p, T.int64)
+    if d.family == "cast":
+        to = {"f32": T.float32, "i64": T.int64, "i32": T.int32, "bool": T.boolean}[kind]
+        return (A(T.float32), A(to), T.boolean)
+    if d.family == "where":
+        return (A(T.boolean), A(T.float32), A(T.float32), A(T.float32), T.int64, T.int64, T.int64,
+                A(T.int64), A(T.int64), A(T.int64), A(T.int64))
+    raise ValueError(f"no launch signature for family {d.family!r}")
+
+
+def elementwise_ops() -> list:
+    """The unary and binary elementwise definitions (the generated-kernel families the
+    bitwise tests sweep)."""
+    return [d for d in OPS if d.kernels]

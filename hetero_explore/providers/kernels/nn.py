@@ -36,9 +36,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...errors import KernelError
-from .common import bcast_offset, copy_array, broadcast_strides, cpu_kernel, cuda_kernel, dual, flat, launch, shape_array, to_target
+from .common import bcast_offset, copy_array, broadcast_strides, cpu_kernel, dual, flat, kernel_pair, shape_array, to_target
 from .pmath import exp_f32, log_f32, pow_f32, sqrt_f32
-from .registry import ALL, register
+from .opdef import ALL, OpList
+
+OPS = OpList()
+register = OPS.register
 
 F32 = ("float32",)
 
@@ -387,20 +390,20 @@ def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn,
                     out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
 
 
-@cuda_kernel
-def _mm_cuda(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        MN = M * N
-        bt = i // MN
-        r = i - bt * MN
-        m = r // N
-        n = r - m * N
-        a0 = bcast_offset(bt, bshape, sa)
-        b0 = bcast_offset(bt, bshape, sb)
-        acc = _dot(a, a0 + m * sam, sak, b, b0 + n * sbn, sbk, K)
-        cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-        out[i] = _gemm_epilogue(acc, epi, alpha, beta, cv)
+_MM = kernel_pair(
+    "mm", "a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta",
+    """
+    MN = M * N
+    bt = i // MN
+    r = i - bt * MN
+    m = r // N
+    n = r - m * N
+    a0 = bcast_offset(bt, bshape, sa)
+    b0 = bcast_offset(bt, bshape, sb)
+    acc = _dot(a, a0 + m * sam, sak, b, b0 + n * sbn, sbk, K)
+    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+    out[i] = _gemm_epilogue(acc, epi, alpha, beta, cv)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 def _mm_launch(target, a, b, out, c, dims, meta, epi, alpha, beta):
@@ -408,10 +411,7 @@ def _mm_launch(target, a, b, out, c, dims, meta, epi, alpha, beta):
     bshape, sa, sb = meta
     args = (a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi,
             np.float32(alpha), np.float32(beta))
-    if target == "cpu":
-        _mm_cpu(*args)
-    else:
-        launch(_mm_cuda, out.shape[0], *args)
+    target.launch(_MM, out.shape[0], *args)
 
 
 def _check_matmul(ctx, target):
@@ -481,7 +481,7 @@ def _build_gemm(ctx, target):
     # CPU: a constant transposed B (a Linear layer's weight) is copied k-major once here
     # instead of at every run (a copy: the values, hence the bits, are the same).
     b_kmajor = None
-    if target == "cpu" and tb and ctx.const(1) is not None:
+    if target.host and tb and ctx.const(1) is not None:
         b_kmajor = np.ascontiguousarray(np.asarray(ctx.const(1), dtype=np.float32).T).reshape(-1)
         dims = (M, K, N, sam, sak, N, 1, scm, scn)
 
@@ -557,11 +557,11 @@ def _conv_item(i, x, w, bias, has_b, p):
     return acc
 
 
-@cuda_kernel
-def _conv_cuda(x, w, bias, has_b, p, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = _conv_item(i, x, w, bias, has_b, p)
+_CONV = kernel_pair(
+    "conv", "x, w, bias, has_b, p, out",
+    """
+    out[i] = _conv_item(i, x, w, bias, has_b, p)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @njit(**_JIT)
@@ -742,10 +742,7 @@ def _build_conv(ctx, target):
     def run(inputs, outputs):
         x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
         b = flat(inputs[2]) if has_b else dummy
-        if target == "cpu":
-            _conv_cpu(x, w, b, has_b, p, out)
-        else:
-            launch(_conv_cuda, out.shape[0], x, w, b, has_b, p, out)
+        target.launch(_CONV, out.shape[0], x, w, b, has_b, p, out)
 
     return run
 
@@ -815,11 +812,11 @@ def _convt_item(i, x, w, bias, has_b, p):
     return acc
 
 
-@cuda_kernel
-def _convt_cuda(x, w, bias, has_b, p, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = _convt_item(i, x, w, bias, has_b, p)
+_CONVT = kernel_pair(
+    "convt", "x, w, bias, has_b, p, out",
+    """
+    out[i] = _convt_item(i, x, w, bias, has_b, p)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @cpu_kernel
@@ -928,10 +925,7 @@ def _build_convt(ctx, target):
     def run(inputs, outputs):
         x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
         b = flat(inputs[2]) if has_b else dummy
-        if target == "cpu":
-            _convt_cpu(x, w, b, has_b, p, out)
-        else:
-            launch(_convt_cuda, out.shape[0], x, w, b, has_b, p, out)
+        target.launch(_CONVT, out.shape[0], x, w, b, has_b, p, out)
 
     return run
 
@@ -1004,15 +998,15 @@ def _pool_at(x, nc, oh, ow, p, is_max):
     return _div(s, np.float32(cnt))
 
 
-@cuda_kernel
-def _pool_cuda(x, p, is_max, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        OH = p[4]
-        OW = p[5]
-        ow = i % OW
-        t = i // OW
-        out[i] = _pool_at(x, t // OH, t % OH, ow, p, is_max)
+_POOL = kernel_pair(
+    "pool", "x, p, is_max, out",
+    """
+    OH = p[4]
+    OW = p[5]
+    ow = i % OW
+    t = i // OW
+    out[i] = _pool_at(x, t // OH, t % OH, ow, p, is_max)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @njit(**_JIT)
@@ -1145,10 +1139,7 @@ def _build_pool(ctx, target):
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        if target == "cpu":
-            _pool_cpu(x, p, is_max, out)
-        else:
-            launch(_pool_cuda, out.shape[0], x, p, is_max, out)
+        target.launch(_POOL, out.shape[0], x, p, is_max, out)
 
     return run
 
@@ -1183,17 +1174,13 @@ def _gpool_item(r, x, S, is_max, count):
     return _div(s, count)
 
 
-@cuda_kernel
-def _gpool_cuda(x, S, is_max, count, out):
-    r = cuda.grid(1)
-    if r < out.shape[0]:
-        out[r] = _gpool_item(r, x, S, is_max, count)
+_GPOOL = kernel_pair(
+    "gpool", "x, S, is_max, count, out",
+    """
+    out[r] = _gpool_item(r, x, S, is_max, count)
+    """, count="out.shape[0]", index="r", module=__name__)
 
 
-@cpu_kernel
-def _gpool_cpu(x, S, is_max, count, out):
-    for r in range(out.shape[0]):
-        out[r] = _gpool_item(r, x, S, is_max, count)
 
 
 def _check_gpool(ctx, target):
@@ -1211,10 +1198,7 @@ def _build_gpool(ctx, target):
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        if target == "cpu":
-            _gpool_cpu(x, S, is_max, count, out)
-        else:
-            launch(_gpool_cuda, out.shape[0], x, S, is_max, count, out)
+        target.launch(_GPOOL, out.shape[0], x, S, is_max, count, out)
 
     return run
 
@@ -1250,13 +1234,13 @@ def _bn_apply(x, mean, f, b):
     return t + b
 
 
-@cuda_kernel
-def _bn_cuda(x, scale, bias, mean, var, eps, C, S, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        c = (i // S) % C
-        f = _bn_factor(scale[c], var[c], eps)
-        out[i] = _bn_apply(x[i], mean[c], f, bias[c])
+_BN = kernel_pair(
+    "bn", "x, scale, bias, mean, var, eps, C, S, out",
+    """
+    c = (i // S) % C
+    f = _bn_factor(scale[c], var[c], eps)
+    out[i] = _bn_apply(x[i], mean[c], f, bias[c])
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @cpu_kernel
@@ -1297,10 +1281,7 @@ def _build_bn(ctx, target):
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         sc, b, mean, var = (flat(inputs[i]) for i in range(1, 5))
-        if target == "cpu":
-            _bn_cpu(x, sc, b, mean, var, eps, C, S, out)
-        else:
-            launch(_bn_cuda, out.shape[0], x, sc, b, mean, var, eps, C, S, out)
+        target.launch(_BN, out.shape[0], x, sc, b, mean, var, eps, C, S, out)
 
     return run
 
@@ -1347,17 +1328,13 @@ def _lrn_item(i, x, C, S, lo, hi, coef, bias, beta):
     return np.float32(_lrn_finish(x[i], s, coef, bias, beta))
 
 
-@cuda_kernel
-def _lrn_cuda(x, C, S, lo, hi, coef, bias, beta, out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
+_LRN = kernel_pair(
+    "lrn", "x, C, S, lo, hi, coef, bias, beta, out",
+    """
+    out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
-@cpu_kernel
-def _lrn_cpu(x, C, S, lo, hi, coef, bias, beta, out):
-    for i in range(out.shape[0]):
-        out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
 
 
 def _check_lrn(ctx, target):
@@ -1383,10 +1360,7 @@ def _build_lrn(ctx, target):
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        if target == "cpu":
-            _lrn_cpu(x, C, S, lo, hi, coef, bias, beta, out)
-        else:
-            launch(_lrn_cuda, out.shape[0], x, C, S, lo, hi, coef, bias, beta, out)
+        target.launch(_LRN, out.shape[0], x, C, S, lo, hi, coef, bias, beta, out)
 
     return run
 
@@ -1439,11 +1413,11 @@ def _softmax_row(r, x, out, A, inner, is_log):
             out[k] = _div(out[k], s)
 
 
-@cuda_kernel
-def _softmax_cuda(x, out, rows, A, inner, is_log):
-    r = cuda.grid(1)
-    if r < rows:
-        _softmax_row(r, x, out, A, inner, is_log)
+_SOFTMAX = kernel_pair(
+    "softmax", "x, out, rows, A, inner, is_log",
+    """
+    _softmax_row(r, x, out, A, inner, is_log)
+    """, count="rows", index="r", module=__name__)
 
 
 @cpu_kernel
@@ -1544,10 +1518,7 @@ def _build_softmax(ctx, target):
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        if target == "cpu":
-            _softmax_cpu(x, out, rows, A, inner, is_log)
-        else:
-            launch(_softmax_cuda, rows, x, out, rows, A, inner, is_log)
+        target.launch(_SOFTMAX, rows, x, out, rows, A, inner, is_log)
 
     return run
 
@@ -1610,13 +1581,12 @@ def _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull
         inv_out[r] = inv
 
 
-@cuda_kernel
-def _ln_cuda(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
-             want_stats):
-    r = cuda.grid(1)
-    if r < rows:
-        _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
-                want_stats)
+_LN = kernel_pair(
+    "ln", "x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out, want_stats",
+    """
+    _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+            want_stats)
+    """, count="rows", index="r", module=__name__)
 
 
 @njit(**_JIT)
@@ -1723,10 +1693,7 @@ def _build_ln(ctx, target):
         mo = flat(outputs[1]) if want_mean else d_scratch
         io = flat(outputs[2]) if want_inv else d_scratch2
         args = (x, out, sc, b, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mo, io, want_stats)
-        if target == "cpu":
-            _ln_cpu(*args)
-        else:
-            launch(_ln_cuda, rows, *args)
+        target.launch(_LN, rows, *args)
 
     return run
 
@@ -1740,17 +1707,13 @@ register("LayerNormalization", dtypes=F32, since=17, check=_check_ln,
 # =============================================================================
 
 
-@cpu_kernel
-def _fill_true_cpu(out):
-    for i in range(out.shape[0]):
-        out[i] = True
 
 
-@cuda_kernel
-def _fill_true_cuda(out):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = True
+_FILL_TRUE = kernel_pair(
+    "fill_true", "out",
+    """
+    out[i] = True
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 def _check_dropout(ctx, target):
@@ -1770,10 +1733,7 @@ def _build_dropout(ctx, target):
         copy_array(target, inputs[0], outputs[0])
         if want_mask:
             m = flat(outputs[1])
-            if target == "cpu":
-                _fill_true_cpu(m)
-            else:
-                launch(_fill_true_cuda, m.shape[0], m)
+            target.launch(_FILL_TRUE, m.shape[0], m)
 
     return run
 
@@ -1893,11 +1853,11 @@ def _lerp(v0, v1, a0, a1):
     return t0 + t1
 
 
-@cuda_kernel
-def _resize_cuda(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
+_RESIZE = kernel_pair(
+    "resize", "x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b",
+    """
+    out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @cpu_kernel
@@ -2067,10 +2027,7 @@ def _build_resize(ctx, target):
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        if target == "cpu":
-            _resize_cpu(x, out, *tabs, nlin, ax_a, ax_b)
-        else:
-            launch(_resize_cuda, out.shape[0], x, out, *tabs, nlin, ax_a, ax_b)
+        target.launch(_RESIZE, out.shape[0], x, out, *tabs, nlin, ax_a, ax_b)
 
     return run
 
@@ -2127,12 +2084,12 @@ def _pad_src(i, oshape, ishape, istr, pbeg, mode):
     return off
 
 
-@cuda_kernel
-def _pad_cuda(x, out, cval, oshape, ishape, istr, pbeg, mode):
-    i = cuda.grid(1)
-    if i < out.shape[0]:
-        s = _pad_src(i, oshape, ishape, istr, pbeg, mode)
-        out[i] = cval[0] if s < 0 else x[s]
+_PAD = kernel_pair(
+    "pad", "x, out, cval, oshape, ishape, istr, pbeg, mode",
+    """
+    s = _pad_src(i, oshape, ishape, istr, pbeg, mode)
+    out[i] = cval[0] if s < 0 else x[s]
+    """, count="out.shape[0]", index="i", module=__name__)
 
 
 @cpu_kernel
@@ -2198,7 +2155,7 @@ def _check_pad(ctx, target):
         return "Pad: mode 'wrap' needs opset 19"
     if ctx.in_shapes[0] is None:
         return "Pad: unknown input rank"
-    if target != "cpu":
+    if not target.host:
         for i, what in ((1, "pads"), (2, "constant_value"), (3, "axes")):
             if ctx.has_input(i) and ctx.const(i) is None:
                 return f"Pad: the {what} input is not a constant (the CUDA kernel needs it at build time)"
@@ -2254,13 +2211,23 @@ def _build_pad(ctx, target):
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         m = fixed if fixed is not None else meta(inputs)
-        if target == "cpu":
-            _pad_cpu(x, out, *m, mode)
-        else:
-            launch(_pad_cuda, out.shape[0], x, out, *m, mode)
+        target.launch(_PAD, out.shape[0], x, out, *m, mode)
 
     return run
 
 
 register("Pad", dtypes=ALL, since=13, check=_check_pad,
          note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)
+
+
+# CPU fast paths: hand-tuned overrides of the generated CPU kernels, each held bit for bit
+# to the generated kernel by tests/test_fastpaths.py
+_MM.cpu_fast = _mm_cpu
+_CONV.cpu_fast = _conv_cpu
+_CONVT.cpu_fast = _convt_cpu
+_POOL.cpu_fast = _pool_cpu
+_BN.cpu_fast = _bn_cpu
+_SOFTMAX.cpu_fast = _softmax_cpu
+_LN.cpu_fast = _ln_cpu
+_RESIZE.cpu_fast = _resize_cpu
+_PAD.cpu_fast = _pad_cpu

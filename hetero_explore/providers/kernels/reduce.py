@@ -30,8 +30,11 @@ import numpy as np
 from numba import cuda, njit
 
 from ...errors import KernelError
-from .common import bcast_offset, copy_array, cpu_kernel, cuda_kernel, dual, flat, launch, to_target
-from .registry import NUMERIC, register
+from .common import bcast_offset, copy_array, cpu_kernel, dual, flat, kernel_pair, to_target
+from .opdef import NUMERIC, OpList
+
+OPS = OpList()
+register = OPS.register
 
 # --- reduction metadata --------------------------------------------------------
 
@@ -130,43 +133,31 @@ def _max_item(o, x, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n
     return acc
 
 
-@cpu_kernel
-def _sum_cpu(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
-    for o in range(out.shape[0]):
-        out[o] = _sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
 
 
-@cuda_kernel
-def _sum_cuda(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
-    o = cuda.grid(1)
-    if o < out.shape[0]:
-        out[o] = _sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+_SUM = kernel_pair(
+    "sum", "x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s",
+    """
+    out[o] = _sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+    """, count="out.shape[0]", index="o", module=__name__)
 
 
-@cpu_kernel
-def _mean_cpu(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count):
-    for o in range(out.shape[0]):
-        out[o] = _div(_sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s), count)
 
 
-@cuda_kernel
-def _mean_cuda(x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count):
-    o = cuda.grid(1)
-    if o < out.shape[0]:
-        out[o] = _div(_sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s), count)
+_MEAN = kernel_pair(
+    "mean", "x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count",
+    """
+    out[o] = _div(_sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s), count)
+    """, count="out.shape[0]", index="o", module=__name__)
 
 
-@cpu_kernel
-def _max_cpu(x, out, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
-    for o in range(out.shape[0]):
-        out[o] = _max_item(o, x, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
 
 
-@cuda_kernel
-def _max_cuda(x, out, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
-    o = cuda.grid(1)
-    if o < out.shape[0]:
-        out[o] = _max_item(o, x, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+_MAX = kernel_pair(
+    "max", "x, out, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s",
+    """
+    out[o] = _max_item(o, x, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+    """, count="out.shape[0]", index="o", module=__name__)
 
 
 @cpu_kernel
@@ -292,7 +283,7 @@ def _check(ctx, target):
     rank = None if ctx.in_shapes[0] is None else len(ctx.in_shapes[0])
     if _axes_from_input(ctx):
         if ctx.has_input(1):
-            if target != "cpu" and ctx.const(1) is None:
+            if not target.host and ctx.const(1) is None:
                 return (f"{ctx.node.op_type}: the axes input is not a constant "
                         "(the CUDA kernel needs its reduction layout at build time)")
             c = ctx.const(1)
@@ -383,7 +374,7 @@ def _build(ctx, target):
             return
         (kshape, kstrides, rshape, rstrides), inner_n, inner_s, n_outer, n_reduce = meta
         args = (kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
-        if target == "cpu":
+        if target.fast_paths:
             kind = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2}[op]
             init = lowest if kind == 2 else zero
             count = np.float32(max(n_reduce, 0))
@@ -395,21 +386,12 @@ def _build(ctx, target):
                 _contig_cpu(x, out, kind, init, inner_n, count)
                 return
         if op == "ReduceSum":
-            if target == "cpu":
-                _sum_cpu(x, out, zero, *args)
-            else:
-                launch(_sum_cuda, out.shape[0], x, out, zero, *args)
+            target.launch(_SUM, out.shape[0], x, out, zero, *args)
         elif op == "ReduceMean":
             count = np.float32(n_reduce)
-            if target == "cpu":
-                _mean_cpu(x, out, zero, *args, count)
-            else:
-                launch(_mean_cuda, out.shape[0], x, out, zero, *args, count)
+            target.launch(_MEAN, out.shape[0], x, out, zero, *args, count)
         else:
-            if target == "cpu":
-                _max_cpu(x, out, lowest, *args)
-            else:
-                launch(_max_cuda, out.shape[0], x, out, lowest, *args)
+            target.launch(_MAX, out.shape[0], x, out, lowest, *args)
 
     return run
 

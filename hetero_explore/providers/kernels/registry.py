@@ -1,77 +1,41 @@
-"""The kernel registry: a flat list of op kernels, each written once.
+"""The kernel registry: every op definition, built explicitly.
 
-An :class:`OpKernel` says which op (domain, op_type, opset range, dtypes) it
-implements, on which targets (``"cpu"``, ``"cuda"``), and how to build a run
-function for a node: ``build(ctx, target) -> fn(inputs, outputs)`` where
-``inputs``/``outputs`` are the provider's arrays (numpy on the CPU, numba
-device arrays on CUDA). Providers derive their op tables from this list, so
-"what does this provider run?" is one grep and one DataFrame.
+:func:`build_registry` returns the op definitions of every kernel module, in a
+fixed order; providers derive their op tables from it, so "what does this
+provider run?" is one grep over the modules' ``OPS`` lists and one DataFrame.
+Nothing is registered as a side effect of an import.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import functools
 
-import numpy as np
+from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, schema_version  # noqa: F401
 
-MIN_OPSET = 13
-MAX_OPSET = 21
-
-FLOAT = ("float32",)
-INDEX = ("int64", "int32")
-NUMERIC = ("float32", "int64", "int32")
-ALL = ("float32", "int64", "int32", "bool")
+# the kernel modules, in registry order
+MODULES = ("elementwise", "reduce", "nn", "data")
 
 
-@dataclass(frozen=True)
-class OpKernel:
-    op_type: str
-    """ONNX op type."""
-    build: Callable
-    """``build(ctx, target) -> fn(inputs, outputs)``; raises KernelError on bad attributes."""
-    domain: str = ""
-    """Operator domain ("" is the default ONNX domain)."""
-    since: int = MIN_OPSET
-    """First opset version claimed (inclusive)."""
-    until: int = MAX_OPSET
-    """Last opset version claimed (inclusive)."""
-    dtypes: tuple = FLOAT
-    """Accepted dtypes of the input at ``dtype_input``."""
-    dtype_input: int = 0
-    """Which input's dtype is checked against ``dtypes``."""
-    targets: tuple = ("cpu", "cuda")
-    """Targets this kernel is compiled for."""
-    check: Callable | None = None
-    """``check(ctx, target) -> None | reason``: extra support conditions (attributes, constants)."""
-    may_alias_input: bool = False
-    """The kernel may return a view of an input."""
-    data_dependent_output: bool = False
-    """Output size depends on input data."""
-    bitwise_portable: bool = True
-    """Honours the kernel contract (bitwise equal across targets)."""
-    note: str = ""
-    """Free text for the provider's op table."""
+def build_registry() -> tuple[OpDef, ...]:
+    """All op definitions of all kernel modules."""
+    import importlib
+    out = []
+    for m in MODULES:
+        out.extend(importlib.import_module(f"{__package__}.{m}").OPS)
+    return tuple(out)
 
 
-REGISTRY: list[OpKernel] = []
+@functools.lru_cache(maxsize=1)
+def registry() -> tuple[OpDef, ...]:
+    """The registry (built once)."""
+    return build_registry()
 
 
-def register(op_type: str | tuple, **kw):
-    """Decorator: register ``build`` for one or more op types."""
-    ops = (op_type,) if isinstance(op_type, str) else tuple(op_type)
-
-    def deco(build):
-        for op in ops:
-            REGISTRY.append(OpKernel(op, build, **kw))
-        return build
-
-    return deco
+@functools.lru_cache(maxsize=None)
+def _by_op(domain: str, op_type: str) -> tuple[OpDef, ...]:
+    return tuple(d for d in registry() if d.op_type == op_type and d.domain == domain)
 
 
-def find(domain: str, op_type: str, target: str) -> list[OpKernel]:
-    return [k for k in REGISTRY if k.op_type == op_type and k.domain == domain and target in k.targets]
-
-
-def dtype_name(dt) -> str | None:
-    return None if dt is None else np.dtype(dt).name
+def find(domain: str, op_type: str, target: str) -> list[OpDef]:
+    """The definitions of ``domain::op_type`` with kernels for ``target``."""
+    return [d for d in _by_op(domain, op_type) if target in d.targets]

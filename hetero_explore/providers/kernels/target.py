@@ -1,0 +1,373 @@
+"""Targets: where a kernel runs, how it is compiled, launched and fed.
+
+A :class:`Target` is the only place that knows a target's compiler and launch
+convention. Op definitions never branch on a target's name: they generate a
+:class:`KernelPair` (one CPU and one CUDA kernel from one statement, see
+:func:`kernel_pair`), move metadata with :meth:`Target.to_device` and run with
+:meth:`Target.launch`. A third executing target is one small subclass here
+plus its template in :func:`kernel_pair`.
+
+Two process-wide concerns are kept to this project's own code:
+
+* **No FMA on CUDA.** NVVM contracts ``a*b+c`` into FMA unless asked not to
+  (numba-cuda passes no such option without fastmath). The kernel contract
+  needs separate roundings, so this project's CUDA compilations ask NVVM for
+  ``-fma=0`` — only while :func:`own_compilation` is active (which
+  :meth:`CUDATarget.launch` enters), so a notebook user's own CUDA kernels
+  compile exactly as numba-cuda would compile them.
+  ``HETERO_EXPLORE_ALLOW_FMA=1`` switches this off (the PTX tests check it).
+* **A cache that cannot go stale.** numba's on-disk cache checks only the
+  modification time of the function's own file, so a kernel that inlines an
+  edited helper module (``pmath.py``) would keep stale numerics. Functions
+  defined in this package's kernel modules are cached with a stamp that is the
+  hash of *all* kernel sources instead: any edit to any kernel module
+  recompiles every kernel, and nobody deletes ``__pycache__`` by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+from numba import cuda, njit
+
+THREADS_PER_BLOCK = 128
+KERNEL_DIR = Path(__file__).resolve().parent
+
+# --------------------------------------------------------------------------------------------
+# numba's on-disk cache, keyed on every kernel source
+# --------------------------------------------------------------------------------------------
+
+
+def _sources_hash() -> str:
+    h = hashlib.sha256()
+    for p in sorted(KERNEL_DIR.glob("*.py")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+SOURCES_HASH = _sources_hash()
+
+
+def _install_cache_locator() -> None:
+    from numba.core import caching
+
+    if any(getattr(c, "_hetero_explore", False) for c in caching.CacheImpl._locator_classes):
+        return
+
+    class KernelSourcesLocator(caching.InTreeCacheLocator):
+        """In-tree cache for this package's kernel modules, stamped with the hash of all
+        kernel sources (see the module docs); other files are not ours to stamp."""
+
+        _hetero_explore = True
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            try:
+                if Path(py_file).resolve().parent != KERNEL_DIR:
+                    return None
+            except OSError:
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            return ("hetero_explore-kernels", SOURCES_HASH)
+
+    class KernelSourcesUserWideLocator(caching.UserWideCacheLocator):
+        """The same stamp when the package directory is read-only (site-packages)."""
+
+        _hetero_explore = True
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            try:
+                if Path(py_file).resolve().parent != KERNEL_DIR:
+                    return None
+            except OSError:
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            return ("hetero_explore-kernels", SOURCES_HASH)
+
+    caching.CacheImpl._locator_classes[:0] = [KernelSourcesLocator, KernelSourcesUserWideLocator]
+
+
+_install_cache_locator()
+
+# --------------------------------------------------------------------------------------------
+# NVVM: -fma=0 for this project's compilations only
+# --------------------------------------------------------------------------------------------
+_OWN = contextvars.ContextVar("hetero_explore_own_compilation", default=False)
+
+
+@contextlib.contextmanager
+def own_compilation():
+    """Mark CUDA compilations in this block as this project's (NVVM gets ``-fma=0``)."""
+    tok = _OWN.set(True)
+    try:
+        yield
+    finally:
+        _OWN.reset(tok)
+
+
+def fma_allowed() -> bool:
+    return os.environ.get("HETERO_EXPLORE_ALLOW_FMA") == "1"
+
+
+def _install_nvvm_option() -> None:
+    try:
+        from numba.cuda.cudadrv import nvvm
+    except Exception:  # pragma: no cover - numba-cuda missing or simulator-only install
+        return
+    original = nvvm.compile_ir
+    if getattr(original, "_hetero_explore_no_fma", False):
+        return
+
+    def compile_ir(llvmir, **options):
+        if _OWN.get() and not fma_allowed() and not options.get("fastmath", False):
+            options.setdefault("fma", False)
+        return original(llvmir, **options)
+
+    compile_ir._hetero_explore_no_fma = True
+    nvvm.compile_ir = compile_ir
+
+
+_install_nvvm_option()
+
+# --------------------------------------------------------------------------------------------
+# lazily compiled kernels and the targets
+# --------------------------------------------------------------------------------------------
+
+
+class LazyKernel:
+    """A Python kernel function compiled for one target on first use."""
+
+    def __init__(self, fn, target: str, cache: bool = True):
+        self.py = fn
+        self.target = target
+        self._cache = cache
+        self._compiled = None
+
+    @property
+    def compiled(self):
+        if self._compiled is None:
+            from .common import _retarget
+            f = _retarget(self.py, self.target)
+            self._compiled = (njit(cache=self._cache, error_model="numpy")(f) if self.target == "cpu"
+                              else cuda.jit(f))
+        return self._compiled
+
+    def __call__(self, *args):
+        return self.compiled(*args)
+
+    def __getitem__(self, config):
+        return self.compiled[config]
+
+    def __repr__(self) -> str:
+        return f"LazyKernel({self.py.__name__}, {self.target})"
+
+
+class KernelPair:
+    """One op's kernel on every target, generated from one definition.
+
+    ``cpu_fast`` is an optional hand-tuned CPU kernel with the same arguments
+    (an *override*, see ``fastpaths.py``): it must give bitwise the generated
+    kernel's results, which the tests check over random shapes."""
+
+    def __init__(self, name: str, cpu: LazyKernel, cuda_k: LazyKernel, cpu_fast=None):
+        self.name = name
+        self.cpu = cpu
+        self.cuda = cuda_k
+        self.cpu_fast = cpu_fast
+
+    def for_target(self, target: "Target", generated: bool = False):
+        if target.host:
+            return self.cpu if (generated or self.cpu_fast is None) else self.cpu_fast
+        return self.cuda
+
+    def __repr__(self) -> str:
+        return f"KernelPair({self.name})"
+
+
+class Target:
+    """Compile, launch, to-device for one kind of kernel code."""
+
+    name = "target"
+    #: kernels run on host memory (and can read run-time values directly)
+    host = True
+    #: hand-tuned kernels (overrides) may replace the generated ones
+    fast_paths = False
+
+    def to_device(self, *arrays):
+        raise NotImplementedError
+
+    def launch(self, pair: KernelPair, n: int, *args) -> None:
+        """Run ``pair``'s kernel for this target over ``n`` items (output elements or rows)."""
+        raise NotImplementedError
+
+    def __eq__(self, other):
+        if isinstance(other, Target):
+            return self.name == other.name
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"Target({self.name})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CPUTarget(Target):
+    name = "cpu"
+    host = True
+
+    def __init__(self, generated_only: bool = False):
+        #: run the generated kernels even where a CPU fast path exists (tests use this)
+        self.generated_only = generated_only
+        self.fast_paths = not generated_only
+
+    def to_device(self, *arrays):
+        return arrays if len(arrays) != 1 else arrays[0]
+
+    def launch(self, pair: KernelPair, n: int, *args) -> None:
+        pair.for_target(self, self.generated_only)(*args)
+
+    def __eq__(self, other):
+        if isinstance(other, CPUTarget):
+            return self.generated_only == other.generated_only
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self.name, self.generated_only))
+
+
+class CUDATarget(Target):
+    name = "cuda"
+    host = False
+
+    def to_device(self, *arrays):
+        moved = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in arrays)
+        return moved if len(moved) != 1 else moved[0]
+
+    def launch(self, pair: KernelPair, n: int, *args) -> None:
+        if n <= 0:
+            return
+        threads = min(THREADS_PER_BLOCK, n)
+        blocks = math.ceil(n / threads)
+        with own_compilation(), _sim_errstate():
+            pair.cuda[blocks, threads](*args)
+
+
+def _sim_errstate():
+    """In numba's CUDA simulator kernels run as Python on numpy scalars, which warn on
+    overflow or division by zero where compiled code silently gives inf/NaN (the same
+    IEEE results): keep the simulator as quiet as the hardware."""
+    from numba import config
+    if getattr(config, "ENABLE_CUDASIM", False):
+        return np.errstate(all="ignore")
+    return contextlib.nullcontext()
+
+
+CPU = CPUTarget()
+CUDA = CUDATarget()
+TARGETS = {"cpu": CPU, "cuda": CUDA}
+
+
+def get_target(t) -> Target:
+    """A :class:`Target` from a target or its name."""
+    if isinstance(t, Target):
+        return t
+    try:
+        return TARGETS[t]
+    except KeyError:
+        raise ValueError(f"unknown kernel target {t!r}; known: {', '.join(TARGETS)}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# one statement, every target: kernel generation
+# --------------------------------------------------------------------------------------------
+_CPU_TEMPLATE = """
+def {name}({params}):
+    for {index} in range({count}):
+{body}
+"""
+
+_CUDA_TEMPLATE = """
+def {name}({params}):
+    {index} = cuda.grid(1)
+    if {index} < {count}:
+{body}
+"""
+
+
+def _indent(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line if line.strip() else line for line in text.strip("\n").splitlines())
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+    return textwrap.dedent(text).strip("\n")
+
+
+#: every generated kernel by function name (``_<name>_cpu`` / ``_<name>_cuda``), for tools
+#: that look kernels up by name (the PTX compile tests, warm-up)
+GENERATED: dict = {}
+
+
+def kernel_pair(name: str, params: str, body: str, *, count: str = "out.shape[0]", index: str = "i",
+                cpu_body: str | None = None, module=None, **names) -> KernelPair:
+    """Generate a CPU and a CUDA kernel from one per-item statement.
+
+    Args:
+        name: a unique name (used for the functions and numba's cache files).
+        params: the kernel's parameter list, e.g. ``"x, out, alpha"``.
+        body: the statement(s) run for each item ``index`` < ``count``, e.g.
+            ``"out[i] = f(x[i], alpha)"``; the CPU kernel runs them in a loop,
+            the CUDA kernel once per thread.
+        count: the number of items (an expression over the parameters).
+        cpu_body: optionally, the whole CPU function body instead of the loop
+            (for loops that hoist work out of the per-item statement, such as
+            broadcasting by stepping instead of dividing). It must run exactly the
+            same per-item math as ``body``.
+        module: the module the kernels belong to (its globals are visible and its
+            file anchors numba's cache); defaults to this one.
+        names: extra globals the statement refers to (scalar ``@njit`` functions,
+            ``@dual`` functions: they resolve to each target's twin).
+    """
+    import sys
+    mod = sys.modules[module] if isinstance(module, str) else module
+    g = dict(vars(mod)) if mod is not None else {}
+    g.update(np=np, cuda=cuda)
+    g.update(names)
+    filename = getattr(mod, "__file__", None) or __file__
+    g["__name__"] = getattr(mod, "__name__", __name__)
+    body = _dedent(body)
+    out = []
+    for target, tmpl in (("cpu", _CPU_TEMPLATE), ("cuda", _CUDA_TEMPLATE)):
+        fname = f"_{name}_{target}"
+        if target == "cpu" and cpu_body is not None:
+            src = f"\ndef {fname}({params}):\n{_indent(_dedent(cpu_body), 4)}\n"
+        else:
+            src = tmpl.format(name=fname, params=params, index=index, count=count, body=_indent(body, 8))
+        ns = dict(g)
+        exec(compile(src, filename, "exec"), ns)
+        fn = ns[fname]
+        fn.__module__ = g["__name__"]
+        fn.__source__ = src
+        lk = LazyKernel(fn, target, cache=(target == "cpu"))
+        if GENERATED.get(fname) is not None and GENERATED[fname].py.__source__ != src:
+            raise ValueError(f"two different kernels named {fname!r}")
+        GENERATED[fname] = lk
+        out.append(lk)
+    return KernelPair(name, out[0], out[1])
