@@ -1,0 +1,228 @@
+"""Every hand-tuned CPU fast path gives bitwise the generated kernel's results.
+
+A fast path (``KernelPair.cpu_fast``, or an inline path taken only when the
+target's ``fast_paths`` is on) is an override of the kernel generated from the
+op's per-item statement, which is also what the CUDA kernel runs. Here every
+op family with a fast path runs on random shapes twice: on the CPU provider
+(fast paths on) and on a CPU provider whose target runs only the generated
+kernels; the outputs must be equal bit for bit (NaNs by position).
+
+The list of fast paths is read from the kernel modules, so a new fast path
+without a case here fails :func:`test_every_fast_path_has_cases`.
+"""
+
+import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from hetero_explore.providers.cpu import NumbaCPUProvider
+from hetero_explore.providers.kernels import registry
+from hetero_explore.providers.kernels.common import cpu_kernel
+from hetero_explore.providers.kernels.target import CPUTarget, KernelPair
+
+from kernel_harness import run_node
+
+F = np.float32
+
+
+class GeneratedCPU(NumbaCPUProvider):
+    """The CPU provider with every fast path off: generated kernels only."""
+
+    target = CPUTarget(generated_only=True)
+
+
+FAST = NumbaCPUProvider()
+GEN = GeneratedCPU("cpu-generated")
+
+
+def canon(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "f":
+        a = np.where(np.isnan(a), np.float32(np.nan), a).astype(a.dtype)
+    return a.view(np.uint8)
+
+
+def same(op, inputs, const_inputs=(), opset=17, n_out=1, **attrs):
+    names = [f"x{i}" if a is not None else "" for i, a in enumerate(inputs)]
+    node = helper.make_node(op, names, [f"y{k}" for k in range(n_out)], name=f"{op}_n", **attrs)
+    a = run_node(FAST, node, inputs, opset=opset, const_inputs=const_inputs)
+    b = run_node(GEN, node, inputs, opset=opset, const_inputs=const_inputs)
+    for x, y in zip(a, b):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        assert np.array_equal(canon(x), canon(y)), (op, attrs, [np.shape(i) for i in inputs])
+    return a
+
+
+def rnd(rng, *shape):
+    return rng.standard_normal(shape).astype(F)
+
+
+# --- one random-shape case generator per fast path (by KernelPair name) --------------
+def case_mm(rng):
+    for _ in range(6):
+        M, K, N = (int(v) for v in rng.integers(1, 40, 3))
+        same("MatMul", [rnd(rng, M, K), rnd(rng, K, N)])
+        same("MatMul", [rnd(rng, 2, M, K), rnd(rng, K, N)])
+        tb = int(rng.integers(0, 2))
+        b = rnd(rng, N, K) if tb else rnd(rng, K, N)
+        same("Gemm", [rnd(rng, M, K), b, rnd(rng, N)], const_inputs=(1,), transB=tb, alpha=0.5, beta=2.0)
+    # large enough for the register-blocked micro-kernel and K blocking
+    same("MatMul", [rnd(rng, 37, 300), rnd(rng, 300, 45)])
+
+
+def case_conv(rng):
+    for _ in range(6):
+        C = int(rng.integers(1, 5))
+        g = C if rng.integers(0, 2) else 1
+        M = g * int(rng.integers(1, 3))
+        k = int(rng.integers(1, 4))
+        s = int(rng.integers(1, 3))
+        H, W = (int(v) for v in rng.integers(k, 12, 2))
+        p = int(rng.integers(0, 2))
+        same("Conv", [rnd(rng, 1, C, H, W), rnd(rng, M, C // g, k, k), rnd(rng, M)], const_inputs=(1, 2),
+             strides=[s, s], pads=[p, p, p, p], group=g)
+    same("Conv", [rnd(rng, 2, 3, 9, 9), rnd(rng, 4, 3, 3, 3)], dilations=[2, 1])
+
+
+def case_convt(rng):
+    for _ in range(4):
+        C, M = (int(v) for v in rng.integers(1, 4, 2))
+        k, s = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        H, W = (int(v) for v in rng.integers(1, 7, 2))
+        same("ConvTranspose", [rnd(rng, 1, C, H, W), rnd(rng, C, M, k, k), rnd(rng, M)], const_inputs=(1, 2),
+             strides=[s, s])
+
+
+def case_pool(rng):
+    for _ in range(6):
+        k, s = int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        H, W = (int(v) for v in rng.integers(k, 12, 2))
+        p = int(rng.integers(0, min(k, 2)))
+        x = rnd(rng, 2, 3, H, W)
+        same("MaxPool", [x], kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p],
+             ceil_mode=int(rng.integers(0, 2)))
+        same("AveragePool", [x], kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p],
+             count_include_pad=int(rng.integers(0, 2)))
+
+
+def case_bn(rng):
+    for _ in range(4):
+        C = int(rng.integers(1, 6))
+        x = rnd(rng, 2, C, *(int(v) for v in rng.integers(1, 6, 2)))
+        same("BatchNormalization", [x, rnd(rng, C), rnd(rng, C), rnd(rng, C), np.abs(rnd(rng, C)) + F(0.1)],
+             const_inputs=(1, 2, 3, 4), epsilon=1e-3)
+
+
+def case_softmax(rng):
+    for _ in range(4):
+        shape = tuple(int(v) for v in rng.integers(1, 9, 3))
+        axis = int(rng.integers(-3, 3))
+        x = rnd(rng, *shape) * F(10)
+        same("Softmax", [x], axis=axis)
+        same("LogSoftmax", [x], axis=axis)
+
+
+def case_ln(rng):
+    for _ in range(4):
+        shape = tuple(int(v) for v in rng.integers(1, 9, 3))
+        D = shape[-1]
+        same("LayerNormalization", [rnd(rng, *shape), rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1)
+    same("LayerNormalization", [rnd(rng, 3, 4, 5), rnd(rng, 4, 5)], const_inputs=(1,), axis=-2)
+
+
+def case_resize(rng):
+    for mode in ("nearest", "linear"):
+        for _ in range(3):
+            x = rnd(rng, 1, 2, *(int(v) for v in rng.integers(1, 7, 2)))
+            sc = np.array([1, 1, rng.choice([0.5, 1.5, 2.0]), rng.choice([0.75, 2.0, 3.0])], F)
+            same("Resize", [x, None, sc], const_inputs=(2,), opset=13, mode=mode)
+
+
+def case_pad(rng):
+    for mode in ("constant", "reflect", "edge"):
+        for _ in range(3):
+            x = rnd(rng, 2, *(int(v) for v in rng.integers(2, 6, 2)))
+            pads = np.array([0, int(rng.integers(0, 2)), int(rng.integers(0, 2)),
+                             0, int(rng.integers(0, 2)), int(rng.integers(0, 2))], np.int64)
+            same("Pad", [x, pads], const_inputs=(1,), mode=mode)
+
+
+def case_gather_strided(rng):
+    for _ in range(4):
+        shape = tuple(int(v) for v in rng.integers(1, 7, 3))
+        x = rnd(rng, *shape)
+        same("Transpose", [x], perm=list(rng.permutation(3)))
+        st = np.array([int(rng.integers(0, shape[2]))], np.int64)
+        same("Slice", [x, st, np.array([shape[2]], np.int64), np.array([2], np.int64), np.array([1], np.int64)],
+             const_inputs=(1, 2, 3, 4))
+
+
+def case_scatter_strided(rng):
+    for _ in range(4):
+        a = rnd(rng, 2, int(rng.integers(1, 5)), 3)
+        b = rnd(rng, 2, int(rng.integers(1, 5)), 3)
+        same("Concat", [a, b], axis=1)
+        same("Concat", [rnd(rng, 2, 3, int(rng.integers(1, 5))), rnd(rng, 2, 3, 2)], axis=2)
+
+
+def case_gather(rng):
+    for _ in range(4):
+        shape = tuple(int(v) for v in rng.integers(1, 7, 3))
+        axis = int(rng.integers(0, 3))
+        idx = rng.integers(-shape[axis], shape[axis], size=int(rng.integers(1, 6))).astype(np.int64)
+        same("Gather", [rnd(rng, *shape), idx], axis=axis)
+
+
+def case_reduce_inline(rng):
+    """ReduceSum/Mean/Max's row and contiguous CPU paths (taken when target.fast_paths)."""
+    for op in ("ReduceSum", "ReduceMean", "ReduceMax"):
+        for _ in range(4):
+            shape = tuple(int(v) for v in rng.integers(1, 7, 3))
+            axes = sorted(set(int(a) for a in rng.integers(0, 3, int(rng.integers(1, 3)))))
+            x = rnd(rng, *shape) * F(100)
+            same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=int(rng.integers(0, 2)))
+
+
+CASES = {"mm": case_mm, "conv": case_conv, "convt": case_convt, "pool": case_pool, "bn": case_bn,
+         "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
+         "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather}
+INLINE = {"reduce": case_reduce_inline}
+
+
+def fast_paths() -> set:
+    """Names of the kernel pairs that have a CPU override, read from the kernel modules."""
+    import importlib
+    registry.registry()
+    pairs = set()
+    for m in registry.MODULES:
+        for v in vars(importlib.import_module(f"hetero_explore.providers.kernels.{m}")).values():
+            if isinstance(v, KernelPair) and v.cpu_fast is not None:
+                pairs.add(v.name)
+    return pairs
+
+
+def test_every_fast_path_has_cases():
+    assert fast_paths() == set(CASES), "fast paths without a bitwise case (or cases without a fast path)"
+
+
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(INLINE))
+def test_fast_path_bitwise_equal_to_generated(name):
+    fn = CASES.get(name) or INLINE[name]
+    fn(np.random.default_rng(abs(hash(name)) % 2**32))
+
+
+def test_a_broken_fast_path_is_caught(monkeypatch):
+    """The comparison can fail: a fast path that rounds differently is noticed."""
+    from hetero_explore.providers.kernels import nn
+    @cpu_kernel
+    def broken(x, scale, bias, mean, var, eps, C, S, out):
+        for i in range(out.shape[0]):
+            out[i] = x[i] + np.float32(1e-3)
+
+    monkeypatch.setattr(nn._BN, "cpu_fast", broken)
+    with pytest.raises(AssertionError):
+        case_bn(np.random.default_rng(0))
