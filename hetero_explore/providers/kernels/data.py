@@ -41,10 +41,9 @@ float16/bfloat16, not claimed here).
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
 from ...errors import ExecutionError, KernelError
-from .common import (bcast_offset, bits, broadcast_strides, copy_array, cpu_kernel, dual, kernel_pair,
+from .common import (bcast_offset, bits, broadcast_strides, copy_array, dual, kernel_pair,
                      to_target)
 from .opdef import OpList
 
@@ -205,28 +204,11 @@ def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, 
     out[i] = data[off + r]
 
 
-# --- kernels -----------------------------------------------------------------
-@cpu_kernel
-def _gather_strided_cpu(x, out, base, shape, strides):
-    n = shape[shape.shape[0] - 1]
-    if n > 0:
-        for r in range(out.shape[0] // n):
-            strided_gather_row(r, x, out, base, shape, strides)
-
-
 _GATHER_STRIDED = kernel_pair(
     "gather_strided", "x, out, base, shape, strides",
     """
     strided_gather_item(i, x, out, base, shape, strides)
     """, count="out.shape[0]", index="i", module=__name__)
-
-
-@cpu_kernel
-def _scatter_strided_cpu(x, out, base, shape, strides):
-    n = shape[shape.shape[0] - 1]
-    if n > 0:
-        for r in range(x.shape[0] // n):
-            strided_scatter_row(r, x, out, base, shape, strides)
 
 
 _SCATTER_STRIDED = kernel_pair(
@@ -236,13 +218,6 @@ _SCATTER_STRIDED = kernel_pair(
     """, count="x.shape[0]", index="i", module=__name__)
 
 
-@cpu_kernel
-def _gather_cpu(data, idx, out, axis_dim, n_idx, inner):
-    if inner > 0:
-        for t in range(out.shape[0] // inner):
-            gather_row(t, data, idx, out, axis_dim, n_idx, inner)
-
-
 _GATHER = kernel_pair(
     "gather", "data, idx, out, axis_dim, n_idx, inner",
     """
@@ -250,15 +225,11 @@ _GATHER = kernel_pair(
     """, count="out.shape[0]", index="i", module=__name__)
 
 
-
-
 _GATHER_ELEMENTS = kernel_pair(
     "gather_elements", "data, idx, out, ishape, dstrides, axis, axis_dim",
     """
     gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
     """, count="out.shape[0]", index="i", module=__name__)
-
-
 
 
 _GATHERND = kernel_pair(
@@ -849,9 +820,3 @@ def _build_range(ctx, target):
 
     return run
 
-
-# CPU fast paths: hand-tuned overrides of the generated CPU kernels, each held bit for bit
-# to the generated kernel by tests/test_fastpaths.py
-_GATHER_STRIDED.cpu_fast = _gather_strided_cpu
-_SCATTER_STRIDED.cpu_fast = _scatter_strided_cpu
-_GATHER.cpu_fast = _gather_cpu

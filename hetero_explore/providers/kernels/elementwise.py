@@ -73,7 +73,7 @@ Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
 from ...errors import KernelError
 from ...ir import onnx_to_np_dtype

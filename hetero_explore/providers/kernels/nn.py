@@ -30,13 +30,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir as llvm_ir
-from numba import cuda, njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 from ...errors import KernelError
-from .common import bcast_offset, copy_array, broadcast_strides, cpu_kernel, dual, flat, kernel_pair, shape_array, to_target
+from .common import bcast_offset, copy_array, broadcast_strides, dual, flat, kernel_pair, shape_array, to_target
 from .pmath import exp_f32, log_f32, pow_f32, sqrt_f32
 from .opdef import ALL, OpList
 
@@ -122,272 +119,6 @@ def _dot(a, a0, sak, b, b0, sbk, K):
     for k in range(K):
         acc += a[a0 + k * sak] * b[b0 + k * sbk]
     return acc
-
-
-_GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
-_GEMM_PAD = 16  # accumulator rows 512 + 16 floats apart: no 4 KiB aliasing between them
-
-
-@njit(**_JIT)
-def _gemm_rowacc_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
-    """CPU only: out[o0 + m*som + n] = sum_k a[a0 + m*sam + k*sak] * b[b0 + k*sbk + n]
-    (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is
-    the scratch from _gemm_scratch. Columns go in tiles, rows four at a
-    time, k two at a time: ``acc = (acc + a_k*b_k) + a_k1*b_k1`` is exactly
-    two sequential steps (no FMA, no reassociation without fastmath). Slices
-    keep the inner loops free of negative-index checks so that LLVM
-    vectorizes them over n, which does not reorder any element's sum."""
-    T = acc.shape[1] - _GEMM_PAD
-    for n0 in range(0, N, T):
-        nt = min(T, N - n0)
-        m = 0
-        while m < M:
-            if M - m >= 4:
-                r0 = acc[0, :nt]
-                r1 = acc[1, :nt]
-                r2 = acc[2, :nt]
-                r3 = acc[3, :nt]
-                r0[:] = np.float32(0)
-                r1[:] = np.float32(0)
-                r2[:] = np.float32(0)
-                r3[:] = np.float32(0)
-                ab = a0 + m * sam
-                k = 0
-                while k + 2 <= K:
-                    ak = ab + k * sak
-                    v00 = a[ak]
-                    v10 = a[ak + sam]
-                    v20 = a[ak + 2 * sam]
-                    v30 = a[ak + 3 * sam]
-                    ak1 = ak + sak
-                    v01 = a[ak1]
-                    v11 = a[ak1 + sam]
-                    v21 = a[ak1 + 2 * sam]
-                    v31 = a[ak1 + 3 * sam]
-                    st = b0 + k * sbk + n0
-                    bk0 = b[st:st + nt]
-                    bk1 = b[st + sbk:st + sbk + nt]
-                    for n in range(nt):
-                        x0 = bk0[n]
-                        x1 = bk1[n]
-                        r0[n] = (r0[n] + v00 * x0) + v01 * x1
-                        r1[n] = (r1[n] + v10 * x0) + v11 * x1
-                        r2[n] = (r2[n] + v20 * x0) + v21 * x1
-                        r3[n] = (r3[n] + v30 * x0) + v31 * x1
-                    k += 2
-                if k < K:
-                    ak = ab + k * sak
-                    v00 = a[ak]
-                    v10 = a[ak + sam]
-                    v20 = a[ak + 2 * sam]
-                    v30 = a[ak + 3 * sam]
-                    st = b0 + k * sbk + n0
-                    bk0 = b[st:st + nt]
-                    for n in range(nt):
-                        x0 = bk0[n]
-                        r0[n] = r0[n] + v00 * x0
-                        r1[n] = r1[n] + v10 * x0
-                        r2[n] = r2[n] + v20 * x0
-                        r3[n] = r3[n] + v30 * x0
-                for r in range(4):
-                    o = o0 + (m + r) * som + n0
-                    out[o:o + nt] = acc[r, :nt]
-                m += 4
-            else:
-                r0 = acc[0, :nt]
-                r0[:] = np.float32(0)
-                ab = a0 + m * sam
-                k = 0
-                while k + 2 <= K:
-                    v00 = a[ab + k * sak]
-                    v01 = a[ab + (k + 1) * sak]
-                    st = b0 + k * sbk + n0
-                    bk0 = b[st:st + nt]
-                    bk1 = b[st + sbk:st + sbk + nt]
-                    for n in range(nt):
-                        r0[n] = (r0[n] + v00 * bk0[n]) + v01 * bk1[n]
-                    k += 2
-                if k < K:
-                    v00 = a[ab + k * sak]
-                    st = b0 + k * sbk + n0
-                    bk0 = b[st:st + nt]
-                    for n in range(nt):
-                        r0[n] = r0[n] + v00 * bk0[n]
-                o = o0 + m * som + n0
-                out[o:o + nt] = r0
-                m += 1
-
-
-_MK_W = 16  # micro-kernel columns: one <16 x float> vector (a zmm register with AVX-512)
-_MK_R = 16  # micro-kernel rows: 16 vector accumulators (8 and 12 measured slower)
-_MK_KC = 256  # k block: a packed B panel (_MK_KC x _MK_W floats, 16 KiB) stays in L1
-
-
-@intrinsic
-def _mk_tile(typingctx, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume):
-    """CPU only, compiled inline: for r < _MK_R, j < _MK_W,
-    out[oo + r*som + j] = acc + sum_k a[ao + r*sam + k*sak] * b[bo + k*sbk + j]
-    with k ascending and the sum taken step by step (acc = acc + a*b: fmul,
-    then fadd, each rounded to float32; LLVM fuses neither without
-    fast-math/contract flags, so no FMA); acc = 0.0f, or the value already in
-    out when ``resume`` != 0 (a later k block). The _MK_R x _MK_W accumulators
-    live in registers for the whole k loop. No bounds checks: the caller
-    guarantees the ranges."""
-    sig = types.void(a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume)
-
-    def codegen(context, builder, signature, args):
-        a_, ao_, sam_, sak_, b_, bo_, sbk_, K_, out_, oo_, som_, resume_ = args
-        ap = context.make_array(signature.args[0])(context, builder, a_).data
-        bp = context.make_array(signature.args[4])(context, builder, b_).data
-        op = context.make_array(signature.args[8])(context, builder, out_).data
-        i32 = llvm_ir.IntType(32)
-        i64 = llvm_ir.IntType(64)
-        vt = llvm_ir.VectorType(llvm_ir.FloatType(), _MK_W)
-        undef = llvm_ir.Constant(vt, llvm_ir.Undefined)
-        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, _MK_W), [0] * _MK_W)
-
-        def vptr(base, idx):
-            return builder.bitcast(builder.gep(base, [idx]), vt.as_pointer())
-
-        def out_row(r):
-            return builder.add(oo_, builder.mul(llvm_ir.Constant(i64, r), som_))
-
-        accs = []
-        for r in range(_MK_R):
-            slot = cgutils.alloca_once(builder, vt)  # promoted to a register by mem2reg
-            builder.store(llvm_ir.Constant(vt, [0.0] * _MK_W), slot)
-            accs.append(slot)
-        with builder.if_then(builder.icmp_signed("!=", resume_, llvm_ir.Constant(resume_.type, 0))):
-            for r in range(_MK_R):
-                builder.store(builder.load(vptr(op, out_row(r)), align=4), accs[r])
-        with cgutils.for_range(builder, K_) as loop:
-            k = loop.index
-            bv = builder.load(vptr(bp, builder.add(bo_, builder.mul(k, sbk_))), align=4)
-            ak = builder.add(ao_, builder.mul(k, sak_))
-            for r in range(_MK_R):
-                av = builder.load(builder.gep(ap, [builder.add(ak, builder.mul(llvm_ir.Constant(i64, r), sam_))]))
-                av = builder.shuffle_vector(builder.insert_element(undef, av, llvm_ir.Constant(i32, 0)), undef, splat)
-                builder.store(builder.fadd(builder.load(accs[r]), builder.fmul(av, bv)), accs[r])
-        for r in range(_MK_R):
-            builder.store(builder.load(accs[r]), vptr(op, out_row(r)), align=4)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _mk_copy(typingctx, src, so, dst, do):
-    """CPU only: dst[do:do + _MK_W] = src[so:so + _MK_W] as one vector load and store."""
-    sig = types.void(src, so, dst, do)
-
-    def codegen(context, builder, signature, args):
-        s_, so_, d_, do_ = args
-        sp = context.make_array(signature.args[0])(context, builder, s_).data
-        dp = context.make_array(signature.args[2])(context, builder, d_).data
-        vt = llvm_ir.VectorType(llvm_ir.FloatType(), _MK_W)
-        v = builder.load(builder.bitcast(builder.gep(sp, [so_]), vt.as_pointer()), align=4)
-        builder.store(v, builder.bitcast(builder.gep(dp, [do_]), vt.as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@njit(**_JIT)
-def _gemm_tiles_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som):
-    """CPU only: the _gemm_rows_cpu product for M % _MK_R == 0, N % _MK_W == 0,
-    K > 0, in micro-kernel tiles: per k block, per B panel (copied contiguous),
-    per row block. A row stride that is a multiple of 4 KiB puts all rows of a
-    block in one cache set; then A's block is copied k-major first."""
-    kcm = min(_MK_KC, K)
-    bbuf = np.empty(kcm * _MK_W, dtype=np.float32)
-    pack_a = sak == 1 and sam % 1024 == 0 and N >= 4 * _MK_W
-    abuf = np.empty(M * kcm if pack_a else 1, dtype=np.float32)
-    for k0 in range(0, K, _MK_KC):
-        kc = min(_MK_KC, K - k0)
-        if pack_a:
-            for mb in range(0, M, _MK_R):
-                for k in range(kc):
-                    src = a0 + mb * sam + k0 + k
-                    dst = mb * kc + k * _MK_R
-                    for r in range(_MK_R):
-                        abuf[dst + r] = a[src + r * sam]
-        for n0 in range(0, N, _MK_W):
-            for k in range(kc):
-                _mk_copy(b, b0 + (k0 + k) * sbk + n0, bbuf, k * _MK_W)
-            for mb in range(0, M, _MK_R):
-                if pack_a:
-                    _mk_tile(abuf, mb * kc, 1, _MK_R, bbuf, 0, _MK_W, kc, out, o0 + mb * som + n0, som, k0)
-                else:
-                    _mk_tile(a, a0 + mb * sam + k0 * sak, sam, sak, bbuf, 0, _MK_W, kc, out, o0 + mb * som + n0,
-                             som, k0)
-
-
-@njit(**_JIT)
-def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
-    """CPU only: out[o0 + m*som + n] = sum_k a[a0 + m*sam + k*sak] * b[b0 + k*sbk + n]
-    (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is
-    the scratch from _gemm_scratch. Whole _MK_R x _MK_W blocks go through the
-    register micro-kernel, the edges through _gemm_rowacc_cpu; both give every
-    element the same sequence of float32 operations."""
-    MR = M - M % _MK_R
-    NC = N - N % _MK_W
-    if MR > 0 and NC > 0:
-        if K > 0:
-            _gemm_tiles_cpu(a, a0, sam, sak, b, b0, sbk, MR, K, NC, out, o0, som)
-        else:
-            for m in range(MR):
-                o = o0 + m * som
-                out[o:o + NC] = np.float32(0)
-    # the edges: the columns right of the tiles, then the rows below them (one call
-    # site: LLVM inlines _gemm_rowacc_cpu, and a second copy doubles the JIT time)
-    for part in range(2):
-        if part == 0:
-            am, bn, mm, nn_, o = a0, b0 + NC, MR, N - NC, o0 + NC
-        else:
-            am, bn, mm, nn_, o = a0 + MR * sam, b0, M - MR, N, o0 + MR * som
-        if mm > 0 and nn_ > 0:
-            _gemm_rowacc_cpu(a, am, sam, sak, b, bn, sbk, mm, K, nn_, out, o, som, acc)
-
-
-@njit(**_JIT)
-def _gemm_scratch(K, N):
-    """Accumulator scratch for _gemm_rowacc_cpu (4 rows of a column tile, padded)."""
-    t = min(_GEMM_TILE, max(N, 1))
-    return np.zeros((4, t + _GEMM_PAD), dtype=np.float32)
-
-
-@njit(**_JIT)
-def _transpose_into(b, b0, sbk, sbn, K, N, dst):
-    """dst[k*N + n] = b[b0 + k*sbk + n*sbn], in 32x32 blocks (pure data movement)."""
-    for k0 in range(0, K, 32):
-        k1 = min(K, k0 + 32)
-        for n0 in range(0, N, 32):
-            n1 = min(N, n0 + 32)
-            for n in range(n0, n1):
-                for k in range(k0, k1):
-                    dst[k * N + n] = b[b0 + k * sbk + n * sbn]
-
-
-@cpu_kernel
-def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
-    MN = M * N
-    nb = out.shape[0] // MN if MN > 0 else 0
-    acc = _gemm_scratch(K, N)
-    bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
-    for bt in range(nb):
-        a0 = bcast_offset(bt, bshape, sa)
-        b0 = bcast_offset(bt, bshape, sb)
-        o0 = bt * MN
-        if sbn != 1:
-            _transpose_into(b, b0, sbk, sbn, K, N, bt_buf)
-            _gemm_rows_cpu(a, a0, sam, sak, bt_buf, 0, N, M, K, N, out, o0, N, acc)
-        else:
-            _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
-        if epi != 0:
-            for m in range(M):
-                for n in range(N):
-                    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-                    out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
 
 
 _MM = kernel_pair(
@@ -564,106 +295,6 @@ _CONV = kernel_pair(
     """, count="out.shape[0]", index="i", module=__name__)
 
 
-@njit(**_JIT)
-def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt, col):
-    """Columns n0 .. n0+nt-1 of the im2col matrix (column oh*OW + ow):
-    col[((c*KH + kh)*KW + kw) * nt + j] = the x tap of column n0 + j, or 0.0f in
-    the padding (a pure copy)."""
-    if nt <= 0:
-        return
-    oh0 = n0 // OW
-    oh1 = (n0 + nt - 1) // OW
-    for c in range(Cg):
-        for kh in range(KH):
-            for kw in range(KW):
-                r = ((c * KH + kh) * KW + kw) * nt
-                a = pl - kw * dw  # iw = ow*sw - a; valid for ow in [vlo, vhi)
-                vlo = -((-a) // sw)
-                if vlo < 0:
-                    vlo = 0
-                if vlo > OW:
-                    vlo = OW
-                vhi = (W - 1 + a) // sw + 1
-                if vhi > OW:
-                    vhi = OW
-                for oh in range(oh0, oh1 + 1):
-                    d = r + oh * OW - n0  # col index of (oh, ow) is d + ow
-                    s0 = n0 - oh * OW
-                    if s0 < 0:
-                        s0 = 0
-                    e0 = n0 + nt - oh * OW
-                    if e0 > OW:
-                        e0 = OW
-                    ih = oh * sh - pt + kh * dh
-                    if ih < 0 or ih >= H:
-                        col[d + s0:d + e0] = np.float32(0)
-                        continue
-                    lo = vlo if vlo > s0 else s0
-                    if lo > e0:
-                        lo = e0
-                    hi = vhi if vhi < e0 else e0
-                    if hi < lo:
-                        hi = lo
-                    col[d + s0:d + lo] = np.float32(0)
-                    col[d + hi:d + e0] = np.float32(0)
-                    if hi > lo:
-                        st = xb + (c * H + ih) * W + lo * sw - a
-                        if sw == 1:  # an explicit loop over two slices: ~2x faster than the slice copy
-                            dseg = col[d + lo:d + hi]
-                            src = x[st:st + hi - lo]
-                            for j in range(hi - lo):
-                                dseg[j] = src[j]
-                        else:
-                            col[d + lo:d + hi] = x[st:st + (hi - lo - 1) * sw + 1:sw]
-
-
-@cpu_kernel
-def _conv_cpu(x, w, bias, has_b, p, out):
-    N = p[0]
-    C = p[1]
-    H = p[2]
-    W = p[3]
-    M = p[4]
-    KH = p[5]
-    KW = p[6]
-    OH = p[7]
-    OW = p[8]
-    sh = p[9]
-    sw = p[10]
-    dh = p[11]
-    dw = p[12]
-    pt = p[13]
-    pl = p[14]
-    G = p[15]
-    Cg = C // G
-    Mg = M // G
-    K = Cg * KH * KW
-    NN = OH * OW
-    direct = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W
-    acc = _gemm_scratch(K, NN)
-    T = acc.shape[1] - _GEMM_PAD
-    # im2col one column tile at a time into a K x T scratch that stays in cache
-    col = np.empty(1 if direct else K * T, dtype=np.float32)
-    for n in range(N):
-        for g in range(G):
-            o0 = (n * M + g * Mg) * NN
-            # one _gemm_rows_cpu call site (a second inlined copy doubles the JIT time)
-            xb = (n * C + g * Cg) * H * W
-            for n0 in range(0, NN, max(NN, 1) if direct else T):
-                nt = NN if direct else min(T, NN - n0)
-                if not direct:
-                    _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt, col)
-                src = x if direct else col
-                _gemm_rows_cpu(w, g * Mg * K, K, 1, src, xb if direct else 0, nt, Mg, K, nt, out, o0 + n0, NN, acc)
-            if has_b:
-                for mm in range(Mg):
-                    bv = bias[g * Mg + mm]
-                    o = o0 + mm * NN
-                    seg = out[o:o + NN]
-                    for j in range(NN):
-                        seg[j] = seg[j] + bv
-
-
 def _spatial_attrs(ctx, nsp, kshape):
     """strides, dilations, pads(begin+end) for ``nsp`` spatial dims (explicit pads / VALID)."""
     at = ctx.attrs
@@ -819,59 +450,6 @@ _CONVT = kernel_pair(
     """, count="out.shape[0]", index="i", module=__name__)
 
 
-@cpu_kernel
-def _convt_cpu(x, w, bias, has_b, p, out):
-    N = p[0]
-    C = p[1]
-    H = p[2]
-    W = p[3]
-    M = p[4]
-    KH = p[5]
-    KW = p[6]
-    OH = p[7]
-    OW = p[8]
-    sh = p[9]
-    sw = p[10]
-    dh = p[11]
-    dw = p[12]
-    pt = p[13]
-    pl = p[14]
-    G = p[15]
-    Cg = C // G
-    Mg = M // G
-    KK = KH * KW
-    HW = H * W
-    R = Mg * KK
-    cols = np.empty(max(R * HW, 1), dtype=np.float32)
-    acc = _gemm_scratch(Cg, HW)
-    ONN = OH * OW
-    for n in range(N):
-        for g in range(G):
-            # cols[r, j] with r = (mm*KH + kh)*KW + kw: A[r, c] = w[((g*Cg + c)*Mg + mm)*KK + kh*KW + kw]
-            _gemm_rows_cpu(w, g * Cg * Mg * KK, 1, Mg * KK, x, (n * C + g * Cg) * HW, HW, R, Cg, HW, cols, 0, HW,
-                           acc)
-            for mm in range(Mg):
-                o0 = (n * M + g * Mg + mm) * ONN
-                dst = out[o0:o0 + ONN]
-                dst[:] = np.float32(0)
-                for kh in range(KH):
-                    for kw in range(KW):
-                        r = (mm * KH + kh) * KW + kw
-                        for ih in range(H):
-                            oh = ih * sh - pt + kh * dh
-                            if oh < 0 or oh >= OH:
-                                continue
-                            src = r * HW + ih * W
-                            for iw in range(W):
-                                ow = iw * sw - pl + kw * dw
-                                if ow >= 0 and ow < OW:
-                                    dst[oh * OW + ow] = dst[oh * OW + ow] + cols[src + iw]
-                if has_b:
-                    bv = bias[g * Mg + mm]
-                    for j in range(ONN):
-                        dst[j] = dst[j] + bv
-
-
 def _check_convt(ctx, target):
     r = _conv_like_check(ctx, "NCW or NCHW")
     if r:
@@ -1009,99 +587,6 @@ _POOL = kernel_pair(
     """, count="out.shape[0]", index="i", module=__name__)
 
 
-@njit(**_JIT)
-def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
-    """CPU only: one output row of MaxPool/AveragePool with a row of
-    accumulators, taps (kh, kw) ascending: each element sees the same sequence
-    as _pool_at."""
-    H = p[2]
-    W = p[3]
-    OW = p[5]
-    KH = p[6]
-    KW = p[7]
-    sh = p[8]
-    sw = p[9]
-    dh = p[10]
-    dw = p[11]
-    pt = p[12]
-    pl = p[13]
-    pb = p[14]
-    include = p[16]
-    h0 = oh * sh - pt
-    a = acc[:OW]
-    if is_max:
-        a[:] = np.float32(-np.inf)
-    else:
-        a[:] = np.float32(0)
-    nh = 0
-    nhp = 0
-    for kh in range(KH):
-        ih = h0 + kh * dh
-        if ih >= -pt and ih < H + pb:
-            nhp += 1
-        if ih < 0 or ih >= H:
-            continue
-        nh += 1
-        xr = xb + ih * W
-        for kw in range(KW):
-            c = pl - kw * dw  # iw = ow*sw - c
-            lo = -((-c) // sw)
-            if lo < 0:
-                lo = 0
-            hi = (W - 1 + c) // sw + 1
-            if hi > OW:
-                hi = OW
-            if hi <= lo:
-                continue
-            seg = a[lo:hi]
-            st = xr + lo * sw - c
-            xs = x[st:st + (hi - lo - 1) * sw + 1:sw]
-            if is_max:
-                for j in range(hi - lo):
-                    v = xs[j]
-                    seg[j] = v if v > seg[j] else seg[j]
-            else:
-                for j in range(hi - lo):
-                    seg[j] = seg[j] + xs[j]
-    if is_max:
-        dst[:] = a
-    else:
-        for ow in range(OW):
-            cnt = nh * wcnt[ow]
-            if include:
-                cnt = nhp * wpad[ow]
-            dst[ow] = _div(a[ow], np.float32(cnt))
-
-
-@cpu_kernel
-def _pool_cpu(x, p, is_max, out):
-    H = p[2]
-    W = p[3]
-    OH = p[4]
-    OW = p[5]
-    KW = p[7]
-    sw = p[9]
-    dw = p[11]
-    pl = p[13]
-    pr = p[15]
-    NC = out.shape[0] // (OH * OW) if OH * OW > 0 else 0
-    acc = np.empty(max(OW, 1), dtype=np.float32)
-    # per output column: taps inside the input, and inside input + explicit pads
-    wcnt = np.zeros(max(OW, 1), dtype=np.int64)
-    wpad = np.zeros(max(OW, 1), dtype=np.int64)
-    for ow in range(OW):
-        for kw in range(KW):
-            iw = ow * sw - pl + kw * dw
-            if iw >= 0 and iw < W:
-                wcnt[ow] += 1
-            if iw >= -pl and iw < W + pr:
-                wpad[ow] += 1
-    for nc in range(NC):
-        for oh in range(OH):
-            o = (nc * OH + oh) * OW
-            _pool_row_cpu(x, nc * H * W, oh, p, is_max, acc, wcnt, wpad, out[o:o + OW])
-
-
 def _check_pool(ctx, target):
     r = _conv_like_check(ctx, "NCW or NCHW")
     if r:
@@ -1181,8 +666,6 @@ _GPOOL = kernel_pair(
     """, count="out.shape[0]", index="r", module=__name__)
 
 
-
-
 def _check_gpool(ctx, target):
     xs = ctx.in_shapes[0]
     if xs is None or len(xs) < 3:
@@ -1241,19 +724,6 @@ _BN = kernel_pair(
     f = _bn_factor(scale[c], var[c], eps)
     out[i] = _bn_apply(x[i], mean[c], f, bias[c])
     """, count="out.shape[0]", index="i", module=__name__)
-
-
-@cpu_kernel
-def _bn_cpu(x, scale, bias, mean, var, eps, C, S, out):
-    nblocks = out.shape[0] // (C * S) if C * S > 0 else 0
-    for nb in range(nblocks):
-        for c in range(C):
-            f = _bn_factor(scale[c], var[c], eps)
-            mc = mean[c]
-            bc = bias[c]
-            o = (nb * C + c) * S
-            for j in range(S):
-                out[o + j] = _bn_apply(x[o + j], mc, f, bc)
 
 
 def _check_bn(ctx, target):
@@ -1333,8 +803,6 @@ _LRN = kernel_pair(
     """
     out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
     """, count="out.shape[0]", index="i", module=__name__)
-
-
 
 
 def _check_lrn(ctx, target):
@@ -1418,81 +886,6 @@ _SOFTMAX = kernel_pair(
     """
     _softmax_row(r, x, out, A, inner, is_log)
     """, count="rows", index="r", module=__name__)
-
-
-@cpu_kernel
-def _softmax_cpu(x, out, rows, A, inner, is_log):
-    """CPU only: the same per-element sequence as _softmax_row, in passes over
-    contiguous slices. inner == 1: per row, the max, then e = exp(v - m) into
-    the output, then s = s + e ascending, then e / s (LogSoftmax: the exps are
-    only summed; y = (v - m) - log(s)). inner > 1: the reduction index a runs
-    outside and j (the inner index) inside, with a max and a sum per j."""
-    if A <= 0 or rows <= 0:
-        return
-    outer = rows // inner
-    if inner == 1:
-        for o in range(outer):
-            b = o * A
-            xr = x[b:b + A]
-            orow = out[b:b + A]
-            m = xr[0]
-            for a in range(1, A):
-                v = xr[a]
-                if v > m:
-                    m = v
-            for a in range(A):
-                orow[a] = exp_f32(xr[a] - m)
-            s = np.float32(0)
-            for a in range(A):
-                s += orow[a]
-            if is_log:
-                ls = np.float32(log_f32(s))
-                for a in range(A):
-                    orow[a] = (xr[a] - m) - ls
-            else:
-                for a in range(A):
-                    orow[a] = orow[a] / s
-        return
-    mx = np.empty(inner, dtype=np.float32)
-    sm = np.empty(inner, dtype=np.float32)
-    for o in range(outer):
-        b = o * A * inner
-        mx[:] = x[b:b + inner]
-        for a in range(1, A):
-            st = b + a * inner
-            xr = x[st:st + inner]
-            for j in range(inner):
-                v = xr[j]
-                if v > mx[j]:
-                    mx[j] = v
-        sm[:] = np.float32(0)
-        for a in range(A):
-            st = b + a * inner
-            xr = x[st:st + inner]
-            orow = out[st:st + inner]
-            if is_log:
-                for j in range(inner):
-                    sm[j] = sm[j] + exp_f32(xr[j] - mx[j])
-            else:
-                for j in range(inner):
-                    e = exp_f32(xr[j] - mx[j])
-                    orow[j] = e
-                    sm[j] = sm[j] + e
-        if is_log:
-            for j in range(inner):
-                sm[j] = log_f32(sm[j])
-            for a in range(A):
-                st = b + a * inner
-                xr = x[st:st + inner]
-                orow = out[st:st + inner]
-                for j in range(inner):
-                    orow[j] = (xr[j] - mx[j]) - sm[j]
-        else:
-            for a in range(A):
-                st = b + a * inner
-                orow = out[st:st + inner]
-                for j in range(inner):
-                    orow[j] = orow[j] / sm[j]
 
 
 def _check_softmax(ctx, target):
@@ -1589,46 +982,6 @@ _LN = kernel_pair(
     """, count="rows", index="r", module=__name__)
 
 
-@njit(**_JIT)
-def _ln_row_fast_cpu(r, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out, want_stats):
-    """CPU only: _ln_row for full-size scale/bias, on slices (vectorizable final pass)."""
-    b = r * D
-    xr = x[b:b + D]
-    yr = out[b:b + D]
-    s = np.float32(0)
-    for j in range(D):
-        s += xr[j]
-    mean = _div(s, Df)
-    q = np.float32(0)
-    for j in range(D):
-        d = xr[j] - mean
-        q += d * d
-    inv = _ln_inv(q, Df, eps)
-    sc = scale[:D]
-    if has_b:
-        bb = bias[:D]
-        for j in range(D):
-            yr[j] = _ln_apply(xr[j], mean, inv, sc[j]) + bb[j]
-    else:
-        for j in range(D):
-            yr[j] = _ln_apply(xr[j], mean, inv, sc[j])
-    if want_stats:
-        mean_out[r] = mean
-        inv_out[r] = inv
-
-
-@cpu_kernel
-def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
-            want_stats):
-    fast = sfull and (bfull or not has_b)
-    for r in range(rows):
-        if fast:
-            _ln_row_fast_cpu(r, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out, want_stats)
-        else:
-            _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out,
-                    inv_out, want_stats)
-
-
 def _check_ln(ctx, target):
     xs = ctx.in_shapes[0]
     if xs is None or len(xs) == 0:
@@ -1705,8 +1058,6 @@ register("LayerNormalization", dtypes=F32, since=17, check=_check_ln,
 # =============================================================================
 # Dropout (inference): identity copy; the optional mask output is all True.
 # =============================================================================
-
-
 
 
 _FILL_TRUE = kernel_pair(
@@ -1858,57 +1209,6 @@ _RESIZE = kernel_pair(
     """
     out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
     """, count="out.shape[0]", index="i", module=__name__)
-
-
-@cpu_kernel
-def _resize_cpu(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
-    nd = oshape.shape[0]
-    last = nd - 1
-    OW = oshape[last]
-    # row-wise fast path: the last axis is the inner interpolated one (or no axis is)
-    if OW == 0 or not (nlin == 0 or ax_b == last):
-        for i in range(out.shape[0]):
-            out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
-        return
-    rows = out.shape[0] // OW
-    lo = tab_off[last]
-    sl = istr[last]
-    i0 = idx0[lo:lo + OW]
-    i1 = idx1[lo:lo + OW]
-    a0 = w0[lo:lo + OW]
-    a1 = w1[lo:lo + OW]
-    for r in range(rows):
-        base = 0
-        pa = 0
-        t = r
-        for d in range(nd - 2, -1, -1):
-            n = oshape[d]
-            o = t % n
-            t = t // n
-            k = tab_off[d] + o
-            if d == ax_a:
-                pa = k
-            else:
-                base += idx0[k] * istr[d]
-        dst = out[r * OW:(r + 1) * OW]
-        if nlin == 0:
-            for j in range(OW):
-                dst[j] = x[base + i0[j] * sl]
-        elif nlin == 1:
-            for j in range(OW):
-                dst[j] = _lerp(x[base + i0[j] * sl], x[base + i1[j] * sl], a0[j], a1[j])
-        else:
-            sa = istr[ax_a]
-            r0 = base + idx0[pa] * sa
-            r1 = base + idx1[pa] * sa
-            b0 = w0[pa]
-            b1 = w1[pa]
-            for j in range(OW):
-                c0 = i0[j] * sl
-                c1 = i1[j] * sl
-                top = _lerp(x[r0 + c0], x[r0 + c1], a0[j], a1[j])
-                bot = _lerp(x[r1 + c0], x[r1 + c1], a0[j], a1[j])
-                dst[j] = _lerp(top, bot, b0, b1)
 
 
 _CTM = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric")
@@ -2092,41 +1392,6 @@ _PAD = kernel_pair(
     """, count="out.shape[0]", index="i", module=__name__)
 
 
-@cpu_kernel
-def _pad_cpu(x, out, cval, oshape, ishape, istr, pbeg, mode):
-    nd = oshape.shape[0]
-    last = nd - 1
-    OW = oshape[last]
-    if OW == 0:
-        return
-    n = ishape[last]
-    colmap = np.empty(OW, dtype=np.int64)
-    for ow in range(OW):
-        colmap[ow] = _pad_map(ow - pbeg[last], n, mode)
-    cv = cval[0]
-    rows = out.shape[0] // OW
-    for r in range(rows):
-        off = 0
-        t = r
-        const = False
-        for d in range(nd - 2, -1, -1):
-            n_o = oshape[d]
-            o = t % n_o
-            t = t // n_o
-            j = _pad_map(o - pbeg[d], ishape[d], mode)
-            if j < 0:
-                const = True
-                break
-            off += j * istr[d]
-        dst = out[r * OW:(r + 1) * OW]
-        if const:
-            dst[:] = cv
-        else:
-            for ow in range(OW):
-                c = colmap[ow]
-                dst[ow] = cv if c < 0 else x[off + c]
-
-
 def _pad_layout(ctx, xs, pads, axes):
     """Begin pads per dim and the output shape from the pads input (and axes)."""
     rank = len(xs)
@@ -2219,15 +1484,3 @@ def _build_pad(ctx, target):
 register("Pad", dtypes=ALL, since=13, check=_check_pad,
          note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)
 
-
-# CPU fast paths: hand-tuned overrides of the generated CPU kernels, each held bit for bit
-# to the generated kernel by tests/test_fastpaths.py
-_MM.cpu_fast = _mm_cpu
-_CONV.cpu_fast = _conv_cpu
-_CONVT.cpu_fast = _convt_cpu
-_POOL.cpu_fast = _pool_cpu
-_BN.cpu_fast = _bn_cpu
-_SOFTMAX.cpu_fast = _softmax_cpu
-_LN.cpu_fast = _ln_cpu
-_RESIZE.cpu_fast = _resize_cpu
-_PAD.cpu_fast = _pad_cpu
