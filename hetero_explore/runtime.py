@@ -26,7 +26,7 @@ import numpy as np
 from .errors import ExecutionError, ProviderUnavailableError
 from .inputs import validate_inputs
 from .ir import Graph
-from .runner import ABSENT as _ABSENT, Ledger, NodeRunner, memory_owners  # noqa: F401  (_ABSENT: old name)
+from .runner import Ledger, NodeRunner, memory_owners
 
 __all__ = ["run_graph", "validate_inputs"]
 
