@@ -4,10 +4,14 @@
     python bench/conformance_report.py --cap 1000 --pattern 'test_slice*'
     python bench/conformance_report.py --gpu           # CUDA on a real GPU (no simulator, no cap)
     python bench/conformance_report.py --csv out.csv   # every row, both providers
+    python bench/conformance_report.py --write-manifest   # regenerate tests/conformance_manifest.json
 
 Prints, per provider: cases, claimed, passed, failed/errored, skipped by the size
-cap; the claimed-and-failing cases with their errors; and the ops most often
-blocking a claim.
+cap; the claimed-and-failing cases with their errors; the ops most often
+blocking a claim; and how the claims differ from the checked-in manifest
+(``tests/conformance_manifest.json``, which the tests hold the providers to).
+``--write-manifest`` runs every case on the CPU and on the CUDA simulator (with
+its size cap) and writes the manifest; review its diff before committing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,11 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "tests" / "conformance_manifest.json"
+sys.path.insert(0, str(ROOT))  # the checkout this script belongs to (its manifest describes it)
 
 
 def main(argv=None) -> int:
@@ -28,13 +37,20 @@ def main(argv=None) -> int:
     ap.add_argument("--fold", action="store_true", help="load with constant folding on")
     ap.add_argument("--csv", help="write all rows to this CSV file")
     ap.add_argument("--top", type=int, default=15, help="how many blocking reasons to list")
+    ap.add_argument("--manifest", default=str(MANIFEST), help="the manifest to compare with / write")
+    ap.add_argument("--write-manifest", action="store_true",
+                    help="write the claims of every case on cpu and the CUDA simulator to --manifest")
     args = ap.parse_args(argv)
+    if args.write_manifest and (args.gpu or args.no_cuda or args.pattern or args.fold or args.cap != 256):
+        ap.error("--write-manifest runs every case with the defaults (CPU, and the CUDA simulator with "
+                 "its size cap); drop --gpu/--no-cuda/--pattern/--fold/--cap")
     if not args.gpu:
         os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before numba is imported
 
     import pandas as pd
 
-    from hetero_explore.conformance import node_cases, run_conformance
+    from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, load_manifest, manifest_entry,
+                                            node_cases, run_conformance, write_manifest)
     from hetero_explore.providers.cpu import NumbaCPUProvider
     from hetero_explore.providers.cuda import NumbaCUDAProvider, is_simulator
 
@@ -44,16 +60,30 @@ def main(argv=None) -> int:
     cases = node_cases()
     print(f"{len(cases)} ONNX backend node cases generated in {time.perf_counter() - t:.1f} s")
 
-    runs = [("cpu", NumbaCPUProvider(), None)]
+    runs = [("cpu", NumbaCPUProvider(), None)]  # (manifest key, provider, size cap)
     if not args.no_cuda:
         gpu = NumbaCUDAProvider()
         ok, why = gpu.available()
         if ok:
-            cap = None if args.gpu or args.cap == 0 else args.cap
-            label = "cuda (simulator)" if is_simulator() else "cuda"
-            runs.append((label, gpu, cap))
+            if is_simulator():
+                cap = None if args.cap == 0 else args.cap
+                runs.append(("cuda-simulator", gpu, cap))
+            else:
+                runs.append(("cuda", gpu, None))
         else:
             print(f"cuda: unavailable ({why})")
+    if args.write_manifest and [r[0] for r in runs] != ["cpu", "cuda-simulator"]:
+        print("--write-manifest needs the CUDA simulator (NUMBA_ENABLE_CUDASIM=1 before numba is imported)",
+              file=sys.stderr)
+        return 2
+    if args.write_manifest:
+        runs[1] = ("cuda-simulator", runs[1][1], CUDA_SIMULATOR_MAX_ELEMENTS)
+    try:
+        manifest = load_manifest(args.manifest)
+    except (OSError, ValueError, KeyError) as e:
+        manifest = {}
+        print(f"manifest {args.manifest}: not read ({type(e).__name__}: {e})")
+    entries = {}
 
     frames = []
     summary = []
@@ -81,9 +111,26 @@ def main(argv=None) -> int:
                         .str.slice(0, 100).value_counts().head(args.top))
             print(f"-- top reasons a case is not claimed on {label}:")
             print(blockers.to_string())
+        entries[label] = entry = manifest_entry(df, cap)
+        old = manifest.get(label)
+        if old is not None and not args.pattern:
+            if old["max_elements"] != cap:
+                print(f"-- manifest: {label} was listed with size cap {old['max_elements']}, this run used {cap}")
+            gone = sorted(old["claimed"] - set(entry["claimed"]))
+            new = sorted(set(entry["claimed"]) - old["claimed"])
+            capped = sorted(set(entry["size_capped"]) ^ old["size_capped"])
+            print(f"-- manifest ({args.manifest}): {len(gone)} listed claim(s) gone, {len(new)} new claim(s), "
+                  f"{len(capped)} change(s) in the size-capped list")
+            for what, names in (("gone", gone), ("new", new), ("size cap changed", capped)):
+                if names:
+                    print(f"   {what}: " + ", ".join(names))
 
     print("\n== summary")
     print(pd.DataFrame(summary).to_string(index=False))
+    if args.write_manifest:
+        write_manifest(args.manifest, entries)
+        print(f"manifest written to {args.manifest}: " + ", ".join(
+            f"{k}: {len(v['claimed'])} claimed, {len(v['size_capped'])} size-capped" for k, v in entries.items()))
     if args.csv:
         pd.concat(frames).to_csv(args.csv, index=False)
         print(f"rows written to {args.csv}")

@@ -17,6 +17,9 @@ split run's wall time spent in transfers. Medians over ``--repeat`` runs of a
 pre-built :class:`~hetero_explore.executor.HeterogeneousExecutor` (kernels are
 built once, as a notebook re-running a plan would).
 
+Also reported: the one-partition run's time per node (the node runner's
+per-node cost, kernels included; on the tiny chain the kernels are ~1 us).
+
 Workloads: the Add/Relu chain (the worst case: one node per partition) at a
 tiny and a wide width, and the generated MLP and transformer split by op type.
 """
@@ -84,6 +87,9 @@ def measure(name, make_model, npu_ops, repeat, budget_s=10.0):
         "transfers": len(split_plan.transfers),
         "transfer_MB": (split_plan.transfer_bytes or 0) / 1e6,
         "single_ms": med(w1) * 1e3,
+        # one partition: the node runner's cost per node (kernels included; tiny on the chain)
+        "single_us_per_node": med(w1) / len(graph.nodes) * 1e6,
+        "single_us_per_node_cpu": med(c1) / len(graph.nodes) * 1e6,
         "split_ms": med(w2) * 1e3,
         "transfers_ms": med(tt) * 1e3,
         "transfer_share": med(t / w for t, w in zip(tt, w2)),
@@ -112,7 +118,8 @@ def main(argv=None):
         rows.append(measure(name, make, ops, repeat))
         r = rows[-1]
         print(f"- {r['workload']}: {r['nodes']} nodes → {r['partitions']} partitions, {r['transfers']} "
-              f"transfers ({r['transfer_MB']:.3f} MB); one partition {r['single_ms']:.3f} ms, split "
+              f"transfers ({r['transfer_MB']:.3f} MB); one partition {r['single_ms']:.3f} ms "
+              f"({r['single_us_per_node']:.1f} us per node, CPU time {r['single_us_per_node_cpu']:.1f}), split "
               f"{r['split_ms']:.3f} ms, of which transfers {r['transfers_ms']:.3f} ms "
               f"({r['transfer_share']:.1%}, {r['us_per_transfer']:.1f} us each); framework overhead "
               f"{r['overhead_us_per_boundary']:.1f} us per boundary (median of paired runs; in CPU time "

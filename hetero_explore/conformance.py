@@ -33,14 +33,26 @@ How models are loaded (so that kernels, not the loader, answer the case):
   the first form that loads statically and is fully supported is run.
 
 A crashing case never stops the run: its error is recorded.
+
+Failing closed: the manifest
+----------------------------
+``tests/conformance_manifest.json`` lists, per provider, every case it claims
+(and, for the CUDA simulator, the cases skipped by its size cap,
+:data:`CUDA_SIMULATOR_MAX_ELEMENTS`). The tests fail when a listed case fails,
+is no longer claimed or disappears, and when a case is claimed (or capped)
+that the manifest does not list (:func:`manifest_verdict`). After a change
+that is meant to change the claims (a new op, a new opset), regenerate it with
+:data:`MANIFEST_COMMAND` and review the diff.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -52,12 +64,19 @@ from .providers.base import node_context
 from .runtime import run_graph
 
 __all__ = ["node_cases", "op_without_kernel", "run_case", "run_conformance", "compare_outputs",
-           "COLUMNS", "RTOL", "ATOL"]
+           "manifest_entry", "load_manifest", "write_manifest", "manifest_verdict",
+           "COLUMNS", "RTOL", "ATOL", "CUDA_SIMULATOR_MAX_ELEMENTS", "MANIFEST_COMMAND"]
 
 RTOL = 1e-4
 ATOL = 1e-5
 #: inputs with at most this many elements (and rank ≤ 1) may be bound as constants
 CONST_PARAM_MAX_ELEMENTS = 64
+
+#: the CUDA simulator runs one Python thread per element: its cases are capped at this size
+CUDA_SIMULATOR_MAX_ELEMENTS = 256
+#: regenerates tests/conformance_manifest.json (run from the repository root)
+MANIFEST_COMMAND = "python bench/conformance_report.py --write-manifest"
+SIZE_CAP = "skipped: size cap"
 
 COLUMNS = ["case", "ops", "claimed", "passed", "status", "reason", "error", "const_inputs", "folded",
            "seconds"]
@@ -324,3 +343,54 @@ def run_conformance(provider, cases=None, *, pattern=None, max_elements: int | N
         if progress is not None:
             progress(i, len(selected), row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+# -- the manifest of claims -----------------------------------------------------------
+def manifest_entry(df, max_elements: int | None = None) -> dict:
+    """One provider's manifest entry from a :func:`run_conformance` frame over all cases."""
+    return {"max_elements": max_elements,
+            "claimed": sorted(df.loc[df["claimed"].astype(bool), "case"]),
+            "size_capped": sorted(df.loc[df["status"] == SIZE_CAP, "case"])}
+
+
+def write_manifest(path, entries: dict) -> None:
+    """Write ``{provider key: manifest_entry(...)}`` as reviewable JSON (sorted, one case a line)."""
+    import onnx as _onnx
+
+    doc = {"about": "ONNX backend node cases each provider claims; the tests fail when one fails, is "
+                    "no longer claimed, or a case is claimed that is not listed here",
+           "regenerate": MANIFEST_COMMAND, "onnx": _onnx.__version__,
+           "providers": {k: entries[k] for k in sorted(entries)}}
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+
+
+def load_manifest(path) -> dict:
+    """The manifest's providers: key → {"max_elements", "claimed" (set), "size_capped" (set)}."""
+    doc = json.loads(Path(path).read_text())
+    return {k: {"max_elements": v.get("max_elements"), "claimed": set(v.get("claimed", ())),
+                "size_capped": set(v.get("size_capped", ()))} for k, v in doc["providers"].items()}
+
+
+def manifest_verdict(row: dict, entry: dict) -> str | None:
+    """None when ``row`` (from :func:`run_case`) agrees with the manifest ``entry`` about
+    whether its case is claimed (or skipped by the size cap), else what changed and how
+    to accept it. Whether a claimed case passes is judged separately."""
+    name, status = row["case"], row["status"]
+    was_claimed, was_capped = name in entry["claimed"], name in entry["size_capped"]
+    regen = f"if that is intended, regenerate the manifest ({MANIFEST_COMMAND}) and review its diff"
+    if status == SIZE_CAP:
+        if was_capped:
+            return None
+        before = "claimed" if was_claimed else "not listed"
+        return f"{name} is now skipped by the size cap ({row['reason']}); the manifest has it {before}: {regen}"
+    if row["claimed"]:
+        if was_claimed:
+            return None
+        before = "as skipped by the size cap" if was_capped else "as not claimed"
+        return f"{name} [{row['ops']}] is newly claimed ({status}); the manifest lists it {before}: {regen}"
+    if was_claimed:
+        return (f"{name} [{row['ops']}] is in the manifest's claims but is no longer claimed: "
+                f"{row['reason'] or row['error'] or status}; {regen}")
+    if was_capped:
+        return f"{name} was skipped by the size cap (manifest) but is now {status}: {row['reason']}; {regen}"
+    return None

@@ -3,10 +3,11 @@ values exactly as planned; run a whole graph on one provider for reference.
 
 Two layers:
 
-* :class:`SingleProviderExecutor` runs a set of nodes (one partition, or a
-  whole graph) on one provider: every kernel is built when it is created,
-  intermediates are allocated on that provider and freed right after their
-  last consumer inside the set.
+* :class:`~hetero_explore.runner.NodeRunner` runs a set of nodes (one
+  partition, or a whole graph) on one provider: every kernel is built when it
+  is created, each input is checked against the shape and dtype its kernel was
+  built for, intermediates are allocated on that provider and freed right
+  after their last consumer inside the set.
 * :class:`HeterogeneousExecutor` runs a :class:`~hetero_explore.planner.Plan`:
   one single-provider executor per partition, in the plan's order. Each
   boundary value has **one authoritative allocation**, owned by the provider
@@ -24,11 +25,20 @@ before anything runs: execution blockers of the plan, providers that cannot
 execute here, every kernel of every partition, kernels that may return a view
 or have data-dependent output sizes at a partition boundary, and the plan's
 transfers against what the partitions read. Every buffer a run allocates is
-freed when the run ends, successfully or not, and each provider's
-live-allocation counter is checked to be back where it started (the
+freed when the run ends, successfully or not, and what the run allocated on
+each provider (counted by a meter of the run's thread, see
+:class:`~hetero_explore.runner.Ledger`) is checked to be all freed (the
 constants the executor holds are not the run's: they were live before it
-started; :meth:`~HeterogeneousExecutor.close` brings the counters back to
-where they were before the executor was built).
+started; :meth:`~HeterogeneousExecutor.close` brings the providers' counters
+back to where they were before the executor was built).
+
+Threads: one executor (or one plan through :func:`execute`) may run in several
+threads at once. Each run has its own ledger, meters, events and buffers; the
+providers' shared counters are updated under a lock; the executor's held
+constants are only read (do not :meth:`~HeterogeneousExecutor.close` it while
+runs are in flight). A run keeps private read-only copies of its inputs, so a
+caller reusing its input buffers changes neither ``RunResult.inputs`` nor
+what ``rerun`` and ``compare(..., blame=True)`` recompute.
 
 Kernels never write into their inputs. Staged constants are shared by every
 run, so on host providers their arrays are marked read-only: a kernel that
@@ -53,70 +63,26 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionUnsupported,
-                     KernelError, ProviderUnavailableError, TransferCountMismatch)
-from .ir import Graph, shape_is_static
+                     ProviderUnavailableError, TransferCountMismatch)
+from .ir import Graph
 from .planner import Plan, guard_heterogeneous_fallback
-from .providers import resolve, unmask
+from .providers import resolve
 from .inputs import validate_inputs
-from .providers.base import node_context
-from .runtime import _ABSENT
+from .runner import AllocationLeak, Ledger, NodeExecutionError, NodeRunner, ShapeMismatchError, memory_owners
 
 __all__ = ["execute", "execute_reference", "partition_model", "validate_inputs", "RunResult", "Event",
-           "Release", "SingleProviderExecutor", "HeterogeneousExecutor", "NodeExecutionError", "AllocationLeak"]
+           "Release", "HeterogeneousExecutor", "NodeExecutionError", "ShapeMismatchError", "AllocationLeak"]
 
 
-class NodeExecutionError(ExecutionError):
-    """A kernel failed while running. Names the partition, node, op and provider."""
-
-    def __init__(self, message: str, *, partition: int | None = None, node: str = "", op_type: str = "",
-                 provider: str = ""):
-        super().__init__(message)
-        self.partition = partition
-        self.node = node
-        self.op_type = op_type
-        self.provider = provider
-
-
-class AllocationLeak(ExecutionError):
-    """A provider's live-allocation counter did not come back to its value before the run."""
-
-
-# -- bookkeeping --------------------------------------------------------------------
-class _Ledger:
-    """Every buffer a run allocates, so that none outlives it."""
-
-    __slots__ = ("live", "allocations", "frees")
-
-    def __init__(self):
-        self.live: dict[int, Any] = {}
-        self.allocations = 0
-        self.frees = 0
-
-    def allocate(self, provider, shape, dtype):
-        buf = provider.allocate(shape, dtype)
-        self.live[id(buf)] = buf
-        self.allocations += 1
-        return buf
-
-    def free(self, buf) -> None:
-        if self.live.pop(id(buf), None) is not None:
-            self.frees += 1
-            buf.provider.free(buf)
-
-    def free_all(self) -> int:
-        left = list(self.live.values())
-        for buf in left:
-            self.free(buf)
-        return len(left)
-
-
-def _memory_owners(providers) -> list:
-    """Distinct objects that own memory counters (masks forward to the provider they wrap)."""
-    seen: dict[int, Any] = {}
-    for p in providers:
-        o = unmask(p)
-        seen.setdefault(id(o), o)
-    return list(seen.values())
+def _private_copies(feeds: dict) -> dict:
+    """Read-only copies of the validated inputs: a caller who reuses its buffers cannot
+    change what a run keeps (``RunResult.inputs``, used by ``rerun`` and blame)."""
+    out = {}
+    for name, a in feeds.items():
+        c = np.array(a, copy=True, order="C")
+        c.flags.writeable = False
+        out[name] = c
+    return out
 
 
 @dataclass(slots=True)
@@ -182,7 +148,7 @@ class RunResult:
     wall_seconds: float
     """Wall time of the run, input validation excluded."""
     inputs: dict = field(repr=False, default_factory=dict)
-    """The validated inputs (kept to re-run for blame)."""
+    """Private read-only copies of the validated inputs (kept to re-run for blame)."""
     constant_bytes: dict = field(default_factory=dict)
     """Device → bytes of initializers the executor held on it across runs (staged once at
     build time; empty when the run staged them itself, as :func:`execute` does)."""
@@ -286,90 +252,6 @@ class RunResult:
                 + self.timings_df().to_html(index=False, escape=True))
 
 
-# -- one provider -------------------------------------------------------------------
-@dataclass
-class _Step:
-    node: Any
-    kernel: Any
-    inputs: tuple
-    outputs: tuple
-    shapes: list
-    dtypes: list
-    free: list = field(default_factory=list)   # values to free after this step
-
-
-class SingleProviderExecutor:
-    """Runs ``node_ids`` of ``graph`` (ids in topological order) on one provider.
-
-    Every kernel is built here. :meth:`run` takes provider buffers for every
-    value the nodes read from outside the set and returns buffers for
-    ``outputs``; values produced and consumed inside are freed after their
-    last consumer."""
-
-    def __init__(self, graph: Graph, provider, node_ids, outputs, *, partition: int | None = None):
-        self.provider = provider
-        self.partition = partition
-        self.outputs = tuple(outputs)
-        steps: list[_Step] = []
-        for nid in node_ids:
-            node = graph.nodes[nid]
-            ctx = node_context(graph, node)
-            if any(s is not None and not shape_is_static(s) for s in ctx.in_shapes) or any(
-                    n and (d is None or not shape_is_static(s))
-                    for n, s, d in zip(node.outputs, ctx.out_shapes, ctx.out_dtypes)):
-                raise KernelError(f"node {node.name!r} ({node.op_type}) has symbolic or unknown shapes or "
-                                  "dtypes; bind them with load_model(model, input_shapes={...}) to execute")
-            kernel = provider.get_kernel(ctx)
-            steps.append(_Step(node, kernel, tuple(node.inputs), tuple(node.outputs[:len(ctx.out_shapes)]),
-                               list(ctx.out_shapes), list(ctx.out_dtypes)))
-        last: dict[str, int] = {}
-        for pos, st in enumerate(steps):
-            for name in st.inputs:
-                if name:
-                    last[name] = pos
-        keep = set(self.outputs)
-        # values produced inside and not kept: free after their last consumer (or at once)
-        for pos, st in enumerate(steps):
-            for name in st.outputs:
-                if name and name not in keep:
-                    steps[max(last.get(name, pos), pos)].free.append(name)
-        self.steps = steps
-
-    @property
-    def kernels(self) -> list:
-        return [st.kernel for st in self.steps]
-
-    def run(self, env: Mapping[str, Any], ledger: _Ledger, record: dict | None = None) -> dict[str, Any]:
-        provider = self.provider
-        vals = dict(env)
-        for st in self.steps:
-            try:
-                ins = [vals[n] if n else None for n in st.inputs]
-                outs = []
-                for name, shape, dtype in zip(st.outputs, st.shapes, st.dtypes):
-                    if not name:
-                        outs.append(_ABSENT)
-                        continue
-                    buf = ledger.allocate(provider, shape, dtype)
-                    vals[name] = buf
-                    outs.append(buf)
-                st.kernel.run(ins, outs)
-                if record is not None:
-                    for name, buf in zip(st.outputs, outs):
-                        if name:
-                            record[name] = provider.copy_to_host(buf)
-            except Exception as e:
-                node = st.node
-                where = f"partition {self.partition}, " if self.partition is not None else ""
-                raise NodeExecutionError(
-                    f"{where}node {node.name!r} ({node.op_type}) on provider {provider.name!r} failed: "
-                    f"{type(e).__name__}: {e}", partition=self.partition, node=node.name,
-                    op_type=node.op_type, provider=provider.name) from e
-            for name in st.free:
-                ledger.free(vals.pop(name))
-        return {name: vals[name] for name in self.outputs}
-
-
 # -- a plan -------------------------------------------------------------------------
 @dataclass
 class _Sched:
@@ -429,11 +311,11 @@ class HeterogeneousExecutor:
                 raise ProviderUnavailableError(f"provider {p.name!r} ({p.device}) cannot execute here: "
                                                f"{why or 'it only plans (give it kernels to execute)'}")
         # every kernel of the plan, before anything runs
-        self.parts = [SingleProviderExecutor(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
-                                             partition=p.id) for p in plan.partitions]
+        self.parts = [NodeRunner.for_graph(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
+                                           partition=p.id) for p in plan.partitions]
         self._check_boundaries()
         self._schedule()
-        self.owners = _memory_owners([plan.providers[i] for i in used])
+        self.owners = memory_owners([plan.providers[i] for i in used])
         #: (initializer, provider index) → the buffer every run reads; empty when not kept
         self._constants: dict[tuple[str, int], Any] = {}
         self._kept = False
@@ -593,7 +475,7 @@ class HeterogeneousExecutor:
         self.copies = [(plan.providers[index_of[t.src_provider]], plan.providers[index_of[t.dst_provider]])
                        for t in plan.transfers]
 
-    def _copy(self, ti: int, src_buf, ledger: _Ledger):
+    def _copy(self, ti: int, src_buf, ledger: Ledger):
         t = self.plan.transfers[ti]
         src, dst = self.copies[ti]
         out = ledger.allocate(dst, src_buf.shape, src_buf.dtype)
@@ -610,14 +492,8 @@ class HeterogeneousExecutor:
         """Execute the plan on ``inputs``; see :func:`execute`."""
         plan = self.plan
         graph = plan.graph
-        feeds = validate_inputs(graph, inputs)
-        owners = self.owners
+        feeds = _private_copies(validate_inputs(graph, inputs))
         kept, held = self._kept, self._constants
-        start_live = {id(o): o.live_allocations for o in owners}
-        start_bytes = {id(o): o.live_bytes for o in owners}
-        for o in owners:
-            o.reset_peak()
-        ledger = _Ledger()
         auth: dict[str, Any] = {}
         real: dict[int, Any] = {}
         host_out: dict[str, np.ndarray] = {}
@@ -629,7 +505,8 @@ class HeterogeneousExecutor:
         performed = 0
         clock = time.perf_counter
         t_run = clock()
-        try:
+        # the run's own ledger and meters: runs in other threads on the same providers are not counted
+        with Ledger(self.owners) as ledger:
             for part, ex, s in zip(plan.partitions, self.parts, self.sched):
                 prov = ex.provider
                 pdev = s.device
@@ -695,21 +572,12 @@ class HeterogeneousExecutor:
                 except Exception as e:
                     raise ExecutionError(f"partition {part.id} on provider {prov.name!r} ({pdev}) failed: "
                                          f"{type(e).__name__}: {e}") from e
-        finally:
-            ledger.free_all()
         wall = clock() - t_run
         if performed != len(plan.transfers):
             raise TransferCountMismatch(f"the run performed {performed} transfer(s), the plan lists "
                                         f"{len(plan.transfers)}")
-        leaks = [f"{o.name!r}: {o.live_allocations - start_live[id(o)]:+d} allocation(s)"
-                 for o in owners if o.live_allocations != start_live[id(o)]]
-        if leaks:
-            raise AllocationLeak("live allocations changed across the run (a kernel or provider keeps "
-                                 "buffers it was not asked to): " + "; ".join(leaks))
-        peaks: dict[str, int] = {}
-        for o in owners:
-            dev = str(o.device)
-            peaks[dev] = peaks.get(dev, 0) + int(o.peak_bytes - start_bytes[id(o)])
+        ledger.check_leaks()
+        peaks = ledger.peak_bytes()
         outputs: dict[str, np.ndarray] = {}
         for name in graph.outputs:
             if name in host_out:

@@ -15,8 +15,6 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-Dim = "int | str | None"  # an int, a symbolic name, or unknown
-
 
 def onnx_to_np_dtype(elem_type: int) -> np.dtype | None:
     """numpy dtype of an ONNX TensorProto element type (None when unknown/undefined)."""
@@ -70,9 +68,6 @@ class Value:
     @property
     def nbytes(self) -> int | None:
         return nbytes_of(self.dtype, self.shape)
-
-    def uses(self) -> tuple[int, ...]:
-        return tuple(self.consumers)
 
     def __repr__(self) -> str:
         return f"Value({self.name!r}, {self.dtype}, {self.shape}, {self.kind})"
@@ -204,22 +199,6 @@ class Graph:
 
     def input_specs(self) -> dict[str, tuple[np.dtype | None, tuple | None]]:
         return {n: (self.values[n].dtype, self.values[n].shape) for n in self.inputs}
-
-    def successors(self, node_id: int) -> list[int]:
-        out: set[int] = set()
-        for o in self.nodes[node_id].outputs:
-            if o:
-                out.update(self.values[o].consumers)
-        return sorted(out)
-
-    def predecessors(self, node_id: int) -> list[int]:
-        out: set[int] = set()
-        for i in self.nodes[node_id].inputs:
-            if i:
-                p = self.values[i].producer
-                if p is not None:
-                    out.add(p)
-        return sorted(out)
 
 
 def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),

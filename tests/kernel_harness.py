@@ -1,4 +1,5 @@
-"""Run one ONNX node through a provider's kernel API (no executor needed)."""
+"""Run one ONNX node on a provider through the node runner the executors use
+(:class:`hetero_explore.runner.NodeRunner`), from numpy inputs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from hetero_explore.ir import Node, onnx_to_np_dtype
-from hetero_explore.providers.base import KernelContext
+from hetero_explore.providers.base import KernelContext, present_outputs
+from hetero_explore.runner import Ledger, NodeRunner, memory_owners
 
 
 class _ConstGraph:
@@ -53,6 +55,19 @@ def infer_outputs(model):
     return shapes, dtypes
 
 
+def _aligned(node_proto, values):
+    """Per-output values listed for the node's non-empty outputs, aligned to its present
+    outputs (None where an optional output in the middle is absent), as node_context does."""
+    present = list(node_proto.output)
+    while present and not present[-1]:
+        present.pop()
+    values = list(values)
+    if len(values) == len(present) or len(values) != sum(1 for o in present if o):
+        return values
+    it = iter(values)
+    return [next(it) if o else None for o in present]
+
+
 def make_context(node_proto, inputs, opset=17, const_inputs=(), out_shapes=None, out_dtypes=None):
     model = node_model(node_proto, inputs, opset, const_inputs)
     if out_shapes is None:
@@ -65,29 +80,36 @@ def make_context(node_proto, inputs, opset=17, const_inputs=(), out_shapes=None,
     while len(in_shapes) < len(node_proto.input):
         in_shapes.append(None)
         in_dtypes.append(None)
-    return KernelContext(node, opset, in_shapes, in_dtypes, list(out_shapes), list(out_dtypes),
-                         graph=_ConstGraph(consts))
+    return KernelContext(node, opset, in_shapes, in_dtypes, _aligned(node_proto, out_shapes),
+                         _aligned(node_proto, out_dtypes), graph=_ConstGraph(consts))
 
 
 def run_node(provider, node_proto, inputs, opset: int = 17, const_inputs=(), out_shapes=None,
              out_dtypes=None):
-    """Run ``node_proto`` on ``provider``; returns the outputs as numpy arrays.
+    """Run ``node_proto`` on ``provider``; returns its (non-empty) outputs as numpy arrays.
 
-    Raises whatever the provider raises (KernelError when it declines)."""
+    Raises whatever building the kernel raises (KernelError when the provider
+    declines); a kernel failing at run time is a NodeExecutionError (an
+    ExecutionError); a kernel keeping an allocation is an AllocationLeak."""
     ctx = make_context(node_proto, inputs, opset, const_inputs, out_shapes, out_dtypes)
-    kernel = provider.get_kernel(ctx)
-    bufs = [None if a is None else provider.copy_from_host(np.ascontiguousarray(a)) for a in inputs]
-    bufs += [None] * (len(node_proto.input) - len(bufs))
-    outs = [provider.allocate(s, d) for s, d in zip(ctx.out_shapes, ctx.out_dtypes)]
-    try:
-        kernel.run(bufs, outs)
-        return [provider.copy_to_host(b) for b in outs]
-    finally:
-        for b in bufs:
-            if b is not None:
-                provider.free(b)
-        for b in outs:
-            provider.free(b)
+    keep = [o for o in present_outputs(ctx.node) if o]
+    runner = NodeRunner(provider, [ctx], keep)
+    with Ledger(memory_owners([provider])) as ledger:
+        env = {}
+        for name, a in zip(node_proto.input, inputs):
+            if not name or a is None:
+                continue
+            a = np.asarray(a)
+            if name in env:
+                if not np.array_equal(provider.copy_to_host(env[name]), a, equal_nan=a.dtype.kind in "fc"):
+                    raise ValueError(f"input {name!r} is given twice with different values")
+                continue
+            env[name] = ledger.allocate(provider, a.shape, a.dtype)
+            provider.copy_from_host(np.ascontiguousarray(a).reshape(a.shape), env[name])
+        outs = runner.run(env, ledger)
+        got = [provider.copy_to_host(outs[o]) for o in keep]
+    ledger.check_leaks()
+    return got
 
 
 def supports(provider, node_proto, inputs, opset=17, const_inputs=()):

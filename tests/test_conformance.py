@@ -1,14 +1,20 @@
 """ONNX backend node cases on the CPU provider and the CUDA simulator, and the
 single-provider graph runner (hetero_explore.runtime.run_graph) they run on.
 
-Every case a provider claims must pass. A failing case in an op owned by
-someone else is listed in KNOWN_FAILURES (xfail, not strict) with the reason,
-so that the suite stays green while the fix is routed.
+Conformance fails closed: tests/conformance_manifest.json lists the cases each
+provider claims (and those the CUDA simulator's size cap skips). A listed case
+that fails, is no longer claimed or is no longer generated fails here, and so
+does a claimed case the manifest does not list; each failure says which case
+and the command that regenerates the manifest (review its diff). A failing case
+in an op owned by someone else is listed in KNOWN_FAILURES (xfail, not strict)
+with the reason, so that the suite stays green while the fix is routed.
 """
 
 import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import json
 
 import numpy as np
 import onnx
@@ -16,53 +22,129 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.conformance import (compare_outputs, node_cases, op_without_kernel, run_case,
-                                        run_conformance)
+from pathlib import Path
+
+from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, MANIFEST_COMMAND, compare_outputs,
+                                        load_manifest, manifest_verdict, node_cases, op_without_kernel,
+                                        run_case, run_conformance)
 from hetero_explore.errors import ExecutionError, InputValidationError, KernelError
 from hetero_explore.loader import load_model
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
+from hetero_explore.providers.virtual import mask
 from hetero_explore.runtime import run_graph
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
 
 #: the CUDA simulator runs one Python thread per element: keep its cases tiny
-CUDA_MAX_ELEMENTS = 256
+CUDA_MAX_ELEMENTS = CUDA_SIMULATOR_MAX_ELEMENTS
 
 #: case name -> why it fails (op, owner, what is wrong). Not strict: a fixed case XPASSes.
 KNOWN_FAILURES: dict[str, str] = {
 }
 
 CASES = {c.name: c for c in node_cases()}
+MANIFEST_PATH = Path(__file__).with_name("conformance_manifest.json")
+MANIFEST = load_manifest(MANIFEST_PATH)
+RUNS = {"cpu": (CPU, None), "cuda-simulator": (GPU, CUDA_MAX_ELEMENTS)}
 
 
-def _candidates(provider):
-    """Cases whose every op type has a kernel on ``provider`` (cheap, at collection);
-    whether a candidate is really claimed is decided when it runs."""
-    names = [c.name for c in CASES.values() if not op_without_kernel(c, provider)]
+def _cases(key):
+    """Every case the manifest lists for ``key``, and every case whose op types all have
+    a kernel on its provider (cheap, at collection; whether such a case is claimed is
+    decided when it runs). A listed case whose provider lost a kernel stays a test."""
+    provider, _ = RUNS[key]
+    entry = MANIFEST.get(key, {"claimed": set(), "size_capped": set()})
+    names = {c.name for c in CASES.values() if not op_without_kernel(c, provider)}
+    names |= entry["claimed"] | entry["size_capped"]
     return [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[n], strict=False))
-            if n in KNOWN_FAILURES else n for n in names]
+            if n in KNOWN_FAILURES else n for n in sorted(names)]
 
 
-def _verdict(row, provider):
+def _verdict(name, key):
+    provider, cap = RUNS[key]
+    entry = MANIFEST[key]
+    if name not in CASES:
+        pytest.fail(f"{name} is in the manifest's {key} entry but onnx no longer generates it; regenerate "
+                    f"the manifest ({MANIFEST_COMMAND}) and review its diff")
+    row = run_case(CASES[name], provider, max_elements=cap)
     assert provider.live_allocations == 0, "run_graph leaked buffers"
-    if row["status"] == "skipped: size cap":
+    changed = manifest_verdict(row, entry)
+    if changed:
+        pytest.fail(f"{key}: {changed}")
+    if row["status"] == "skipped: size cap":  # listed in the manifest's size_capped
         pytest.skip("size cap")
-    if row["status"] == "unclaimed":  # grouped by the blocking op (details: bench/conformance_report.py)
+    if row["status"] == "unclaimed":  # not listed: nothing to hold (details: bench/conformance_report.py)
         pytest.skip(f"not claimed on {provider.name}: {row['reason'].split(':')[0]}")
     assert row["status"] == "passed", f"{row['case']} [{row['ops']}] {row['status']}: {row['error']}"
 
 
-@pytest.mark.parametrize("name", _candidates(CPU))
+@pytest.mark.parametrize("name", _cases("cpu"))
 def test_backend_case_cpu(name):
-    _verdict(run_case(CASES[name], CPU), CPU)
+    _verdict(name, "cpu")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _candidates(GPU))
+@pytest.mark.parametrize("name", _cases("cuda-simulator"))
 def test_backend_case_cuda_simulator(name):
-    _verdict(run_case(CASES[name], GPU, max_elements=CUDA_MAX_ELEMENTS), GPU)
+    _verdict(name, "cuda-simulator")
+
+
+def test_manifest_is_complete_sorted_and_made_with_this_cap():
+    doc = json.loads(MANIFEST_PATH.read_text())
+    assert doc["regenerate"] == MANIFEST_COMMAND
+    assert set(doc["providers"]) == set(RUNS), f"regenerate the manifest: {MANIFEST_COMMAND}"
+    for key, entry in doc["providers"].items():
+        for field in ("claimed", "size_capped"):
+            assert entry[field] == sorted(set(entry[field])), f"{key}.{field} is not sorted and unique"
+        assert not set(entry["claimed"]) & set(entry["size_capped"])
+        assert entry["max_elements"] == RUNS[key][1], (
+            f"the {key} entry was made with size cap {entry['max_elements']}, the tests use {RUNS[key][1]}: "
+            f"regenerate the manifest ({MANIFEST_COMMAND})")
+    assert MANIFEST["cpu"]["claimed"] and MANIFEST["cuda-simulator"]["claimed"]
+
+
+def _row(**kw):
+    r = {"case": "test_x", "ops": "X", "claimed": False, "passed": False, "status": "unclaimed",
+         "reason": "X: no kernel on cpu", "error": ""}
+    r.update(kw)
+    return r
+
+
+@pytest.mark.parametrize("row, entry, needle", [
+    (_row(), {"claimed": {"test_x"}, "size_capped": set()}, "no longer claimed: X: no kernel on cpu"),
+    (_row(claimed=True, passed=True, status="passed"), {"claimed": set(), "size_capped": set()},
+     "newly claimed (passed)"),
+    (_row(claimed=True, status="failed"), {"claimed": set(), "size_capped": {"test_x"}},
+     "lists it as skipped by the size cap"),
+    (_row(status="skipped: size cap", reason="a tensor has 300 elements > 256"),
+     {"claimed": {"test_x"}, "size_capped": set()}, "now skipped by the size cap"),
+    (_row(status="skipped: size cap"), {"claimed": set(), "size_capped": set()}, "not listed"),
+    (_row(), {"claimed": set(), "size_capped": {"test_x"}}, "was skipped by the size cap"),
+], ids=["claim-gone", "new-claim", "capped-now-claimed", "claimed-now-capped", "new-cap", "cap-gone"])
+def test_manifest_verdict_names_what_changed_and_the_command(row, entry, needle):
+    why = manifest_verdict(row, entry)
+    assert why and needle in why and "test_x" in why and MANIFEST_COMMAND in why
+
+
+@pytest.mark.parametrize("row, entry", [
+    (_row(), {"claimed": set(), "size_capped": set()}),
+    (_row(claimed=True, status="failed"), {"claimed": {"test_x"}, "size_capped": set()}),
+    (_row(status="skipped: size cap"), {"claimed": set(), "size_capped": {"test_x"}}),
+], ids=["unlisted-unclaimed", "listed-claimed", "listed-capped"])
+def test_manifest_verdict_agrees(row, entry):
+    assert manifest_verdict(row, entry) is None
+
+
+def test_a_provider_that_stops_claiming_a_listed_case_fails_red():
+    """The regression the manifest exists for: a provider that loses a kernel."""
+    masked = mask(NumbaCPUProvider(), deny=["Transpose"])
+    row = run_case(CASES["test_transpose_default"], masked)
+    assert row["status"] == "unclaimed"
+    assert "test_transpose_default" in MANIFEST["cpu"]["claimed"]
+    why = manifest_verdict(row, MANIFEST["cpu"])
+    assert why and "no longer claimed" in why and "Transpose" in why
 
 
 def test_known_failures_are_real_cases():

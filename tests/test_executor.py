@@ -559,6 +559,38 @@ def test_rerun_keeps_intermediates():
     assert_identical(again, run)
 
 
+def test_a_caller_reusing_its_input_buffer_changes_neither_the_run_nor_rerun_nor_blame():
+    g = graph_of("chain")
+    bad = _Tweaked("bad", "npu:0", ["Relu"], _nudging_relu)
+    plan = he.plan(g, [bad, P.cpu()])
+    x = random_inputs(g, seed=3)["x"]
+    kept = x.copy()
+    run = execute(plan, {"x": x})
+    ref = execute_reference(g, P.cpu(), {"x": kept.copy()})
+    x[...] = 1e6  # the caller reuses its buffer for the next batch
+    assert run.inputs["x"] is not x and np.array_equal(run.inputs["x"], kept)
+    assert not run.inputs["x"].flags.writeable
+    with pytest.raises(ValueError):
+        run.inputs["x"][0, 0] = 0
+    assert run.rerun().outputs["y"].tobytes() == run.outputs["y"].tobytes()
+    df = compare(run, ref, blame=True)  # the runs were given the same values: comparable
+    assert not df["byte_identical"].any()
+    assert df["blamed"].iloc[0] == "node" and df["blamed_op"].iloc[0] == "Relu", df.to_string()
+    assert df["blamed_provider"].iloc[0] == "bad"
+
+
+def _nudging_relu(op, k):
+    """A Relu one ULP off (upwards) on every element: byte identity breaks at that node."""
+    if op != "Relu":
+        return k
+    inner = k._fn
+
+    def fn(ins, outs):
+        inner(ins, outs)
+        outs[0][...] = np.nextafter(outs[0], np.float32(np.inf))
+    return Kernel(k.ctx, fn)
+
+
 def test_execute_reference_takes_names_plans_and_models():
     ref = reference_of("chain")
     plan, _ = _alternating_plan()

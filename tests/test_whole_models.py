@@ -13,7 +13,7 @@
   medium), so no op needs a looser one.
 * The CUDA provider (a real GPU, or numba's simulator under
   ``NUMBA_ENABLE_CUDASIM=1``) on the tiny presets must be **bitwise** equal to
-  the CPU provider: the kernel contract (see DESIGN.md).
+  the CPU provider: the kernel contract (see the README, "Providers").
 """
 
 import os

@@ -8,6 +8,8 @@ rest. Capability checks compose (see :mod:`hetero_explore.providers.virtual`).
 
 from __future__ import annotations
 
+import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -129,16 +131,18 @@ def node_context(graph, node) -> KernelContext:
 class DeviceBuffer:
     """One allocation owned by a provider."""
 
-    __slots__ = ("provider", "shape", "dtype", "nbytes", "data", "freed")
+    __slots__ = ("provider", "shape", "dtype", "nbytes", "data", "freed", "meter")
 
     def __init__(self, provider: "ExecutionProvider", shape, dtype, data):
         self.provider = provider
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize  # exact ints; np.prod costs ~5 us a call
         #: the provider's array: numpy for host providers, a device array otherwise
         self.data = data
         self.freed = False
+        #: the :class:`AllocationMeter` that counted this allocation (None when none was open)
+        self.meter = None
 
     @property
     def device(self) -> DeviceId:
@@ -174,6 +178,22 @@ class Kernel:
         return f"Kernel({self.node.op_type}, {self.node.name!r})"
 
 
+class AllocationMeter:
+    """What one run allocated on one provider: opened by the run's thread with
+    :meth:`ExecutionProvider.open_meter`, it counts the allocations that thread
+    makes while it is open, and their frees (from any thread). Several threads
+    can run on one provider at once, each with its own meter, so a run's leak
+    check and peak do not see the other runs' buffers."""
+
+    __slots__ = ("allocations", "live_allocations", "live_bytes", "peak_bytes")
+
+    def __init__(self) -> None:
+        self.allocations = 0
+        self.live_allocations = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+
+
 class ExecutionProvider:
     """Base class of providers. Subclasses set ``name`` and ``device`` and
     override :meth:`supports`; executing providers also override the
@@ -187,6 +207,8 @@ class ExecutionProvider:
         self.peak_bytes = 0
         self.live_allocations = 0
         self.total_allocations = 0
+        self._counter_lock = threading.Lock()
+        self._meters = threading.local()
 
     # -- capability -------------------------------------------------------
     def supports(self, ctx: KernelContext) -> KernelMatch:
@@ -212,18 +234,57 @@ class ExecutionProvider:
         return pd.DataFrame(columns=["domain", "op_type", "since_opset", "until_opset", "dtypes", "bitwise_portable"])
 
     # -- memory -----------------------------------------------------------
-    def _track_alloc(self, nbytes: int) -> None:
-        self.live_bytes += nbytes
-        self.live_allocations += 1
-        self.total_allocations += 1
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+    # The counters are shared by every thread using the provider: updated under a lock.
+    # A run's own bookkeeping goes through a meter of its thread (see AllocationMeter).
+    def open_meter(self) -> AllocationMeter:
+        """Start counting what the calling thread allocates on this provider."""
+        m = AllocationMeter()
+        stack = getattr(self._meters, "stack", None)
+        if stack is None:
+            stack = self._meters.stack = []
+        stack.append(m)
+        return m
 
-    def _track_free(self, nbytes: int) -> None:
-        self.live_bytes -= nbytes
-        self.live_allocations -= 1
+    def close_meter(self, meter: AllocationMeter) -> None:
+        """Stop counting into ``meter`` (opened by this thread)."""
+        stack = getattr(self._meters, "stack", None)
+        if stack and meter in stack:
+            stack.remove(meter)
+
+    def _track_alloc(self, nbytes: int, buf: DeviceBuffer | None = None) -> None:
+        stack = getattr(self._meters, "stack", None)
+        m = stack[-1] if stack else None
+        with self._counter_lock:
+            self.live_bytes += nbytes
+            self.live_allocations += 1
+            self.total_allocations += 1
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes = self.live_bytes
+            if m is not None:
+                m.allocations += 1
+                m.live_allocations += 1
+                m.live_bytes += nbytes
+                if m.live_bytes > m.peak_bytes:
+                    m.peak_bytes = m.live_bytes
+        if m is not None and buf is not None:
+            buf.meter = m
+
+    def _track_free(self, nbytes: int, buf: DeviceBuffer | None = None) -> None:
+        if buf is not None:
+            m = buf.meter
+        else:  # a provider that does not say which buffer: the thread's open meter
+            stack = getattr(self._meters, "stack", None)
+            m = stack[-1] if stack else None
+        with self._counter_lock:  # the freeing thread need not be the allocating one
+            self.live_bytes -= nbytes
+            self.live_allocations -= 1
+            if m is not None:
+                m.live_allocations -= 1
+                m.live_bytes -= nbytes
 
     def reset_peak(self) -> None:
-        self.peak_bytes = self.live_bytes
+        with self._counter_lock:
+            self.peak_bytes = self.live_bytes
 
     def allocate(self, shape, dtype) -> DeviceBuffer:
         raise NotImplementedError(f"provider {self.name!r} cannot allocate memory (planning only)")
@@ -274,7 +335,7 @@ class HostMemory:
         self._before_allocate()
         arr = np.empty(tuple(shape), dtype=dtype)
         buf = DeviceBuffer(self, shape, dtype, arr)
-        self._track_alloc(buf.nbytes)
+        self._track_alloc(buf.nbytes, buf)
         return buf
 
     def free(self, buf: DeviceBuffer) -> None:
@@ -282,7 +343,7 @@ class HostMemory:
             return
         buf.freed = True
         buf.data = None
-        self._track_free(buf.nbytes)
+        self._track_free(buf.nbytes, buf)
 
     def copy_from_host(self, array, out: DeviceBuffer | None = None) -> DeviceBuffer:
         array = np.asarray(array)

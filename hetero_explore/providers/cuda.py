@@ -73,7 +73,7 @@ class NumbaCUDAProvider(RegistryProvider):
         shape = tuple(int(d) for d in shape)
         arr = cuda.device_array(shape, dtype=np.dtype(dtype))
         buf = DeviceBuffer(self, shape, dtype, arr)
-        self._track_alloc(buf.nbytes)
+        self._track_alloc(buf.nbytes, buf)
         return buf
 
     def free(self, buf: DeviceBuffer) -> None:
@@ -81,7 +81,7 @@ class NumbaCUDAProvider(RegistryProvider):
             return
         buf.freed = True
         buf.data = None  # numba frees device memory when the last reference goes
-        self._track_free(buf.nbytes)
+        self._track_free(buf.nbytes, buf)
 
     def copy_from_host(self, array, out=None) -> DeviceBuffer:
         array = np.asarray(array)
