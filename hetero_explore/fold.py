@@ -225,3 +225,9 @@ def fold_model(m: onnx.ModelProto, *, limit_bytes: int = DEFAULT_FOLD_LIMIT_BYTE
         m = infer_shapes(m)
     res.model = m
     return res
+
+
+def foldable_op_types() -> frozenset[str]:
+    """Op types (default domain) that folding can remove: what the CPU provider runs, plus
+    Shape and Size of static values."""
+    return frozenset((NumbaCPUProvider("fold").supported_op_types() | {"Shape", "Size"}) - NONDETERMINISTIC_OPS)

@@ -680,3 +680,13 @@ def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
     except MemoryError as e:
         raise ModelLoadError(f"ran out of memory while loading the model ({e or 'no detail'}); "
                              "the model may be too large for this machine") from None
+
+
+def __getattr__(name: str):
+    # FOLDABLE_OPS (op types constant folding can remove) comes from the CPU provider's op
+    # table, so it is computed lazily in hetero_explore.fold: this module imports no provider
+    if name == "FOLDABLE_OPS":
+        from .fold import foldable_op_types
+
+        return foldable_op_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
