@@ -196,6 +196,13 @@ def _rewrite(m: onnx.ModelProto, new: dict[str, onnx.TensorProto]) -> None:
     keep_vi = [vi for vi in g.value_info if vi.name not in new]
     del g.value_info[:]
     g.value_info.extend(keep_vi)
+    # symbols onnx made up for dims it could not compute ("unk__N") would stick on re-inference
+    # (it keeps existing graph-output dims): forget them, so the new constants can refine them
+    for vi in list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param.startswith("unk__"):
+                    d.ClearField("dim_param")
 
 
 def _copy(n: onnx.NodeProto) -> onnx.NodeProto:

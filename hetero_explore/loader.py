@@ -402,11 +402,12 @@ def check_inline_size(model: onnx.ModelProto, keys=None, limit: int = DEFAULT_MA
 def _normalize_declared_dims(m: onnx.ModelProto) -> None:
     """Exporters write unknown dims as -1 (paddle2onnx) or 0 on graph inputs: make those symbolic
     (named ``<input>:<axis>``, bindable by input_shapes or dim_values); a negative dim elsewhere
-    is unknown."""
+    is unknown, and so is a 0 when the inputs used 0 for unknown."""
     g = m.graph
     inits = {t.name for t in g.initializer}
     params = {d.dim_param for vi in list(g.input) + list(g.output) + list(g.value_info)
               for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    zero_inputs = False
     for vi in g.input:
         if vi.name in inits or not vi.type.HasField("tensor_type"):
             continue
@@ -416,12 +417,15 @@ def _normalize_declared_dims(m: onnx.ModelProto) -> None:
                 while name in params:
                     name += "'"
                 params.add(name)
+                zero_inputs |= d.dim_value == 0
                 d.ClearField("dim_value")
                 d.dim_param = name
+    # an exporter that writes unknown input dims as 0 writes unknown output dims as 0 too
+    lowest = 0 if zero_inputs else -1
     for vi in list(g.output) + list(g.value_info):
         if vi.type.HasField("tensor_type"):
             for d in vi.type.tensor_type.shape.dim:
-                if d.HasField("dim_value") and d.dim_value < 0:
+                if d.HasField("dim_value") and d.dim_value <= lowest:
                     d.ClearField("dim_value")
 
 
@@ -631,6 +635,54 @@ def prepare_model(model, input_shapes: Mapping[str, tuple] | None = None,
     return infer_checked(m)
 
 
+_INT_TYPES = (TensorProto.INT64, TensorProto.INT32)
+
+
+def check_inference_complete(m: onnx.ModelProto) -> None:
+    """Raise when shape inference silently gave up on a node it has all it needs for.
+
+    onnx's inference, even strict, returns without an output shape for some invalid
+    nodes (Conv ``dilations=[0, 0]``, Slice step 0, Split sizes that do not add up, ...).
+    A node of a standard domain whose inputs all have static shapes, whose integer inputs
+    after the first are constants (so its output rank cannot depend on run-time data),
+    and whose output still has no shape is such a node: it is reported by name instead
+    of surfacing later as an unexplained symbolic shape."""
+    g = m.graph
+    info: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in list(g.input) + list(g.value_info)
+                                       + list(g.output)}
+    consts = {t.name for t in g.initializer}
+    for t in g.initializer:
+        info[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+    functions = {(f.domain, f.name) for f in m.functions}
+
+    def static(name) -> bool:
+        t = info.get(name)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.elem_type:
+            return False
+        tt = t.tensor_type
+        return tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
+
+    for n in g.node:
+        if (n.domain not in _STANDARD_DOMAINS or (n.domain, n.op_type) in functions
+                or any(True for _ in _subgraphs(n))):
+            continue
+        present = [i for i in n.input if i]
+        if not all(static(i) for i in present):
+            continue
+        if any(i and i not in consts and info[i].tensor_type.elem_type in _INT_TYPES
+               for i in list(n.input)[1:]):
+            continue
+        for o in n.output:
+            t = info.get(o) if o else None
+            if o and (t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape")):
+                ins = ", ".join(f"{i}: {_fmt_type(info[i])}" for i in present)
+                attrs = ", ".join(f"{a.name}={helper.get_attribute_value(a)!r}" for a in n.attribute)
+                raise InvalidModelError(
+                    f"node {n.name or n.op_type!r} ({n.op_type}) is invalid: ONNX shape inference cannot "
+                    f"compute its output {o!r} from its inputs ({ins}) and attributes ({attrs or 'none'}); "
+                    "check the attributes and constant inputs against the operator's specification")
+
+
 def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: dict | None = None) -> Graph:
     """The IR of a prepared (and maybe folded) model, with ``symbolic_values`` filled in."""
     g = build_graph(m, folded_nodes=folded or [])
@@ -671,10 +723,12 @@ def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
     try:
         m = prepare_model(model, input_shapes, dim_values, check=check, max_inlined_nodes=max_inlined_nodes)
         if not fold_constants:
+            check_inference_complete(m)
             return graph_from_model(m)
         from .fold import fold_model  # above the providers: imported only when folding
 
         res = fold_model(m, limit_bytes=fold_limit_bytes)
+        check_inference_complete(res.model)
         return graph_from_model(res.model, res.folded,
                                 {"fold_skipped": dict(res.skipped), "folded_bytes": res.folded_bytes})
     except MemoryError as e:
