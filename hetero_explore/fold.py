@@ -53,7 +53,9 @@ class FoldResult:
 
 
 def _label(node) -> str:
-    return node.name
+    # stable across rounds (an unnamed node's IR name holds its id, which folding changes)
+    first = next((o for o in node.outputs if o), "?")
+    return node.proto.name or f"{node.op_type}:{first}"
 
 
 def _has_subgraph(proto: onnx.NodeProto) -> bool:
