@@ -674,7 +674,9 @@ def check_inference_complete(m: onnx.ModelProto) -> None:
             continue
         for o in n.output:
             t = info.get(o) if o else None
-            if o and (t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape")):
+            if t is not None and t.WhichOneof("value") not in (None, "tensor_type"):
+                continue  # a sequence, map or optional: no tensor shape to expect
+            if o and (t is None or not t.tensor_type.HasField("shape")):
                 ins = ", ".join(f"{i}: {_fmt_type(info[i])}" for i in present)
                 attrs = ", ".join(f"{a.name}={helper.get_attribute_value(a)!r}" for a in n.attribute)
                 raise InvalidModelError(
