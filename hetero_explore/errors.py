@@ -67,3 +67,11 @@ class ExecutionError(HeteroExploreError):
 
 class TransferCountMismatch(ExecutionError):
     """The executor performed a different number of transfers than the plan lists."""
+
+
+class ShapeConflictError(InvalidModelError):
+    """A declared value type or shape contradicts what shape inference computes."""
+
+
+class FunctionExpansionError(FunctionInliningError, InvalidModelError):
+    """Model-local functions expand to too many nodes (or recurse) once inlined."""

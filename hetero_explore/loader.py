@@ -1,64 +1,191 @@
-"""ONNX → IR: read, check, bind symbolic dims, infer shapes, fold shape subgraphs.
+"""ONNX → IR: read, validate, bind symbolic dims, infer shapes; fold (in :mod:`.fold`).
 
-Uses onnx's own checker, shape inference (with data propagation) and reference
-evaluator (for folding constant subgraphs), so that what we call "static" is
-what ONNX itself infers.
+Uses onnx's own checker, operator schemas and shape inference (with data
+propagation), so that what we call "static" is what ONNX itself infers. Every
+size that comes from the model is checked before anything of that size is read
+or allocated. Constant folding runs the CPU provider's kernels and therefore
+lives above the providers, in :mod:`hetero_explore.fold`; :func:`load_model`
+composes the two (this module imports no provider at module level).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference
+from onnx import TensorProto, helper, shape_inference
 
-from .errors import InvalidModelError, ModelLoadError, ShapeBindingError
+from .errors import (FunctionExpansionError, InvalidModelError, ModelLoadError, ShapeBindingError,
+                     ShapeConflictError)
 from .ir import Graph, build_graph, shape_is_static
 
-#: ops folded at load time when all their inputs are constant (shape computations,
-#: as real exporters emit them: Shape → Gather → Unsqueeze → Concat → Reshape ...)
-FOLDABLE_OPS = frozenset({
-    "Shape", "Size", "Constant", "ConstantOfShape", "Gather", "Unsqueeze", "Squeeze", "Concat",
-    "Reshape", "Slice", "Cast", "Range", "Add", "Sub", "Mul", "Div", "Equal", "Where", "Expand",
-    "Identity", "ReduceProd", "Min", "Max", "Not", "Less", "Greater", "Floor", "Ceil", "Neg",
-    "Abs", "Mod", "And", "Or", "Transpose", "Flatten", "Tile", "CastLike", "NonZero",
-})
-#: never fold a value larger than this many elements (keeps models small and weights honest)
-FOLD_MAX_ELEMENTS = 1 << 16
-_FOLD_ROUNDS = 8
+#: the largest dim (and the largest element count of one tensor) a model may declare or infer;
+#: 2**40 elements is 4 TiB of float32 -- anything beyond is a corrupt or hostile model
+MAX_ELEMENTS = 1 << 40
+#: default bound on the node count once every model-local function call is inlined
+DEFAULT_MAX_INLINED_NODES = 1 << 20
+#: default budget for the values that constant folding may create at load time (bytes)
+DEFAULT_FOLD_LIMIT_BYTES = 1 << 30
+
+_STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training")
+_PACKED_BITS = {getattr(TensorProto, n): b for n, b in
+                (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2)) if hasattr(TensorProto, n)}
 
 
-def _read(model) -> tuple[onnx.ModelProto, Path | None]:
+def _short(text: str, limit: int = 120) -> str:
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
+
+
+# -- reading -----------------------------------------------------------------------------
+def _parse(data: bytes, what: str, fmt: str | None = None) -> onnx.ModelProto:
+    if not data:
+        raise ModelLoadError(f"{what} is empty (0 bytes); it is not an ONNX model")
+    try:
+        m = onnx.load_model_from_string(data, format=fmt) if fmt else onnx.load_model_from_string(data)
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise ModelLoadError(f"{what} is not a serialized ONNX model: {e}") from e
+    if not m.HasField("graph"):
+        raise ModelLoadError(f"{what} parses but holds no ONNX graph; it is not an ONNX model "
+                             f"(or an empty one)")
+    return m
+
+
+def _format_of(path: Path) -> str | None:
+    ext = path.suffix.lower()
+    return {".onnxtxt": "textproto", ".textproto": "textproto", ".json": "json"}.get(ext)
+
+
+def _read_path(path: Path) -> bytes:
+    shown = _short(repr(str(path)))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ModelLoadError(f"model file not found: {shown}") from None
+    except OSError as e:
+        raise ModelLoadError(f"cannot open model path {shown}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelLoadError(f"{shown} is a directory; pass the .onnx file inside it")
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelLoadError(f"{shown} is not a regular file (a FIFO, device or socket); "
+                             "load ONNX models from regular files")
+    try:
+        # O_NONBLOCK: never block on a FIFO swapped in after the stat; fstat re-checks
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ModelLoadError(f"cannot open model file {shown}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelLoadError(f"{shown} is not a regular file; load ONNX models from regular files")
+        return f.read(st.st_size)
+
+
+def read_model(model) -> tuple[onnx.ModelProto, Path | None]:
+    """The model as a fresh ``ModelProto`` and the directory its external data lives in."""
     if isinstance(model, onnx.ModelProto):
         m = onnx.ModelProto()
         m.CopyFrom(model)
+        if not m.HasField("graph"):
+            raise ModelLoadError("this ModelProto holds no graph; it is not a usable ONNX model")
         return m, None
     if isinstance(model, (bytes, bytearray, memoryview)):
-        try:
-            m = onnx.load_from_string(bytes(model))
-        except Exception as e:
-            raise ModelLoadError(f"these bytes are not a serialized ONNX model: {e}") from e
-        return m, None
+        return _parse(bytes(model), "these bytes"), None
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
-        if not path.exists():
-            raise ModelLoadError(f"model file not found: {str(path)!r}")
-        if path.is_dir():
-            raise ModelLoadError(f"{str(path)!r} is a directory; pass the .onnx file inside it")
-        try:
-            m = onnx.load(str(path), load_external_data=False)
-        except Exception as e:
-            raise ModelLoadError(f"{str(path)!r} is not a readable ONNX model: {e}") from e
-        return m, path.parent
+        data = _read_path(path)
+        return _parse(data, _short(repr(str(path))), _format_of(path)), path.parent
     raise ModelLoadError(f"cannot load a model from {type(model).__name__}; "
                          "pass a path, an onnx.ModelProto or the serialized bytes")
 
 
+# -- tensors and external data --------------------------------------------------------------
+def _numel(dims, what: str) -> int:
+    n = 1
+    for d in dims:
+        d = int(d)
+        if d < 0:
+            raise InvalidModelError(f"{what} has a negative dim in {list(dims)}")
+        n *= d
+    if n > MAX_ELEMENTS:
+        raise InvalidModelError(f"{what} declares dims {list(dims)}: {n} elements, over the bound of "
+                                f"{MAX_ELEMENTS}; the model is corrupt or hostile")
+    return n
+
+
+def _expected_bytes(t: TensorProto, n: int) -> int | None:
+    """Bytes of raw data a dense tensor of ``n`` elements takes (None for strings)."""
+    if t.data_type == TensorProto.STRING:
+        return None
+    if t.data_type in _PACKED_BITS:
+        return (n * _PACKED_BITS[t.data_type] + 7) // 8
+    return n * np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+
+
+def _typed_count(t: TensorProto, n: int) -> tuple[str, int]:
+    """(field, number of entries that field must hold) for a tensor without raw data."""
+    field = helper.tensor_dtype_to_field(t.data_type)
+    if t.data_type in (TensorProto.COMPLEX64, TensorProto.COMPLEX128):
+        return field, 2 * n
+    if t.data_type in _PACKED_BITS:
+        # packed 4-bit (2-bit) values: one packed byte per int32_data entry
+        return field, (n * _PACKED_BITS[t.data_type] + 7) // 8
+    return field, n
+
+
+def check_tensor(t: TensorProto, what: str) -> None:
+    """Check that a tensor's data holds exactly what its dims declare (before reading it)."""
+    valid = set(TensorProto.DataType.values()) - {TensorProto.UNDEFINED}
+    if t.data_type not in valid:
+        raise InvalidModelError(f"{what} has an invalid data type {t.data_type}")
+    n = _numel(t.dims, what)
+    if t.data_location == TensorProto.EXTERNAL:
+        return  # checked against its file in _load_external_data, and again once read
+    if t.HasField("raw_data") or t.raw_data:
+        want = _expected_bytes(t, n)
+        if want is None:
+            raise InvalidModelError(f"{what} is a string tensor with raw_data; strings go in string_data")
+        if len(t.raw_data) != want:
+            raise InvalidModelError(f"{what} declares dims {list(t.dims)} ({n} elements, {want} bytes) but "
+                                    f"holds {len(t.raw_data)} bytes of data; the model is corrupt")
+        return
+    try:
+        field, want = _typed_count(t, n)
+    except Exception as e:
+        raise InvalidModelError(f"{what} has data type {t.data_type} whose storage is unknown: {e}") from e
+    have = len(getattr(t, field))
+    if have != want:
+        raise InvalidModelError(f"{what} declares dims {list(t.dims)} ({n} elements) but its {field} holds "
+                                f"{have} entries (expected {want}); the model is corrupt")
+
+
+def _tensors_to_check(m: onnx.ModelProto):
+    g = m.graph
+    for t in g.initializer:
+        yield t, f"initializer {t.name!r}"
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t, f"tensor attribute {a.name!r} of node {n.name or n.op_type!r}"
+            elif a.type == onnx.AttributeProto.TENSORS:
+                for i, t in enumerate(a.tensors):
+                    yield t, f"tensor {i} of attribute {a.name!r} of node {n.name or n.op_type!r}"
+
+
+def _external_location(t: TensorProto) -> dict:
+    return {e.key: e.value for e in t.external_data}
+
+
 def _load_external_data(m: onnx.ModelProto, base: Path | None) -> None:
-    """Resolve external tensor data, but only files inside the model's own directory."""
+    """Resolve external tensor data, only from regular files inside the model's own directory
+    (no absolute paths, no ``..``, no symlinks, no hard links, offsets within the file)."""
     from onnx.external_data_helper import _get_all_tensors, uses_external_data
 
     tensors = [t for t in _get_all_tensors(m) if uses_external_data(t)]
@@ -67,32 +194,293 @@ def _load_external_data(m: onnx.ModelProto, base: Path | None) -> None:
     if base is None:
         raise ModelLoadError("the model keeps tensors in external data files; load it from its "
                              "path so that they can be found next to it")
-    root = base.resolve()
+    root = Path(os.path.realpath(base))
     for t in tensors:
-        info = {e.key: e.value for e in t.external_data}
+        info = _external_location(t)
         loc = info.get("location", "")
-        target = (root / loc).resolve()
-        if root != target and root not in target.parents:
-            raise ModelLoadError(f"tensor {t.name!r} points at external data {loc!r} outside the "
-                                 f"model's directory; refusing to read it")
-        if not target.is_file():
-            raise ModelLoadError(f"external data file {loc!r} for tensor {t.name!r} is missing")
+        where = f"tensor {t.name!r} points at external data {_short(repr(loc))}"
+        if not loc:
+            raise InvalidModelError(f"tensor {t.name!r} uses external data but names no location")
+        parts = Path(loc).parts
+        if os.path.isabs(loc) or Path(loc).drive or ".." in parts:
+            raise ModelLoadError(f"{where} outside the model's directory (absolute or with '..'); "
+                                 "refusing to read it")
+        lexical = root / loc
+        if os.path.realpath(lexical) != os.path.normpath(lexical):
+            raise ModelLoadError(f"{where} through a symbolic link (or outside the model's directory); "
+                                 "refusing to read it: copy the data file next to the model")
+        try:
+            st = os.lstat(lexical)
+        except FileNotFoundError:
+            raise ModelLoadError(f"external data file {_short(repr(loc))} for tensor {t.name!r} is missing") \
+                from None
+        except OSError as e:
+            raise ModelLoadError(f"{where} that cannot be read: {e.strerror or e}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelLoadError(f"{where}, which is not a regular file (a FIFO, device, socket or "
+                                 "directory); refusing to read it")
+        if st.st_nlink > 1:
+            raise ModelLoadError(f"{where}, a file with {st.st_nlink} hard links; refusing to read it "
+                                 "(a hard link can reach outside the model's directory): copy it instead")
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if info.get("length") not in (None, "") else None
+        except ValueError:
+            raise InvalidModelError(f"{where} with a non-integer offset or length: {info}") from None
+        n = _numel(t.dims, f"tensor {t.name!r}")
+        want = _expected_bytes(t, n)
+        if offset < 0 or (length is not None and length < 0):
+            raise InvalidModelError(f"{where} with a negative offset or length ({offset}, {length})")
+        if offset > st.st_size or (length is not None and offset + length > st.st_size):
+            raise InvalidModelError(f"{where} at offset {offset} length {length}, beyond the end of the "
+                                    f"{st.st_size}-byte file; the model or its data is corrupt")
+        avail = st.st_size - offset if length is None else length
+        if want is not None and avail != want:
+            raise InvalidModelError(f"tensor {t.name!r} declares dims {list(t.dims)} ({want} bytes) but its "
+                                    f"external data holds {avail} bytes; the model or its data is corrupt")
     try:
         onnx.load_external_data_for_model(m, str(root))
+    except MemoryError:
+        raise
     except Exception as e:
         raise ModelLoadError(f"could not read external data: {e}") from e
+
+
+# -- structural validation (kept even with check=False) -------------------------------------
+def _opsets(m: onnx.ModelProto) -> dict[str, int]:
+    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
+
+
+def validate_structure(m: onnx.ModelProto) -> None:
+    """What the kernels and the IR rely on, checked whether or not onnx.checker runs:
+    a known IR version, unique producers, unique graph inputs, and attributes whose
+    names and types match the operator's schema at the model's opset."""
+    max_ir = onnx.IR_VERSION
+    if not 1 <= m.ir_version <= max_ir:
+        raise InvalidModelError(f"the model's ir_version is {m.ir_version}; this onnx ({onnx.__version__}) "
+                                f"reads IR versions 1 to {max_ir}")
+    g = m.graph
+    opsets = _opsets(m)
+    max_opset = onnx.defs.onnx_opset_version()
+    if opsets.get("", 0) > max_opset:
+        raise InvalidModelError(f"the model imports opset {opsets['']} of the default domain; this onnx "
+                                f"knows opsets up to {max_opset}")
+    seen_inputs: set[str] = set()
+    for vi in g.input:
+        if vi.name in seen_inputs:
+            raise InvalidModelError(f"graph input {vi.name!r} is listed twice")
+        seen_inputs.add(vi.name)
+    producer: dict[str, str] = {}
+    for name in seen_inputs:
+        producer[name] = "a graph input"
+    for t in g.initializer:
+        if t.name in producer and producer[t.name] != "a graph input":
+            raise InvalidModelError(f"initializer {t.name!r} is defined twice")
+        producer[t.name] = "an initializer"
+    functions = {(f.domain, f.name) for f in m.functions}
+    for i, n in enumerate(g.node):
+        label = f"node {n.name!r} ({n.op_type})" if n.name else f"node #{i} ({n.op_type})"
+        for o in n.output:
+            if not o:
+                continue
+            if o in producer:
+                raise InvalidModelError(f"value {o!r} is produced by {label} and also by {producer[o]}; "
+                                        "every value must have exactly one producer")
+            producer[o] = label
+        _validate_attributes(n, label, opsets, functions)
+
+
+_ATTR_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
+
+
+def _validate_attributes(n: onnx.NodeProto, label: str, opsets: dict, functions: set) -> None:
+    domain = "" if n.domain == "ai.onnx" else n.domain
+    if domain not in _STANDARD_DOMAINS or (n.domain, n.op_type) in functions:
+        return
+    version = opsets.get(domain)
+    if version is None:
+        raise InvalidModelError(f"{label} uses domain {domain or 'ai.onnx'!r}, which the model does not "
+                                "import (add it to opset_import)")
+    try:
+        schema = onnx.defs.get_schema(n.op_type, version, domain)
+    except onnx.defs.SchemaError:
+        raise InvalidModelError(f"{label}: no operator {n.op_type!r} exists in domain {domain or 'ai.onnx'!r} "
+                                f"at opset {version}") from None
+    allowed = schema.attributes
+    names = set()
+    for a in n.attribute:
+        if a.name in names:
+            raise InvalidModelError(f"{label} has attribute {a.name!r} twice")
+        names.add(a.name)
+        if a.ref_attr_name:
+            raise InvalidModelError(f"{label} attribute {a.name!r} refers to a function attribute "
+                                    f"({a.ref_attr_name!r}) outside a function")
+        spec = allowed.get(a.name)
+        if spec is None:
+            raise InvalidModelError(
+                f"{label} has attribute {a.name!r}, which {n.op_type}-{schema.since_version} (the version "
+                f"opset {version} runs) does not define; its attributes are: {sorted(allowed) or 'none'}")
+        if int(a.type) != int(spec.type):
+            raise InvalidModelError(
+                f"{label} attribute {a.name!r} is {_ATTR_NAMES.get(a.type, a.type)}, but "
+                f"{n.op_type}-{schema.since_version} defines it as {spec.type.name}")
+    missing = [k for k, s in allowed.items() if s.required and k not in names]
+    if missing:
+        raise InvalidModelError(f"{label} lacks required attribute(s) {missing} of "
+                                f"{n.op_type}-{schema.since_version}")
+
+
+def _run_checker(m: onnx.ModelProto) -> None:
+    try:
+        onnx.checker.check_model(m)
+    except onnx.checker.ValidationError as e:
+        msg = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip()) or repr(e)
+        raise InvalidModelError(f"onnx.checker rejected the model: {msg}") from e
+    except MemoryError:
+        raise
+    except Exception as e:  # protobuf errors and the like
+        raise InvalidModelError(f"onnx.checker could not check the model: {e}") from e
+
+
+# -- model-local functions -------------------------------------------------------------------
+def _subgraphs(n: onnx.NodeProto):
+    for a in n.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def inlined_node_count(model: onnx.ModelProto, keys=None) -> int:
+    """How many nodes the main graph would hold (subgraphs included) once calls to the
+    model-local functions ``keys`` ((domain, name) pairs; all of them when None) are
+    inlined, recursively. Computed without inlining, in time linear in the model's size.
+
+    Raises FunctionExpansionError for recursive functions."""
+    fns = {(f.domain, f.name): f for f in model.functions}
+    keys = set(fns) if keys is None else {k for k in keys if k in fns}
+    memo: dict = {}
+    active: set = set()
+
+    def nodes_of(nodes) -> int:
+        total = 0
+        for n in nodes:
+            key = (n.domain, n.op_type)
+            total += size(key) if key in keys else 1
+            for sg in _subgraphs(n):
+                total += nodes_of(sg.node)
+        return total
+
+    def size(key) -> int:
+        if key in memo:
+            return memo[key]
+        if key in active:
+            raise FunctionExpansionError(f"model-local function {key[0]}::{key[1]} calls itself (directly "
+                                         "or through others); recursive functions cannot be inlined")
+        active.add(key)
+        memo[key] = nodes_of(fns[key].node)
+        active.discard(key)
+        return memo[key]
+
+    return nodes_of(model.graph.node)
+
+
+def check_inline_size(model: onnx.ModelProto, keys=None, limit: int = DEFAULT_MAX_INLINED_NODES) -> int:
+    """Raise FunctionExpansionError when inlining ``keys`` would produce more than ``limit``
+    nodes; returns the count. Call it before ``onnx.inliner`` or shape inference, both
+    of which expand every call."""
+    count = inlined_node_count(model, keys)
+    if count > limit:
+        raise FunctionExpansionError(
+            f"the model's function calls expand to {count} nodes once inlined (bound: {limit}); "
+            "a model this large is refused before inlining or shape inference. Raise the bound with "
+            "load_model(..., max_inlined_nodes=...) if the model is genuine")
+    return count
+
+
+# -- declared shapes and bindings ------------------------------------------------------------
+def _normalize_declared_dims(m: onnx.ModelProto) -> None:
+    """Exporters write unknown dims as -1 (paddle2onnx) or 0 on graph inputs: make those symbolic
+    (named ``<input>:<axis>``, bindable by input_shapes or dim_values); a negative dim elsewhere
+    is unknown, and so is a 0 when the inputs used 0 for unknown."""
+    g = m.graph
+    inits = {t.name for t in g.initializer}
+    params = {d.dim_param for vi in list(g.input) + list(g.output) + list(g.value_info)
+              for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    zero_inputs = False
+    for vi in g.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type"):
+            continue
+        for i, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value") and d.dim_value <= 0:
+                name = f"{vi.name}:{i}"
+                while name in params:
+                    name += "'"
+                params.add(name)
+                zero_inputs |= d.dim_value == 0
+                d.ClearField("dim_value")
+                d.dim_param = name
+    # an exporter that writes unknown input dims as 0 writes unknown output dims as 0 too
+    lowest = 0 if zero_inputs else -1
+    for vi in list(g.output) + list(g.value_info):
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_value") and d.dim_value <= lowest:
+                    d.ClearField("dim_value")
+
+
+def _dim_value(v, what: str) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise ShapeBindingError(f"{what} is {v!r} ({type(v).__name__}); dims must be non-negative ints")
+    v = int(v)
+    if v < 0:
+        raise ShapeBindingError(f"{what} is {v}; dims must be non-negative ints")
+    if v > MAX_ELEMENTS:
+        raise ShapeBindingError(f"{what} is {v}, over the bound of {MAX_ELEMENTS} elements")
+    return v
+
+
+def _as_mapping(x, what: str) -> dict:
+    if x is None:
+        return {}
+    if not isinstance(x, Mapping):
+        raise ShapeBindingError(f"{what} must be a dict, got {type(x).__name__}")
+    for k in x:
+        if not isinstance(k, str):
+            raise ShapeBindingError(f"{what} keys must be names (str), got {k!r}")
+    return dict(x)
+
+
+def _shape_arg(name: str, s) -> tuple[int, ...]:
+    if isinstance(s, (str, bytes)) or not hasattr(s, "__iter__"):
+        raise ShapeBindingError(f"input_shapes[{name!r}] = {s!r} must be a sequence of ints, e.g. (1, 3, 224, 224)")
+    try:
+        dims = list(s)
+    except Exception as e:
+        raise ShapeBindingError(f"input_shapes[{name!r}] = {s!r} must be a sequence of ints: {e}") from e
+    out = tuple(_dim_value(d, f"input_shapes[{name!r}][{i}]") for i, d in enumerate(dims))
+    _numel_binding(name, out)
+    return out
+
+
+def _numel_binding(name: str, shape) -> None:
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ShapeBindingError(f"input_shapes[{name!r}] = {shape} has {math.prod(shape)} elements, over "
+                                f"the bound of {MAX_ELEMENTS}")
 
 
 def _bind(m: onnx.ModelProto, input_shapes, dim_values) -> None:
     g = m.graph
     inits = {t.name for t in g.initializer}
     real_inputs = {vi.name: vi for vi in g.input if vi.name not in inits}
-    input_shapes = dict(input_shapes or {})
-    dim_values = dict(dim_values or {})
+    input_shapes = _as_mapping(input_shapes, "input_shapes")
+    dim_values = {k: _dim_value(v, f"dim_values[{k!r}]")
+                  for k, v in _as_mapping(dim_values, "dim_values").items()}
     for name in input_shapes:
         if name not in real_inputs:
             raise ShapeBindingError(f"input_shapes names {name!r}, which is not a graph input; "
                                     f"inputs are: {sorted(real_inputs)}")
+    input_shapes = {k: _shape_arg(k, v) for k, v in input_shapes.items()}
     known_params = {d.dim_param for vi in real_inputs.values()
                     for d in vi.type.tensor_type.shape.dim if d.HasField("dim_param")}
     for p in dim_values:
@@ -102,9 +490,7 @@ def _bind(m: onnx.ModelProto, input_shapes, dim_values) -> None:
     for name, vi in real_inputs.items():
         tt = vi.type.tensor_type
         if name in input_shapes:
-            shape = tuple(input_shapes[name])
-            if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
-                raise ShapeBindingError(f"input_shapes[{name!r}] = {shape} must be non-negative ints")
+            shape = input_shapes[name]
             if tt.HasField("shape"):
                 dims = tt.shape.dim
                 if len(dims) != len(shape):
@@ -125,7 +511,7 @@ def _bind(m: onnx.ModelProto, input_shapes, dim_values) -> None:
         elif tt.HasField("shape"):
             for d in tt.shape.dim:
                 if d.HasField("dim_param") and d.dim_param in dim_values:
-                    v = int(dim_values[d.dim_param])
+                    v = dim_values[d.dim_param]
                     d.ClearField("dim_param")
                     d.dim_value = v
     # drop stale intermediate annotations: shape inference recomputes them from the bound inputs
@@ -137,153 +523,226 @@ def _bind(m: onnx.ModelProto, input_shapes, dim_values) -> None:
                 tt.ClearField("shape")
 
 
-def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
+def _check_input_dims(m: onnx.ModelProto) -> None:
+    inits = {t.name for t in m.graph.initializer}
+    for vi in m.graph.input:
+        if vi.name not in inits:
+            _check_value_dims(vi, "graph input")
+
+
+def _check_value_dims(vi: onnx.ValueInfoProto, what: str) -> None:
+    if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return
+    dims = [d.dim_value for d in vi.type.tensor_type.shape.dim if d.HasField("dim_value")]
+    if any(d > MAX_ELEMENTS for d in dims) or math.prod(dims) > MAX_ELEMENTS:
+        raise InvalidModelError(f"{what} {vi.name!r} has shape {_fmt_type(vi.type)}: "
+                                f"{math.prod(dims)} elements, over the bound of {MAX_ELEMENTS}")
+
+
+# -- shape inference -------------------------------------------------------------------------
+def infer_shapes(m: onnx.ModelProto, *, strict: bool = False) -> onnx.ModelProto:
+    """onnx's shape inference with data propagation; its errors become InvalidModelError."""
     try:
-        return shape_inference.infer_shapes(m, check_type=True, strict_mode=False, data_prop=True)
+        return shape_inference.infer_shapes(m, check_type=True, strict_mode=strict, data_prop=True)
+    except MemoryError:
+        raise
     except Exception as e:
-        raise InvalidModelError(f"ONNX shape inference failed: {e}") from e
+        msg = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
+        raise InvalidModelError(f"ONNX shape inference rejected the model: {msg}") from e
 
 
-def _static_shape(vi) -> tuple | None:
-    tt = vi.type.tensor_type
+def _fmt_type(t: onnx.TypeProto) -> str:
+    if not t.HasField("tensor_type"):
+        return t.WhichOneof("value") or "unknown type"
+    tt = t.tensor_type
+    dt = TensorProto.DataType.Name(tt.elem_type).lower() if tt.elem_type else "?"
     if not tt.HasField("shape"):
-        return None
-    dims = []
-    for d in tt.shape.dim:
-        if not d.HasField("dim_value"):
-            return None
-        dims.append(d.dim_value)
-    return tuple(dims)
+        return f"{dt}[unknown rank]"
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    return f"{dt}[{', '.join(dims)}]"
 
 
-def _fold_once(m: onnx.ModelProto) -> list[str]:
-    """Fold every node whose inputs are constant (or Shape/Size of a static value).
-    Returns the names of folded nodes; ``m`` is rewritten in place."""
-    from onnx.reference import ReferenceEvaluator
-
-    g = m.graph
-    consts: dict[str, np.ndarray] = {}
-    for t in g.initializer:
-        if int(np.prod(t.dims, dtype=np.int64)) <= FOLD_MAX_ELEMENTS:
-            consts[t.name] = None  # lazily materialized
-    init_by_name = {t.name: t for t in g.initializer}
-    shapes = {vi.name: _static_shape(vi) for vi in list(g.value_info) + list(g.input) + list(g.output)}
-    for t in g.initializer:
-        shapes[t.name] = tuple(t.dims)
-    graph_outputs = {o.name for o in g.output}
-    opsets = {o.domain: o.version for o in m.opset_import}
-
-    def value(name):
-        v = consts[name]
-        if v is None:
-            v = numpy_helper.to_array(init_by_name[name])
-            consts[name] = v
-        return v
-
-    folded: list[str] = []
-    keep = []
-    new_inits = []
-    for n in g.node:
-        if n.domain not in ("", "ai.onnx") or n.op_type not in FOLDABLE_OPS or any(
-                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
-            keep.append(n)
-            continue
-        outs: list | None = None
-        if n.op_type in ("Shape", "Size") and n.input and shapes.get(n.input[0]) is not None:
-            shp = shapes[n.input[0]]
-            if n.op_type == "Size":
-                outs = [np.array(int(np.prod(shp, dtype=np.int64)), dtype=np.int64)]
-            else:
-                attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-                r = len(shp)
-                s = attrs.get("start", 0)
-                e = attrs.get("end", r)
-                s = min(max(s + r if s < 0 else s, 0), r)
-                e = min(max(e + r if e < 0 else e, 0), r)
-                outs = [np.array(shp[s:e], dtype=np.int64)]
-        elif all((not i) or i in consts for i in n.input):
-            feeds = {i: value(i) for i in n.input if i}
-            try:
-                ev = ReferenceEvaluator(helper.make_model(
-                    helper.make_graph(
-                        [n], "fold",
-                        [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-                         for i, v in feeds.items()],
-                        [helper.make_tensor_value_info(o, 0, None) for o in n.output if o]),
-                    opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()]))
-                outs = ev.run(None, feeds)
-            except Exception:
-                outs = None
-        if outs is None or any(np.asarray(o).size > FOLD_MAX_ELEMENTS for o in outs):
-            keep.append(n)
-            continue
-        present = [o for o in n.output if o]
-        for name, arr in zip(present, outs):
-            arr = np.asarray(arr)
-            consts[name] = arr
-            shapes[name] = arr.shape
-            t = numpy_helper.from_array(arr, name)
-            new_inits.append(t)
-            init_by_name[name] = t
-        folded.append(n.name or f"{n.op_type}:{present[0] if present else '?'}")
-    if not folded:
-        return []
-    # Only keep initializers for folded outputs that someone still uses.
-    used = {i for n in keep for i in n.input} | graph_outputs
-    del g.node[:]
-    g.node.extend(keep)
-    g.initializer.extend(t for t in new_inits if t.name in used)
-    names = {t.name for t in new_inits}
-    keep_vi = [vi for vi in g.value_info if vi.name not in names]
-    del g.value_info[:]
-    g.value_info.extend(keep_vi)
-    # A folded graph output must stay an output; make it an initializer-backed output.
-    return folded
+def _conflict(declared: onnx.TypeProto, inferred: onnx.TypeProto) -> bool:
+    if not declared.HasField("tensor_type") or not inferred.HasField("tensor_type"):
+        return False
+    d, i = declared.tensor_type, inferred.tensor_type
+    if d.elem_type and i.elem_type and d.elem_type != i.elem_type:
+        return True
+    if d.HasField("shape") and i.HasField("shape"):
+        if len(d.shape.dim) != len(i.shape.dim):
+            return True
+        for a, b in zip(d.shape.dim, i.shape.dim):
+            if a.HasField("dim_value") and b.HasField("dim_value") and a.dim_value != b.dim_value:
+                return True
+    return False
 
 
-def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
-               dim_values: Mapping[str, int] | None = None, *, fold_constants: bool = True,
-               check: bool = True) -> Graph:
-    """Load an ONNX model into the IR.
+def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Shape inference that reports invalid nodes and lying declarations.
 
-    Args:
-        model: a path, an ``onnx.ModelProto`` or serialized bytes.
-        input_shapes: graph input name → concrete shape, to bind symbolic dims.
-        dim_values: symbolic dim name (``dim_param``) → value, bound wherever it appears.
-        fold_constants: fold shape-computing constant subgraphs at load time (as a
-            runtime's graph optimizer would); folded node names are listed on
-            ``Graph.folded_nodes``.
-        check: run ``onnx.checker`` first.
-
-    Values still symbolic afterwards are listed on ``Graph.symbolic_values``.
+    onnx's inference keeps what a model declares and, when not strict, silently gives
+    up on an invalid node. So it first runs strictly on a copy without the declared
+    intermediate and output types (an invalid node is a typed error naming it), then
+    compares every declared type with the inferred one (a conflict is a typed error
+    naming the value, as onnxruntime rejects it at session creation), and finally
+    infers on the model itself, which then merges declared and inferred information.
     """
-    m, base = _read(model)
-    if not m.HasField("graph"):
-        raise InvalidModelError("the model has no graph")
+    g = m.graph
+    declared = [(vi.name, vi.type) for vi in list(g.value_info) + list(g.output)]
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    del probe.graph.value_info[:]
+    for o in probe.graph.output:
+        o.ClearField("type")
+    probe = infer_shapes(probe, strict=True)
+    inferred = {vi.name: vi.type for vi in list(probe.graph.value_info) + list(probe.graph.output)}
+    producers = {o: n for n in g.node for o in n.output if o}
+    outputs = {o.name for o in g.output}
+    for name, t in declared:
+        it = inferred.get(name)
+        if it is not None and _conflict(t, it):
+            n = producers.get(name)
+            by = f" by node {n.name or n.op_type!r} ({n.op_type})" if n is not None else ""
+            kind = "graph output" if name in outputs else "value"
+            raise ShapeConflictError(
+                f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
+                "the model's declared type/shape is wrong: fix or remove that declaration")
+    out = infer_shapes(m)
+    for vi in list(out.graph.value_info) + list(out.graph.output):
+        _check_value_dims(vi, "value")
+    return out
+
+
+# -- the pipeline ------------------------------------------------------------------------------
+def prepare_model(model, input_shapes: Mapping[str, tuple] | None = None,
+                  dim_values: Mapping[str, int] | None = None, *, check: bool = True,
+                  max_inlined_nodes: int = DEFAULT_MAX_INLINED_NODES) -> onnx.ModelProto:
+    """Read, validate, bind and infer: the checked, inferred ``ModelProto`` (not folded)."""
+    m, base = read_model(model)
+    for t, what in _tensors_to_check(m):
+        check_tensor(t, what)
     _load_external_data(m, base)
+    for t, what in _tensors_to_check(m):  # external data now read: its length is checked too
+        if t.data_location != TensorProto.EXTERNAL:
+            check_tensor(t, what)
     if check:
-        try:
-            onnx.checker.check_model(m)
-        except onnx.checker.ValidationError as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
-            raise InvalidModelError(f"onnx.checker rejected the model: {first}") from e
-        except Exception as e:  # protobuf errors and the like
-            raise InvalidModelError(f"onnx.checker could not check the model: {e}") from e
+        _run_checker(m)
+    validate_structure(m)
+    check_inline_size(m, limit=max_inlined_nodes)
+    _normalize_declared_dims(m)
     _bind(m, input_shapes, dim_values)
-    m = _infer(m)
-    folded: list[str] = []
-    if fold_constants:
-        for _ in range(_FOLD_ROUNDS):
-            f = _fold_once(m)
-            if not f:
-                break
-            folded += f
-            # re-infer with the new constants (Reshape targets etc. become known)
-            del m.graph.value_info[:]
-            m = _infer(m)
-    g = build_graph(m, folded_nodes=folded)
+    _check_input_dims(m)
+    return infer_checked(m)
+
+
+_INT_TYPES = (TensorProto.INT64, TensorProto.INT32)
+
+
+def check_inference_complete(m: onnx.ModelProto) -> None:
+    """Raise when shape inference silently gave up on a node it has all it needs for.
+
+    onnx's inference, even strict, returns without an output shape for some invalid
+    nodes (Conv ``dilations=[0, 0]``, Slice step 0, Split sizes that do not add up, ...).
+    A node of a standard domain whose inputs all have static shapes, whose integer inputs
+    after the first are constants (so its output rank cannot depend on run-time data),
+    and whose output still has no shape is such a node: it is reported by name instead
+    of surfacing later as an unexplained symbolic shape."""
+    g = m.graph
+    info: dict[str, onnx.TypeProto] = {vi.name: vi.type for vi in list(g.input) + list(g.value_info)
+                                       + list(g.output)}
+    consts = {t.name for t in g.initializer}
+    for t in g.initializer:
+        info[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+    functions = {(f.domain, f.name) for f in m.functions}
+
+    def static(name) -> bool:
+        t = info.get(name)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.elem_type:
+            return False
+        tt = t.tensor_type
+        return tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
+
+    for n in g.node:
+        if (n.domain not in _STANDARD_DOMAINS or (n.domain, n.op_type) in functions
+                or any(True for _ in _subgraphs(n))):
+            continue
+        present = [i for i in n.input if i]
+        if not all(static(i) for i in present):
+            continue
+        if any(i and i not in consts and info[i].tensor_type.elem_type in _INT_TYPES
+               for i in list(n.input)[1:]):
+            continue
+        for o in n.output:
+            t = info.get(o) if o else None
+            if t is not None and t.WhichOneof("value") not in (None, "tensor_type"):
+                continue  # a sequence, map or optional: no tensor shape to expect
+            if o and (t is None or not t.tensor_type.HasField("shape")):
+                ins = ", ".join(f"{i}: {_fmt_type(info[i])}" for i in present)
+                attrs = ", ".join(f"{a.name}={helper.get_attribute_value(a)!r}" for a in n.attribute)
+                raise InvalidModelError(
+                    f"node {n.name or n.op_type!r} ({n.op_type}) is invalid: ONNX shape inference cannot "
+                    f"compute its output {o!r} from its inputs ({ins}) and attributes ({attrs or 'none'}); "
+                    "check the attributes and constant inputs against the operator's specification")
+
+
+def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: dict | None = None) -> Graph:
+    """The IR of a prepared (and maybe folded) model, with ``symbolic_values`` filled in."""
+    g = build_graph(m, folded_nodes=folded or [])
+    g.info.update(info or {})
     non_tensor = {vi.name for vi in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)
                   if vi.type.WhichOneof("value") not in (None, "tensor_type")}
     g.symbolic_values = [name for name, v in g.values.items()
                          if v.kind != "initializer" and name not in non_tensor and not shape_is_static(v.shape)]
     return g
+
+
+def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
+               dim_values: Mapping[str, int] | None = None, *, fold_constants: bool = True,
+               check: bool = True, fold_limit_bytes: int = DEFAULT_FOLD_LIMIT_BYTES,
+               max_inlined_nodes: int = DEFAULT_MAX_INLINED_NODES) -> Graph:
+    """Load an ONNX model into the IR.
+
+    Args:
+        model: a path (a regular file), an ``onnx.ModelProto`` or serialized bytes.
+        input_shapes: graph input name → concrete shape, to bind symbolic dims (declared
+            ``-1`` / ``0`` input dims are symbolic too, named ``"<input>:<axis>"``).
+        dim_values: symbolic dim name (``dim_param``) → value, bound wherever it appears.
+        fold_constants: fold every node whose inputs are all constant, computed by the
+            CPU provider's kernels (see :mod:`hetero_explore.fold`); folded node names are
+            listed on ``Graph.folded_nodes``, nodes left unfolded and why on
+            ``Graph.info["fold_skipped"]``.
+        check: run ``onnx.checker`` first. The project's own validation (unique producers,
+            attribute names and types against the op schemas, IR version, tensor sizes,
+            shape inference errors, declared shapes that contradict inference) runs always.
+        fold_limit_bytes: the most bytes that folding may create in all; a node whose
+            outputs would exceed the rest of the budget is left unfolded (checked before
+            anything is computed).
+        max_inlined_nodes: refuse models whose model-local function calls expand to more
+            nodes than this.
+
+    Values still symbolic afterwards are listed on ``Graph.symbolic_values``.
+    """
+    try:
+        m = prepare_model(model, input_shapes, dim_values, check=check, max_inlined_nodes=max_inlined_nodes)
+        if not fold_constants:
+            check_inference_complete(m)
+            return graph_from_model(m)
+        from .fold import fold_model  # above the providers: imported only when folding
+
+        res = fold_model(m, limit_bytes=fold_limit_bytes)
+        check_inference_complete(res.model)
+        return graph_from_model(res.model, res.folded,
+                                {"fold_skipped": dict(res.skipped), "folded_bytes": res.folded_bytes})
+    except MemoryError as e:
+        raise ModelLoadError(f"ran out of memory while loading the model ({e or 'no detail'}); "
+                             "the model may be too large for this machine") from None
+
+
+def __getattr__(name: str):
+    # FOLDABLE_OPS (op types constant folding can remove) comes from the CPU provider's op
+    # table, so it is computed lazily in hetero_explore.fold: this module imports no provider
+    if name == "FOLDABLE_OPS":
+        from .fold import foldable_op_types
+
+        return foldable_op_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
