@@ -50,6 +50,9 @@ FAILURES = ("untyped", "wrong", "crash", "hang")
 #: the address-space cap of a worker (numba, LLVM and onnxruntime reserve ~2.5 GiB of it)
 DEFAULT_MEMORY_CAP = 6 << 30
 DEFAULT_TIMEOUT = 60.0
+#: a tighter address-space cap for families whose point is size: a model of a few hundred bytes
+#: must not take gigabytes (the worker itself holds ~2.5 GiB of address space after warm-up)
+FAMILY_CAPS = {"bombs": 4 << 30}
 
 
 @dataclass(frozen=True)
@@ -815,10 +818,16 @@ def _worker(conn, memory_cap):
         if case is None:
             return
         t0 = time.perf_counter()
+        cap = FAMILY_CAPS.get(case.family)
+        if memory_cap and cap and cap < memory_cap:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, memory_cap))
         try:
             cat, detail = run_case(case)
         except BaseException as e:  # MemoryError, RecursionError, SystemExit: a result, not a death
             cat, detail = _typed(e) if isinstance(e, Exception) else ("untyped", f"{type(e).__name__}: {e}")
+        finally:
+            if memory_cap and cap and cap < memory_cap:
+                resource.setrlimit(resource.RLIMIT_AS, (memory_cap, memory_cap))
         conn.send(("done", (cat, detail, time.perf_counter() - t0)))
 
 
