@@ -10,10 +10,60 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
-from .errors import HeteroExploreError
+from .errors import HeteroExploreError, OutputWriteError
+
+#: characters a terminal may act on or that reorder or hide what is shown: C0 controls but
+#: tab (ESC starts CSI/OSC sequences; BS, CR, BEL, ...), DEL, C1 controls, soft hyphen,
+#: bidi marks/embeddings/overrides/isolates, zero-width and invisible format characters,
+#: line and paragraph separators, BOM, interlinear annotations, surrogates, non-characters
+_UNSAFE_CLASS = (r"\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+                 r"\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\ufffe\uffff")
+_UNSAFE = re.compile(f"[\\n{_UNSAFE_CLASS}]")
+_UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE_CLASS}]")
+
+
+def _escape_char(m: re.Match) -> str:
+    c = ord(m.group(0))
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def terminal_text(s, *, keep_newlines: bool = False) -> str:
+    r"""``s`` made safe to print on a terminal: every character a terminal could act on
+    (ESC and the CSI/OSC sequences it starts, backspace, carriage return, bell, other C0
+    and C1 controls, DEL) or that reorders or hides text (bidi overrides and isolates,
+    zero-width characters) is written as a visible ``\xNN`` / ``\uNNNN`` escape.
+    Tabs are kept; newlines are kept only with ``keep_newlines`` (for text whose lines
+    are ours, e.g. a table), else escaped too (a model string never starts a new line).
+
+    The one escaping function of the command line: every model-controlled string
+    passes through it before reaching the terminal."""
+    text = "" if s is None else str(s)
+    return (_UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE).sub(_escape_char, text)
+
+
+def _say(text="", file=None) -> None:
+    """Print ``text`` escaped for the terminal, in the stream's encoding (what it cannot
+    encode is backslash-escaped, never a UnicodeEncodeError)."""
+    out = file or sys.stdout
+    safe = terminal_text(text, keep_newlines=True)
+    enc = getattr(out, "encoding", None) or "utf-8"
+    try:
+        safe.encode(enc)
+    except LookupError:  # an encoding Python does not know: plain ASCII is safe everywhere
+        safe = safe.encode("ascii", "backslashreplace").decode("ascii")
+    except UnicodeEncodeError:
+        safe = safe.encode(enc, "backslashreplace").decode(enc)
+    print(safe, file=out)
+
+
+def _one_line(msg: str) -> str:
+    """A message on one line: its lines joined with ' | ' (then escaped by :func:`terminal_text`)."""
+    lines = [ln.strip() for ln in str(msg).split("\n") if ln.strip()]
+    return terminal_text(" | ".join(lines))
 
 
 def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -26,6 +76,8 @@ def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
         raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be integers") from None
     if any(d < 0 for d in shape):
         raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be non-negative")
+    if any(d >= 2 ** 63 for d in shape):
+        raise argparse.ArgumentTypeError(f"--input-shape {text!r}: dims must be below 2**63")
     return name, shape
 
 
@@ -34,9 +86,15 @@ def _parse_dim(text: str) -> tuple[str, int]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"--dim wants NAME=VALUE (got {text!r})")
     try:
-        return name, int(v)
+        value = int(v)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--dim {text!r}: value must be an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--dim {text!r}: a dim is a size, so it must be non-negative "
+                                         f"(got {value})")
+    if value >= 2 ** 63:
+        raise argparse.ArgumentTypeError(f"--dim {text!r}: value must be below 2**63")
+    return name, value
 
 
 def _parse_deny(text: str) -> tuple[str, list[str]]:
@@ -80,29 +138,45 @@ def _load_and_plan(args, model=None):
     return g, plan(g, provs)
 
 
+def _cells_escaped(df):
+    """A copy of ``df`` whose text cells (names, op types, lists of them) are escaped with
+    :func:`terminal_text`, so a name cannot break a table's lines or drive the terminal."""
+    df = df.copy()
+    for c in df.columns:
+        if df[c].dtype == object or str(df[c].dtype).startswith("str"):
+            df[c] = [v if v is None or isinstance(v, (bool, int, float)) else terminal_text(v)
+                     for v in df[c]]
+    df.columns = [terminal_text(c) for c in df.columns]
+    return df
+
+
+def _table_text(df) -> str:
+    return _cells_escaped(df).to_string(index=False)
+
+
 def _print_tables(p, out=None):
     out = out or sys.stdout
     import pandas as pd
     with pd.option_context("display.max_rows", 200, "display.max_columns", 20, "display.width", 160,
                            "display.max_colwidth", 60):
-        print("\nPlacement:", file=out)
-        print(p.placement_df().drop(columns=["declined_by"]).to_string(index=False), file=out)
-        print("\nPartitions:", file=out)
-        print(p.partitions_df().to_string(index=False), file=out)
-        print("\nTransfers:", file=out)
+        _say("\nPlacement:", file=out)
+        _say(_table_text(p.placement_df().drop(columns=["declined_by"])), file=out)
+        _say("\nPartitions:", file=out)
+        _say(_table_text(p.partitions_df()), file=out)
+        _say("\nTransfers:", file=out)
         t = p.transfers_df()
-        print(t.to_string(index=False) if len(t) else "(none)", file=out)
+        _say(_table_text(t) if len(t) else "(none)", file=out)
         if p.execution_blockers:
-            print("\nExecution blockers:", file=out)
-            print(p.blockers_df().to_string(index=False), file=out)
+            _say("\nExecution blockers:", file=out)
+            _say(_table_text(p.blockers_df()), file=out)
 
 
 def cmd_plan(args) -> int:
     _, p = _load_and_plan(args)
     if args.json:
-        print(p.to_json())
+        _say(p.to_json())  # json.dumps escapes controls and non-ASCII already; _say is belt and braces
     else:
-        print(p.summary())
+        _say(terminal_text(p.summary()))
         _print_tables(p)
     return 0
 
@@ -118,17 +192,26 @@ def _execute(p, inputs=None, seed=0):
     return run, compare(run, ref)
 
 
+def _write_report(p, output, run, diff) -> int:
+    """Write the report; on failure say why and where the report was kept instead (exit 2)."""
+    try:
+        path = p.to_html(output, run=run, diff=diff)
+    except OutputWriteError as e:
+        _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
+        return 2
+    _say(f"report written to {terminal_text(path)}")
+    return 0
+
+
 def cmd_report(args) -> int:
     _, p = _load_and_plan(args)
     run = diff = None
     if args.execute:
         run, diff = _execute(p)
-    path = p.to_html(args.output, run=run, diff=diff)
-    print(p.summary())
+    _say(terminal_text(p.summary()))
     if diff is not None:
-        print(diff.to_string(index=False))
-    print(f"report written to {path}")
-    return 0
+        _say(_table_text(diff))
+    return _write_report(p, args.output, run, diff)
 
 
 def cmd_demo(args) -> int:
@@ -138,24 +221,25 @@ def cmd_demo(args) -> int:
     args.no_fold = False
     t0 = time.perf_counter()
     _, p = _load_and_plan(args, model=demo_model())
-    print(f"demo model planned on {args.providers} in {1000 * (time.perf_counter() - t0):.1f} ms")
-    print(p.summary())
+    _say(f"demo model planned on {terminal_text(args.providers)} in "
+         f"{1000 * (time.perf_counter() - t0):.1f} ms")
+    _say(terminal_text(p.summary()))
     _print_tables(p)
     run = diff = None
     if not args.no_execute:
-        print("\nexecuting heterogeneously and on the cpu reference (first run compiles kernels) ...",
-              flush=True)
+        _say("\nexecuting heterogeneously and on the cpu reference (first run compiles kernels) ...")
+        sys.stdout.flush()
         t0 = time.perf_counter()
         run, diff = _execute(p, inputs=demo_inputs())
-        print(f"done in {time.perf_counter() - t0:.1f} s")
-        print("\nByte identity vs the cpu reference:")
-        print(diff.to_string(index=False))
-    path = p.to_html(args.output, run=run, diff=diff)
-    print(f"\nreport written to {path}")
+        _say(f"done in {time.perf_counter() - t0:.1f} s")
+        _say("\nByte identity vs the cpu reference:")
+        _say(_table_text(diff))
+    _say()
+    rc = _write_report(p, args.output, run, diff)
     if diff is not None and not bool(diff["byte_identical"].all()):
-        print("error: heterogeneous outputs differ from the reference", file=sys.stderr)
+        _say("error: heterogeneous outputs differ from the reference", file=sys.stderr)
         return 1
-    return 0
+    return rc
 
 
 def cmd_providers(args) -> int:
@@ -163,14 +247,27 @@ def cmd_providers(args) -> int:
     from .providers import resolve_all
     for p in resolve_all([n for n in args.providers.split(",") if n.strip()]):
         ok, why = p.available()
-        print(f"\n{p.name} ({p.device}) — {'available' if ok else 'unavailable: ' + why}")
+        _say(f"\n{terminal_text(p.name)} ({terminal_text(p.device)}) — "
+             f"{'available' if ok else 'unavailable: ' + terminal_text(why)}")
         with pd.option_context("display.max_rows", 500, "display.width", 160):
-            print(p.support_df().to_string(index=False))
+            _say(_table_text(p.support_df()))
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its messages (which quote what was typed) escaped for the terminal."""
+
+    def _print_message(self, message, file=None):
+        if message:
+            _say(message.rstrip("\n"), file=file or sys.stderr)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="hetero-explore",
+    """Run the command; returns the exit status. Every failure is one line on stderr,
+    ``error: <ErrorType>: <message>``, never a traceback: 2 for what this package
+    raises on purpose (a typed error), 3 for anything else (an internal error: please
+    report it), 130 on Ctrl-C. argparse exits 2 on bad argument syntax."""
+    ap = _Parser(prog="hetero-explore",
                                  description="Explore heterogeneous execution of ONNX models.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("plan", help="place, partition and plan transfers; print the tables")
@@ -197,11 +294,19 @@ def main(argv=None) -> int:
     try:
         return args.fn(args)
     except HeteroExploreError as e:
-        print(f"error: {e}", file=sys.stderr)
+        _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        _say("error: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError as e:
+        _say(f"error: MemoryError: out of memory{': ' + _one_line(e) if str(e) else ''}; bind smaller "
+             "shapes with --input-shape / --dim", file=sys.stderr)
+        return 3
+    except Exception as e:  # never a traceback: one line naming the type, and what to do
+        _say(f"error: internal error ({type(e).__name__}): {_one_line(e)}; please report it with the "
+             "command line that caused it", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

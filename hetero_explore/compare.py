@@ -18,6 +18,8 @@ from typing import Mapping
 
 import numpy as np
 
+from .errors import ArgumentTypeError, ArgumentValueError
+
 __all__ = ["compare", "first_divergence", "ulp_distance", "diff_arrays", "Blame"]
 
 
@@ -43,7 +45,7 @@ def ulp_distance(a, b) -> np.ndarray:
     one dtype (float16, float32, float64), from their ordered integer bit patterns; uint64."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.dtype.kind != "f":
-        raise TypeError(f"ulp_distance needs two float arrays of one dtype, got {a.dtype} and {b.dtype}")
+        raise ArgumentTypeError(f"ulp_distance needs two float arrays of one dtype, got {a.dtype} and {b.dtype}")
     oa, ob = _ordered(a), _ordered(b)
     ua, ub = oa.astype(np.uint64), ob.astype(np.uint64)  # wrap-around subtraction is exact below 2**64
     return np.where(oa >= ob, ua - ub, ub - ua)
@@ -84,7 +86,7 @@ def diff_arrays(a, b) -> dict:
 def _outputs_of(x, what: str) -> Mapping[str, np.ndarray]:
     outs = getattr(x, "outputs", x)
     if not isinstance(outs, Mapping):
-        raise TypeError(f"{what} must be a RunResult or a mapping name → array, got {type(x).__name__}")
+        raise ArgumentTypeError(f"{what} must be a RunResult or a mapping name → array, got {type(x).__name__}")
     return outs
 
 
@@ -95,7 +97,7 @@ def _same_inputs(run, reference) -> None:
     names = sorted(set(ia) | set(ib))
     bad = [n for n in names if n not in ia or n not in ib or not diff_arrays(ia[n], ib[n])["byte_identical"]]
     if bad:
-        raise ValueError(f"the two runs were given different inputs ({', '.join(map(repr, bad))}); "
+        raise ArgumentValueError(f"the two runs were given different inputs ({', '.join(map(repr, bad))}); "
                          "compare runs of the same inputs")
 
 
@@ -113,7 +115,7 @@ def compare(run, reference, *, blame: bool = False):
     a, b = _outputs_of(run, "run"), _outputs_of(reference, "reference")
     if set(a) != set(b):
         only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-        raise ValueError(f"the runs have different outputs: only in run {only_a}, only in reference {only_b}")
+        raise ArgumentValueError(f"the runs have different outputs: only in run {only_a}, only in reference {only_b}")
     _same_inputs(run, reference)
     rows = []
     for name in a:
@@ -192,7 +194,7 @@ def first_divergence(run, reference) -> dict:
     from .executor import RunResult
 
     if not isinstance(run, RunResult) or not isinstance(reference, RunResult):
-        raise TypeError("blame needs two RunResults (from execute / execute_reference), not plain arrays")
+        raise ArgumentTypeError("blame needs two RunResults (from execute / execute_reference), not plain arrays")
     _same_inputs(run, reference)
     differing = [n for n in run.outputs if _differs(run.outputs[n], reference.outputs[n])]
     if not differing:

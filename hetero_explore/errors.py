@@ -75,3 +75,29 @@ class ShapeConflictError(InvalidModelError):
 
 class FunctionExpansionError(FunctionInliningError, InvalidModelError):
     """Model-local functions expand to too many nodes (or recurse) once inlined."""
+
+
+class UsageError(HeteroExploreError):
+    """An API was called with arguments it cannot take (a wrong type, an empty or
+    duplicated provider list, an unknown name). Its subclasses also subclass the
+    builtin ``TypeError`` / ``ValueError`` so that ``except TypeError`` keeps working."""
+
+
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument has the wrong type (e.g. a Graph where a Plan is wanted)."""
+
+
+class ArgumentValueError(UsageError, ValueError):
+    """An argument has the right type but a value that cannot be used."""
+
+
+class UnknownProviderError(ArgumentValueError):
+    """A provider name that does not resolve (known names: cpu, cuda, gpu)."""
+
+
+class MemoryBudgetError(HeteroExploreError, MemoryError):
+    """Something would allocate more memory than the budget allows; nothing was allocated."""
+
+
+class OutputWriteError(HeteroExploreError, OSError):
+    """A result (a report, an exported file) could not be written where asked."""

@@ -297,7 +297,8 @@ class HeterogeneousExecutor:
 
     def __init__(self, plan: Plan, *, kind: str = "heterogeneous", keep_constants: bool = True):
         if not isinstance(plan, Plan):
-            raise TypeError(f"expected a Plan (from hetero_explore.plan(graph, providers)), got "
+            from .errors import ArgumentTypeError
+            raise ArgumentTypeError(f"expected a Plan (from hetero_explore.plan(graph, providers)), got "
                             f"{type(plan).__name__}; to run a graph on one provider use execute_reference()")
         self.plan = plan
         self.kind = kind

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .errors import PlanningError
+from .errors import ArgumentTypeError, ArgumentValueError, PlanningError
 from .ir import Graph
 from .providers import ExecutionProvider, MaskedProvider, resolve
 
@@ -258,7 +258,7 @@ class Explorer:
         for p in providers:
             self._add(p)
         if not self._base:
-            raise ValueError("give at least one provider, e.g. ['gpu', 'cpu']")
+            raise ArgumentValueError("give at least one provider, e.g. ['gpu', 'cpu']")
         self._order: list[str] = list(self._base)
         self._enabled: dict[str, bool] = {n: True for n in self._base}
         self._denied: dict[str, frozenset] = {n: frozenset() for n in self._base}
@@ -281,7 +281,7 @@ class Explorer:
     def _add(self, p) -> str:
         prov = resolve(p)
         if prov.name in self._base:
-            raise ValueError(f"two providers are named {prov.name!r}; provider names must be unique")
+            raise ArgumentValueError(f"two providers are named {prov.name!r}; provider names must be unique")
         self._base[prov.name] = prov
         self._memo[prov.name] = _Memo(prov)
         return prov.name
@@ -354,7 +354,7 @@ class Explorer:
             names = [names]
         names = [self._check_name(n) for n in names]
         if len(set(names)) != len(names):
-            raise ValueError(f"provider order {names} names a provider twice")
+            raise ArgumentValueError(f"provider order {names} names a provider twice")
         new = names + [n for n in self._order if n not in names]
         self._order = new
         return self
@@ -535,9 +535,9 @@ class Explorer:
             except IndexError:
                 raise IndexError(f"history has {len(self.history)} step(s); no step {x}") from None
         else:
-            raise TypeError(f"expected a Plan, a history Step or a history index, got {type(x).__name__}")
+            raise ArgumentTypeError(f"expected a Plan, a history Step or a history index, got {type(x).__name__}")
         if step.plan is None:
-            raise ValueError(f"history step {step.index} has no plan ({step.error})")
+            raise ArgumentValueError(f"history step {step.index} has no plan ({step.error})")
         return step.plan
 
     def previous_plan(self):
@@ -690,7 +690,7 @@ def _op_list(op_types) -> list[str]:
     out = list(op_types)
     for o in out:
         if not isinstance(o, str):
-            raise TypeError(f"op types are strings such as 'Softmax', got {o!r}")
+            raise ArgumentTypeError(f"op types are strings such as 'Softmax', got {o!r}")
     return out
 
 
@@ -709,7 +709,7 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
     """
     if isinstance(model, Graph):
         if input_shapes or dim_values:
-            raise ValueError("input_shapes/dim_values bind a model while loading it; pass the model, "
+            raise ArgumentValueError("input_shapes/dim_values bind a model while loading it; pass the model, "
                              "not an already loaded Graph")
         graph = model
     else:

@@ -2,28 +2,94 @@
 
 from __future__ import annotations
 
+import math
+import os
+from numbers import Integral, Real
 from typing import Mapping
 
 import numpy as np
 
-from .errors import InputValidationError
+from .errors import ArgumentTypeError, ArgumentValueError, InputValidationError, MemoryBudgetError
 from .ir import shape_is_static
 
+#: environment variable that sets :func:`memory_budget` (bytes; suffixes K, M, G, T allowed)
+BUDGET_ENV = "HETERO_EXPLORE_MEMORY_BUDGET"
 
-def random_inputs(graph, seed: int = 0, scale: float = 1.0) -> dict[str, np.ndarray]:
+
+def _parse_bytes(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    num = t[:-1] if mult != 1 else t
+    try:
+        v = float(num)
+    except ValueError:
+        raise ArgumentValueError(f"{BUDGET_ENV}={text!r} is not a size; write bytes, e.g. 4G or 500M") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ArgumentValueError(f"{BUDGET_ENV}={text!r} must be a positive size, e.g. 4G")
+    return int(v * mult)
+
+
+def memory_budget() -> int:
+    """Bytes that generated data (random inputs) may take at most: ``$HETERO_EXPLORE_MEMORY_BUDGET``
+    when set, else half the machine's physical memory (4 GiB when that cannot be read)."""
+    env = os.environ.get(BUDGET_ENV)
+    if env:
+        return _parse_bytes(env)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 4 << 30
+
+
+def _human(n: int) -> str:
+    for unit, k in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k:
+            return f"{n / (1 << k):.1f} {unit}"
+    return f"{n} B"
+
+
+def random_inputs(graph, seed: int = 0, scale: float = 1.0, *, max_bytes: int | None = None
+                  ) -> dict[str, np.ndarray]:
     """One array per graph input: floats ~ N(0, scale), ints in [0, 4), bools random.
 
     Raises InputValidationError when an input's shape is not static (bind it with
-    ``load_model(..., input_shapes=...)``)."""
-    rng = np.random.default_rng(seed)
-    out = {}
+    ``load_model(..., input_shapes=...)``), MemoryBudgetError (before allocating
+    anything) when the inputs together would take more than ``max_bytes``
+    (default :func:`memory_budget`), and ArgumentTypeError / ArgumentValueError
+    for a seed that is not a non-negative integer or a scale that is not a finite number."""
+    if isinstance(seed, bool) or not isinstance(seed, (Integral, np.random.Generator)):
+        raise ArgumentTypeError(f"seed must be a non-negative integer (or a numpy Generator), got "
+                                f"{type(seed).__name__} {seed!r}")
+    if isinstance(seed, Integral) and seed < 0:
+        raise ArgumentValueError(f"seed must be a non-negative integer, got {seed}")
+    if isinstance(scale, bool) or not isinstance(scale, Real):
+        raise ArgumentTypeError(f"scale must be a number, got {type(scale).__name__} {scale!r}")
+    if not math.isfinite(float(scale)):
+        raise ArgumentValueError(f"scale must be finite, got {scale}")
+    budget = memory_budget() if max_bytes is None else int(max_bytes)
+    specs = []
+    total = 0
     for name in graph.inputs:
         v = graph.values[name]
         if v.dtype is None or not shape_is_static(v.shape):
             raise InputValidationError(
                 f"input {name!r} has shape {v.shape} and dtype {v.dtype}; random inputs need a static "
                 "shape: bind it with load_model(model, input_shapes={...})")
-        shape = tuple(v.shape)
+        shape = tuple(int(d) for d in v.shape)
+        if any(d < 0 for d in shape):
+            raise InputValidationError(f"input {name!r} has a negative dim in {shape}; dims are >= 0")
+        nbytes = math.prod(shape) * np.dtype(v.dtype).itemsize  # Python ints: no overflow
+        total += nbytes
+        specs.append((name, v, shape, nbytes))
+    if total > budget:
+        parts = ", ".join(f"{n!r} {s} {np.dtype(v.dtype).name}: {_human(b)}" for n, v, s, b in specs)
+        raise MemoryBudgetError(
+            f"random inputs would take {_human(total)} ({total:,d} bytes), over the memory budget of "
+            f"{_human(budget)} ({parts}); bind smaller shapes (input_shapes= / --input-shape), or raise "
+            f"the budget with max_bytes= or ${BUDGET_ENV}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(int(seed))
+    out = {}
+    for name, v, shape, _ in specs:
         if v.dtype.kind == "f":
             arr = (rng.standard_normal(shape) * scale).astype(v.dtype)
         elif v.dtype.kind in "iu":
@@ -36,8 +102,41 @@ def random_inputs(graph, seed: int = 0, scale: float = 1.0) -> dict[str, np.ndar
     return out
 
 
+def _dtype_name(dtype) -> str:
+    d = np.dtype(dtype)
+    if d.byteorder not in ("=", "|") and not d.isnative:
+        return f"{d.name} in non-native byte order ({d.str!r})"
+    return d.name
+
+
 def _fmt_spec(dtype, shape) -> str:
-    return f"{'?' if dtype is None else np.dtype(dtype).name} {tuple(shape) if shape is not None else '(?)'}"
+    return f"{'?' if dtype is None else _dtype_name(dtype)} {tuple(shape) if shape is not None else '(?)'}"
+
+
+def _as_array(n, a, problems: list[str]) -> np.ndarray | None:
+    """``a`` as a plain ndarray (no subclass, no copy where none is needed), or None with a
+    problem appended. Masked arrays with masked elements, ragged lists, and values numpy
+    can only hold as objects, strings or records are refused: a kernel cannot read them."""
+    if isinstance(a, np.ma.MaskedArray):
+        if np.ma.is_masked(a):
+            problems.append(f"input {n!r}: a masked array with masked elements; fill them first "
+                            "(a.filled(value)): kernels would read whatever lies under the mask")
+            return None
+        a = a.data
+    if a is None:
+        problems.append(f"input {n!r}: got None; give a numpy array")
+        return None
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError, OverflowError) as e:
+        problems.append(f"input {n!r}: cannot be read as an array ({type(a).__name__}: {e}); give a "
+                        "numpy array")
+        return None
+    if arr.dtype.kind in "OSUVMm" or arr.dtype.hasobject:
+        problems.append(f"input {n!r}: an array of dtype {arr.dtype} ({type(a).__name__} given); kernels "
+                        "take numeric or bool arrays: convert it with np.asarray(x, dtype=...)")
+        return None
+    return arr
 
 
 def validate_inputs(graph, inputs) -> dict[str, np.ndarray]:
@@ -77,16 +176,16 @@ def validate_inputs(graph, inputs) -> dict[str, np.ndarray]:
     for n in names:
         if n not in feeds:
             continue
-        a = feeds[n]
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
+        a = _as_array(n, feeds[n], problems)
+        if a is None:
+            continue
         v = vals[n]
         bad_dtype = v.dtype is not None and a.dtype != v.dtype
         bad_shape = v.shape is not None and (len(v.shape) != a.ndim or any(
             isinstance(d, (int, np.integer)) and d != s for d, s in zip(v.shape, a.shape)))
         if bad_dtype or bad_shape:
             what = " and ".join(w for w, bad in (("dtype", bad_dtype), ("shape", bad_shape)) if bad)
-            hint = f"; cast it with .astype(np.{v.dtype.name})" if bad_dtype else ""
+            hint = f"; cast it with .astype(np.{np.dtype(v.dtype).name})" if bad_dtype else ""
             problems.append(f"input {n!r}: expected {_fmt_spec(v.dtype, v.shape)}, got "
                             f"{_fmt_spec(a.dtype, a.shape)} (wrong {what}){hint}")
             continue

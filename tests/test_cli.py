@@ -77,3 +77,139 @@ def test_console_script_runs_as_a_module():
                         "--input-shape", "image=1,3,16,16"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("1 partition(s) across 1 device(s); cpu: 16 node(s)")
+
+
+# -- hostile input -------------------------------------------------------------------------------
+#: names that attack a terminal: OSC (set the title), CSI (clear the screen, move the cursor),
+#: backspaces and a carriage return (overwrite what was printed), C1 CSI, bell, bidi override
+TERMINAL_ATTACKS = ["t\x1b]0;pwned title\x07", "c\x1b[2J\x1b[1;1H", "b\x08\x08\x08ok", "r\rSAFE",
+                    "c1\x9b31m", "bidi\u202eexe.gnp", "nul\x00x", "nl\nfake line", "iso\u2066x\u2069"]
+RAW = ["\x1b", "\x07", "\x08", "\r", "\x9b", "\u202e", "\x00", "\u2066"]
+
+
+def _hostile_cli_model(path):
+    import onnx
+    from onnx import TensorProto, helper
+    x = "in" + TERMINAL_ATTACKS[0]
+    nodes, prev = [], x
+    for i, h in enumerate(TERMINAL_ATTACKS):
+        op = "Softmax" if i % 2 else "Relu"
+        out = f"v{i}{h}"
+        nodes.append(helper.make_node(op, [prev], [out], name=f"n{i}{h}"))
+        prev = out
+    g = helper.make_graph(nodes, "graph" + TERMINAL_ATTACKS[1], [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [2])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def _no_raw_controls(text):
+    bad = [c for c in RAW if c in text]
+    assert not bad, f"raw control characters reached the terminal: {bad!r}"
+
+
+def test_plan_escapes_model_strings_for_the_terminal(capsys, tmp_path):
+    model = _hostile_cli_model(tmp_path / "hostile.onnx")
+    rc, out, err = run_cli(capsys, "plan", model, "--deny", "gpu:Softmax")
+    assert rc == 0, err
+    _no_raw_controls(out + err)
+    assert "n0t\\x1b]0;pwned title\\x07" in out  # shown, visibly escaped
+    assert "\\u202e" in out and "\\x08\\x08\\x08" in out
+    assert "fake line" in out and "\nfake line" not in out  # a name never starts a line of its own
+    rc, out, _ = run_cli(capsys, "plan", model, "--json")
+    assert rc == 0
+    _no_raw_controls(out)
+    d = json.loads(out)
+    assert d["node_placement"][0]["name"] == "n0" + TERMINAL_ATTACKS[0]  # exact, escaped as JSON
+
+
+def test_error_path_escapes_model_strings(capsys, tmp_path):
+    model = _hostile_cli_model(tmp_path / "hostile.onnx")
+    rc, out, err = run_cli(capsys, "plan", model, "--providers", "gpu", "--deny", "gpu:Relu")
+    assert rc == 2
+    _no_raw_controls(out + err)
+    assert err.startswith("error: UnsupportedNodeError: ") and err.count("\n") == 1  # one line
+    assert "\\x1b]0;pwned" in err
+    missing = str(tmp_path / "no\x1b]0;x\x07pe.onnx")
+    rc, _, err = run_cli(capsys, "plan", missing)
+    assert rc == 2 and err.count("\n") == 1
+    _no_raw_controls(err)
+
+
+def test_argparse_messages_are_escaped_too(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", DEMO, "--dim", "b\x1b[2J=x"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    _no_raw_controls(err)
+    assert "\\x1b[2J" in err
+
+
+def test_terminal_text_escapes_every_unsafe_class():
+    from hetero_explore.cli import terminal_text
+    for c in [chr(i) for i in range(32) if i != 9] + ["\x7f"] + [chr(i) for i in range(0x80, 0xA0)] + \
+            ["\u200b", "\u200e", "\u202a", "\u202e", "\u2066", "\u2069", "\u2028", "\ufeff", "\ud800"]:
+        assert c not in terminal_text(f"a{c}b"), repr(c)
+    assert terminal_text("x\ny", keep_newlines=True) == "x\ny" and terminal_text("x\ny") == "x\\x0ay"
+    assert terminal_text("tab\tok é 中 ✓") == "tab\tok é 中 ✓"  # printable text is left alone
+
+
+@pytest.mark.parametrize("dim", ["batch=-1", "batch=-5", f"batch={2 ** 64}"])
+def test_negative_or_huge_dim_is_rejected(capsys, dim):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", DEMO, "--dim", dim])
+    assert e.value.code == 2
+    assert "--dim" in capsys.readouterr().err
+
+
+def test_huge_input_shape_with_execute_is_a_budget_error(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, "report", DEMO, "-o", str(tmp_path / "r.html"), "--providers", "cpu",
+                           "--input-shape", "image=1000000000000,3,16,16", "--execute")
+    assert rc == 2
+    assert err.startswith("error: MemoryBudgetError: random inputs would take") and err.count("\n") == 1
+    assert "HETERO_EXPLORE_MEMORY_BUDGET" in err
+
+
+def _bad_outputs(tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    return {"directory": str(tmp_path), "dev-full": "/dev/full", "under-a-file": str(f / "r.html"),
+            "empty": "", "256-byte-name": str(tmp_path / ("a" * 251 + ".html"))}
+
+
+@pytest.mark.parametrize("case", ["directory", "dev-full", "under-a-file", "empty", "256-byte-name"])
+def test_report_to_an_unwritable_path_keeps_the_result(capsys, tmp_path, case):
+    target = _bad_outputs(tmp_path)[case]
+    if case == "dev-full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    rc, out, err = run_cli(capsys, "report", DEMO, "-o", target, "--providers", "cpu",
+                           "--input-shape", "image=1,3,16,16")
+    assert rc == 2
+    assert out.startswith("1 partition(s)")  # the plan was still printed
+    assert err.startswith("error: OutputWriteError: cannot write the report to ") and err.count("\n") == 1
+    assert "saved instead to " in err
+    kept = err.split("saved instead to ")[1].split(";")[0].strip()
+    try:
+        assert Path(kept).is_file() and "<!DOCTYPE html>" in Path(kept).read_text(encoding="utf-8")
+    finally:
+        Path(kept).unlink(missing_ok=True)
+    if case == "directory":
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # no temp file left behind
+
+
+def test_report_replaces_an_existing_file_atomically(capsys, tmp_path):
+    target = tmp_path / "r.html"
+    target.write_text("old")
+    rc, out, err = run_cli(capsys, "report", DEMO, "-o", str(target), "--providers", "cpu",
+                           "--input-shape", "image=1,3,16,16")
+    assert rc == 0, err
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # the temporary file was moved, not left
+
+
+def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch):
+    import hetero_explore.cli as cli
+    monkeypatch.setattr(cli, "_load_and_plan", lambda args, model=None: (_ for _ in ()).throw(KeyError("boom\x1b")))
+    rc, _, err = run_cli(capsys, "plan", DEMO)
+    assert rc == 3 and err.startswith("error: internal error (KeyError): ") and err.count("\n") == 1
+    _no_raw_controls(err)

@@ -48,7 +48,8 @@ def two_providers():
 #: Names that attack HTML, XML, DOT and Graphviz's escString handling.
 HOSTILE = ['<script>window.__pwned=1</script>', 'q"uo\'te', 'a&b &amp; &nbsp;', 'new\nline', ']]>',
            '}; digraph x { a -> b', '\\N\\G\\l', 'trail\\', '<b>html</b>', '<<x>>', '-->',
-           'tab\tx\x01', '"; node [label=pwned] "', '<img src=x onerror="window.__pwned=2">']
+           'tab\tx\x01', '"; node [label=pwned] "', 'esc\x1b]0;title\x07\x1b[2J', 'c1\x9b\x85\u202ebidi',
+           '<img src=x onerror="window.__pwned=2">']
 
 
 def hostile_model():
@@ -326,7 +327,7 @@ def test_hostile_names_yield_valid_dot_and_safe_svg(level, layout):
         # labels show the names literally (newline as a visible \n, control char as U+FFFD)
         for i, h in enumerate(HOSTILE):
             shown = G._truncate(f"{h}#n{i}", G.MAX_LABEL)
-            shown = shown.replace("\n", "\\n").replace("\t", " ").replace("\x01", "\ufffd")
+            shown = G._CTRL.sub("\ufffd", shown.replace("\n", "\\n").replace("\t", " "))
             assert shown in texts, shown
         assert "\\N\\G\\l#n6" in texts
         assert "a&b &amp; &nbsp;#n2" in tips  # entities stay literal text

@@ -4,6 +4,7 @@ No browser, no kernel."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -337,3 +338,43 @@ def test_providers_added_or_removed_by_a_script_get_controls(app, ex):
     assert app.order == ["gpu", "cpu"] and set(app.deny_selects) == {"gpu", "cpu"}
     app.enable_boxes["gpu"].value = False
     assert app.error == "" and ex.plan.provider_names == ["cpu"]
+
+
+# -- hostile input and leaks ---------------------------------------------------------------------
+def _registry():
+    from ipywidgets.widgets import widget as wmod
+    reg = getattr(wmod, "_instances", None)
+    return reg if reg is not None else W.widgets.Widget.widgets
+
+
+def test_show_close_cycles_leave_no_widget_behind(ex):
+    import gc
+    a = ex.show()
+    a.close()
+    gc.collect()
+    before = len(_registry())
+    for i in range(5):
+        a = ex.show()
+        a.select("Graph")
+        ex.disable("gpu") if i == 2 else ex.enable("gpu")  # controls rebuilt while the app lives
+        a.close()
+    gc.collect()
+    assert len(_registry()) == before, f"{len(_registry()) - before} widget(s) left in ipywidgets' registry"
+
+
+def test_every_view_escapes_hostile_names():
+    from test_viz_graph import HOSTILE, hostile_model
+    ex = hx.explore(hostile_model(), providers=[hx.VirtualProvider("gpu", "cuda:0", ops=["Relu"]),
+                                                hx.VirtualProvider("cpu", "cpu:0", ops=["Relu", "Softmax"])])
+    a = ex.show()
+    a.background_drawing = False
+    try:
+        pages = {v: view(a, v) for v in W.VIEWS}
+        pages["header"] = value(a.children[0])
+        for where, page in pages.items():
+            assert "<script>window" not in page and "<img src=x" not in page and "<b>html" not in page, where
+            assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", page), where
+        assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in pages["Placement"]
+        assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in pages["header"]
+    finally:
+        a.close()

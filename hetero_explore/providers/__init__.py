@@ -6,6 +6,7 @@ from __future__ import annotations
 from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
 from .cpu import NumbaCPUProvider
 from .cuda import NumbaCUDAProvider
+from ..errors import ArgumentTypeError, ArgumentValueError, UnknownProviderError
 from .virtual import (MaskedProvider, OpSpec, VirtualProvider, chain, decline_if_input_dtype,
                       decline_if_larger_than, mask, unmask)
 
@@ -67,24 +68,29 @@ def resolve(p) -> ExecutionProvider:
             return cuda()
         if key == "gpu":
             return virtual_gpu()
-        raise ValueError(f"unknown provider name {p!r}; known names: {', '.join(KNOWN_NAMES)} "
+        raise UnknownProviderError(f"unknown provider name {p!r}; known names: {', '.join(KNOWN_NAMES)} "
                          "(or pass a provider object, e.g. VirtualProvider(...))")
-    raise TypeError(f"expected a provider or a provider name, got {type(p).__name__}")
+    raise ArgumentTypeError(f"expected a provider or a provider name, got {type(p).__name__}")
 
 
 def resolve_all(providers) -> list[ExecutionProvider]:
     """Resolve a priority-ordered list, rejecting empty lists and duplicate names."""
     if providers is None:
-        raise ValueError("give at least one provider, e.g. ['gpu', 'cpu']")
+        raise ArgumentValueError("give at least one provider, e.g. ['gpu', 'cpu']")
     if isinstance(providers, (str, ExecutionProvider)):
         providers = [providers]
-    out = [resolve(p) for p in providers]
+    try:
+        items = list(providers)
+    except TypeError:
+        raise ArgumentTypeError(f"providers must be a list of providers or names in priority order, e.g. "
+                                f"['gpu', 'cpu']; got {type(providers).__name__}") from None
+    out = [resolve(p) for p in items]
     if not out:
-        raise ValueError("the provider list is empty; give at least one provider, e.g. ['cpu']")
+        raise ArgumentValueError("the provider list is empty; give at least one provider, e.g. ['cpu']")
     seen = set()
     for p in out:
         if p.name in seen:
-            raise ValueError(f"two providers are named {p.name!r}; provider names must be unique")
+            raise ArgumentValueError(f"two providers are named {p.name!r}; provider names must be unique")
         seen.add(p.name)
     return out
 

@@ -108,7 +108,7 @@ def add_svg_titles(svg: str) -> str:
 
 
 # -- escaping ----------------------------------------------------------------------------
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # C0, DEL, C1, lone surrogates
 
 
 def _truncate(s: str, limit: int | None) -> str:

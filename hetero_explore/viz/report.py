@@ -14,7 +14,10 @@ import hashlib
 import html
 import math
 import numbers
+import os
 import re
+import stat
+import tempfile
 from pathlib import Path
 
 from .colors import provider_colors
@@ -116,7 +119,7 @@ _JS = """
 """
 
 
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # C0, DEL, C1, lone surrogates
 
 
 def _e(s) -> str:
@@ -477,7 +480,93 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         f"<script>{_JS}</script></body></html>\n")
     if path is None:
         return page
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_text_safely(path, page, what="report")
+
+
+def _write_beside(target: Path, data: bytes, mode: int | None) -> None:
+    """Write ``data`` to a temporary file in ``target``'s folder, then move it onto ``target``
+    (atomic on POSIX: a reader sees the old file or the whole new one, never half)."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".hx-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def write_text_safely(path, text: str, *, what: str = "file") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file beside it and a rename;
+    parent folders are created. Returns the path written.
+
+    Refuses, with :class:`~hetero_explore.errors.OutputWriteError`, an empty path, a
+    folder, a device or other non-regular file (``/dev/full``), a path under a file,
+    and any OS failure (no space, no permission, a name too long). On failure the text
+    is not lost: it is written to a fresh file in the temporary folder, whose path the
+    message gives and ``error.fallback_path`` holds (None when that failed too)."""
+    from ..errors import OutputWriteError
+
+    data = text.encode("utf-8")
+    raw = os.fspath(path) if isinstance(path, (str, bytes, os.PathLike)) else None
+    why = None
+    target = None
+    if raw is None:
+        why = f"the path must be a string or a path-like object, not {type(path).__name__}"
+    elif isinstance(raw, bytes):
+        raw = os.fsdecode(raw)
+    if why is None and (not raw or not raw.strip()):
+        why = "the path is empty"
+    if why is None and "\0" in raw:
+        why = "the path contains a NUL character"
+    if why is None:
+        target = Path(os.path.realpath(raw))  # follow a symlink: replace the file it points to
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            st = None
+        except OSError as e:  # a name too long, a path under a file, a loop, no permission
+            st = None
+            why = e.strerror or type(e).__name__
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            why = "it is a folder; give a file name inside it, e.g. " + os.path.join(raw, "report.html")
+        elif st is not None and not stat.S_ISREG(st.st_mode):
+            why = "it exists and is not a regular file (a device, FIFO or socket); give a file path"
+    if why is None:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_beside(target, data, None if st is None else stat.S_IMODE(st.st_mode))
+            return target
+        except OSError as e:
+            why = f"{e.strerror or type(e).__name__}" + (f" ({e.filename})" if e.filename else "")
+    # keep the result: a fresh file in the temporary folder
+    fallback = None
+    try:
+        fd, fallback = tempfile.mkstemp(prefix="hetero_explore_", suffix=_suffix(raw))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        kept = f"; the {what} was saved instead to {fallback}"
+    except OSError as e2:
+        fallback = None
+        kept = f"; saving it to the temporary folder failed too ({e2.strerror or e2})"
+    err = OutputWriteError(f"cannot write the {what} to {raw!r}: {why}{kept}; give another path "
+                           f"(a writable folder and a file name under 255 bytes)")
+    err.fallback_path = fallback
+    raise err
+
+
+def _suffix(raw) -> str:
+    ext = os.path.splitext(raw or "")[1] if isinstance(raw, str) else ""
+    return ext if ext and len(ext) <= 16 and ext[1:].isalnum() else ".html"

@@ -61,7 +61,42 @@ def _css_name(name: str) -> str:
 
 
 def _esc(x) -> str:
-    return html.escape(str(x), quote=True)
+    """``x`` escaped for HTML text or a quoted attribute; control characters become U+FFFD
+    (the report's escaping: one rule for every HTML view of a model string)."""
+    from .report import _e
+    return _e(x)
+
+
+def _descendants(w) -> list:
+    """``w`` and every widget reachable from its traits (children, layout, style, ...), once each."""
+    seen, out, stack = set(), [], [w]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, widgets.Widget) or id(x) in seen:
+            continue
+        seen.add(id(x))
+        out.append(x)
+        for k in x.keys:
+            try:
+                v = getattr(x, k)
+            except Exception:  # pragma: no cover - a trait that cannot be read
+                continue
+            if isinstance(v, widgets.Widget):
+                stack.append(v)
+            elif isinstance(v, (list, tuple)):
+                stack.extend(i for i in v if isinstance(i, widgets.Widget))
+    return out
+
+
+def close_tree(w, keep=()) -> None:
+    """Close ``w`` and every widget under it (layouts and styles too: each is a widget held
+    in ipywidgets' registry until closed), except those in ``keep`` and what lies under them."""
+    kept = set()
+    for k in keep:
+        kept.update(id(x) for x in _descendants(k))
+    for x in _descendants(w):
+        if id(x) not in kept:
+            widgets.Widget.close(x)  # the base close: ExplorerApp.close calls close_tree itself
 
 
 def _table(df, max_rows: int = MAX_ROWS, what: str = "rows") -> str:
@@ -424,6 +459,10 @@ class ExplorerApp(widgets.VBox):
 
     def _layout_provider_controls(self) -> None:
         names = self.explorer.provider_names
+        old = list(self.enable_box.children) + list(self.deny_box.children)
+        controls = list(self.enable_boxes.values()) + list(self.deny_selects.values())
+        for w in old:  # the titles and rows made last time (the controls themselves are kept)
+            close_tree(w, keep=controls)
         self.enable_box.children = [widgets.HTML("<b>enabled</b>")] + [self.enable_boxes[n] for n in names]
         self.deny_box.children = ([widgets.HTML("<b>denied ops</b> (ctrl-click to select several)")]
                                   + [self._deny_row(n) for n in names])
@@ -434,8 +473,8 @@ class ExplorerApp(widgets.VBox):
         if set(names) == set(self.enable_boxes):
             return
         for n in [n for n in self.enable_boxes if n not in names]:
-            self.enable_boxes.pop(n).close()
-            self.deny_selects.pop(n).close()
+            close_tree(self.enable_boxes.pop(n))
+            close_tree(self.deny_selects.pop(n))
         for n in names:
             if n not in self.enable_boxes:
                 self._make_provider_controls(n, self.explorer.op_types)
@@ -759,7 +798,11 @@ class ExplorerApp(widgets.VBox):
         return written
 
     def close(self):
+        """Stop following the explorer and close every widget of the app (ipywidgets keeps
+        each one, with its layout and style, in a registry until it is closed)."""
         self.explorer.unobserve(self._on_model)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        super().close()
+        extra = list(self.enable_boxes.values()) + list(self.deny_selects.values())
+        for w in [self] + extra:
+            close_tree(w)
