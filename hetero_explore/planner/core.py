@@ -13,7 +13,7 @@ from ..ir import Graph
 from ..providers import resolve_all
 from ..providers.base import node_context
 from .arrays import graph_arrays
-from .partition import convex_partitions, order_partitions
+from .partition import convex_partitions, lower_bounds, order_partitions
 from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
 
 POLICIES = ("priority",)
@@ -146,6 +146,7 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
     arr = graph_arrays(graph)
     n = arr.n_nodes
     group_of = convex_partitions(assignment, arr, len(providers))
+    bounds_lb = lower_bounds(assignment, arr, len(providers))
     node_part, n_parts = order_partitions(group_of, assignment, arr)
     names = arr.value_names
     vbytes = arr.value_bytes.tolist()
@@ -225,7 +226,7 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
                 partitions=tuple(partitions), node_partition=tuple(node_part.tolist()),
                 transfers=tuple(transfers), execution_blockers=tuple(blockers),
                 inlined_functions=tuple(inlined), plan_seconds=time.perf_counter() - t0,
-                forced=tuple(unplaceable))
+                forced=tuple(unplaceable), lower_bounds=tuple(bounds_lb.tolist()))
 
 
 def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False) -> dict[int, list[int]]:
