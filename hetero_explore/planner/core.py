@@ -15,8 +15,8 @@ from ..providers.base import node_context
 from .arrays import context_classes, graph_arrays
 from .partition import convex_partitions, lower_bounds, order_partitions
 from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
+from .policies import get_policy
 
-POLICIES = ("priority",)
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
@@ -383,7 +383,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
 
 
 # -- public entry points ------------------------------------------------------------
-def plan(graph, providers=("gpu", "cpu"), policy: str = "priority") -> Plan:
+def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=None) -> Plan:
     """Place, partition and plan transfers for ``graph`` on ``providers`` (front = highest priority).
 
     ``graph`` may be a loaded :class:`Graph` or anything :func:`load_model` accepts.
@@ -391,10 +391,14 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority") -> Plan:
     execution could run at all; control flow, sequence and EPContext nodes that no
     provider supports are instead placed on the last provider and listed as
     execution blockers, so that such a model can still be shown.
+
+    ``policy`` names a placement policy of :data:`~hetero_explore.planner.policies.POLICIES`:
+    ``"priority"`` (the seed's first-fit, the default) or ``"min-transfer"`` (may move
+    nodes to a lower-priority provider that supports them when the estimate of
+    :class:`~hetero_explore.planner.policies.CostModel` ``cost_model`` says it saves time).
     """
     t0 = time.perf_counter()
-    if policy not in POLICIES:
-        raise PlanningError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
+    refine = get_policy(policy)
     if not isinstance(graph, Graph):
         from ..loader import load_model
         graph = load_model(graph)
@@ -419,6 +423,8 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority") -> Plan:
         if hard:
             nid = hard[0]
             raise _unsupported_error(graph, graph.nodes[nid], declined[nid])
+        if policy != "priority":
+            assignment, declined = refine(graph, provs, assignment, declined, cost_model)
         return _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
     raise FunctionInliningError(f"function inlining did not converge after {MAX_INLINE_ROUNDS} rounds "
                                 f"(inlined so far: {inlined}); the model's functions may be recursive")

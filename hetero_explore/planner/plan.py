@@ -184,6 +184,12 @@ class Plan:
                            "optimal": lb is not None and counts[p.name] == lb}
         return out
 
+    def estimate(self, cost_model=None) -> dict:
+        """Estimated transfer and kernel seconds, and bytes moved (see
+        :class:`~hetero_explore.planner.policies.CostModel`)."""
+        from .policies import estimate
+        return estimate(self, cost_model)
+
     def fallback_ops(self) -> dict[str, int]:
         """Op types placed below the highest-priority provider (op → node count)."""
         out: dict[str, int] = {}
