@@ -248,10 +248,10 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
         starts = np.flatnonzero(np.concatenate([[True], key_s[1:] != key_s[:-1]]))
         ends = np.concatenate([starts[1:], [len(key_s)]])
         recs = []
+        key_l, part_l = key_s.tolist(), part_s.tolist()
         for st, en in zip(starts.tolist(), ends.tolist()):
-            k = int(key_s[st])
-            v, dp = divmod(k, len(providers))
-            dparts = tuple(dict.fromkeys(part_s[st:en].tolist()))
+            v, dp = divmod(key_l[st], len(providers))
+            dparts = (part_l[st],) if en - st == 1 else tuple(dict.fromkeys(part_l[st:en]))
             recs.append((dparts[0], v, dp, dparts))
         recs.sort()
         kinds = {(i, j): _kind(providers[i].device, providers[j].device)
@@ -288,8 +288,8 @@ def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False
     _, first = np.unique(key, return_index=True)
     if not sort_by_value:
         first = np.sort(first)
-    for i in first.tolist():
-        out.setdefault(int(part[i]), []).append(int(val[i]))
+    for pp, vv in zip(part[first].tolist(), val[first].tolist()):
+        out.setdefault(pp, []).append(vv)
     if sort_by_value:
         for k in out:
             out[k].sort()
