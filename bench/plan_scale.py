@@ -1,15 +1,21 @@
-"""Planning speed at scale, side by side with torch.fx's CapabilityBasedPartitioner.
+"""Planning speed and partition quality at scale, beside torch.fx's CapabilityBasedPartitioner.
 
-    python bench/plan_scale.py [--sizes 1000,10000,100000] [--repeat 3] [--no-torch]
+    python bench/plan_scale.py [--sizes 1000,10000,100000] [--unsupported 0.05,0.2]
+                               [--repeat 3] [--no-torch] [--torch-max-nodes 10000]
 
-Synthetic transformer-like chains (MatMul → Add(residual) → activation ...)
-with scattered fallback ops (Erf: only the CPU supports it), 2 or 3 providers.
-For each size: hetero_explore.plan() time (graph already loaded; "first" includes
-building the graph's integer arrays, "plan" is the median re-plan), partitions
-and transfers; torch.fx's CapabilityBasedPartitioner.propose_partitions() on
-an fx.Graph of the same structure (supported = everything but erf), its time
-and partition count. torch partitions only the supported (accelerator) nodes,
-so compare its count with our count of accelerator partitions.
+Synthetic transformer-like graphs (MatMul → Add(residual) → activation blocks,
+some skip connections) where a fraction of all nodes is Erf, which the gpu does
+not run. Per size and fraction:
+
+* ``gpu parts`` / ``gpu LB``: our gpu partitions and the path lower bound (the
+  largest number of separate gpu runs along one path); equal means optimal;
+* ``fx parts``: torch.fx's count of supported partitions (it partitions only the
+  supported nodes), where it finishes within the size limit;
+* times of ``plan()`` with plain providers (``VirtualProvider`` op tables) and with
+  realistic ones (``[mask(virtual_gpu(), deny=["Erf"]), cpu()]``: the CUDA
+  provider's op table executing CPU kernels): ``first`` on a freshly loaded graph
+  (includes building its integer arrays), ``replan`` (median), and ``deny`` = a
+  re-plan after denying one more op (Tanh) on the gpu, as the explorer does.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from hetero_explore.providers import VirtualProvider
 ACT = ["Relu", "Tanh", "Sigmoid"]
 
 
-def structure(n_nodes: int, fallback_every: int = 47, seed: int = 0):
-    """[(op, [input indices]), ...]; -1 = graph input. Residual block pattern."""
+def structure(n_nodes: int, unsupported: float = 0.05, seed: int = 0):
+    """[(op, [input indices]), ...]; -1 = graph input. A fraction ``unsupported`` of
+    all nodes is Erf; 30 % of blocks add a skip connection over the previous block."""
     rng = np.random.default_rng(seed)
     nodes = []
     prev = -1
@@ -36,9 +43,11 @@ def structure(n_nodes: int, fallback_every: int = 47, seed: int = 0):
         i = len(nodes)
         nodes.append(("MatMul", [prev]))
         nodes.append(("Add", [i, prev]))               # residual
-        op = "Erf" if rng.integers(0, fallback_every // 3 + 1) == 0 else ACT[len(nodes) % 3]
+        op = "Erf" if rng.random() < 3 * unsupported else ACT[int(rng.integers(3))]
         nodes.append((op, [i + 1]))
-        prev = i + 2
+        if i >= 3 and rng.random() < 0.3:
+            nodes.append(("Add", [i + 2, i - 1]))      # skip over one block
+        prev = len(nodes) - 1
     return nodes[:n_nodes]
 
 
@@ -54,6 +63,11 @@ def onnx_model(nodes):
                           [helper.make_tensor_value_info(f"v{len(nodes) - 1}", TensorProto.FLOAT, [4, 16])],
                           initializer=[w])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def realistic_providers():
+    from hetero_explore.providers import cpu, mask, virtual_gpu
+    return [mask(virtual_gpu(), deny=["Erf"]), cpu()]
 
 
 def providers(k: int):
@@ -96,41 +110,57 @@ def torch_partition(nodes):
     return time.perf_counter() - t0, len(parts)
 
 
+def _time_plans(model, provs, repeat):
+    from hetero_explore.providers import mask
+    g = he.load_model(model)
+    t0 = time.perf_counter()
+    p = he.plan(g, provs)  # first plan of this graph: builds its integer arrays too
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        he.plan(g, provs)
+        times.append(time.perf_counter() - t0)
+    denied = [mask(provs[0], deny=["Tanh"])] + list(provs[1:])
+    t0 = time.perf_counter()
+    he.plan(g, denied)
+    deny = time.perf_counter() - t0
+    return p, first, statistics.median(times), deny
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--unsupported", default="0.05,0.2")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--providers", type=int, default=2, choices=(2, 3))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch-max-nodes", type=int, default=10000,
+                    help="skip torch.fx above this size (it is quadratic)")
     a = ap.parse_args(argv)
-    print(f"{'nodes':>7} {'prov':>4} {'load s':>7} {'first s':>7} {'plan s':>7} {'parts':>6} {'acc parts':>9} "
-          f"{'xfers':>6} {'torch s':>8} {'torch parts':>11} {'torch/first':>11}")
-    for n in [int(s) for s in a.sizes.split(",")]:
-        nodes = structure(n)
-        t0 = time.perf_counter()
-        g = he.load_model(onnx_model(nodes))
-        load_s = time.perf_counter() - t0
-        provs = providers(a.providers)
-        he.plan(he.load_model(onnx_model(structure(50))), provs)  # JIT warm-up (cached on disk)
-        t0 = time.perf_counter()
-        p = he.plan(g, provs)  # first plan of this graph: builds its integer arrays too
-        first_s = time.perf_counter() - t0
-        times = []
-        for _ in range(a.repeat):
-            t0 = time.perf_counter()
-            p = he.plan(g, provs)  # re-plan, as the explorer does on every change
-            times.append(time.perf_counter() - t0)
-        plan_s = statistics.median(times)
-        acc = sum(1 for part in p.partitions if part.provider != "cpu")
-        t_s, t_parts = (float("nan"), -1)
-        if not a.no_torch:
-            try:
-                t_s, t_parts = torch_partition(nodes)
-            except ImportError:
-                print("  (torch not installed: pip install torch==2.13.0)")
-        ratio = t_s / first_s if t_s == t_s else float("nan")
-        print(f"{n:>7} {a.providers:>4} {load_s:>7.2f} {first_s:>7.3f} {plan_s:>7.3f} {len(p.partitions):>6} {acc:>9} "
-              f"{len(p.transfers):>6} {t_s:>8.3f} {t_parts:>11} {ratio:>11.2f}", flush=True)
+    warm = onnx_model(structure(60))
+    he.plan(he.load_model(warm), providers(2))  # JIT warm-up (cached on disk)
+    he.plan(he.load_model(warm), realistic_providers())
+    print(f"{'nodes':>7} {'unsup':>5} {'gpu parts':>9} {'gpu LB':>7} {'cpu parts':>9} {'cpu LB':>7} "
+          f"{'fx parts':>8} {'fx s':>7} | {'plain first':>11} {'replan':>7} {'deny':>7} | "
+          f"{'real first':>10} {'replan':>7} {'deny':>7}")
+    for n in [int(x) for x in a.sizes.split(",")]:
+        for frac in [float(x) for x in a.unsupported.split(",")]:
+            nodes = structure(n, frac)
+            model = onnx_model(nodes)
+            p, f1, r1, d1 = _time_plans(model, providers(2), a.repeat)
+            q, f2, r2, d2 = _time_plans(model, realistic_providers(), a.repeat)
+            b = q.partition_bounds()
+            bp = p.partition_bounds()
+            assert bp["gpu"]["partitions"] == b["gpu"]["partitions"]
+            t_s, t_parts = float("nan"), "-"
+            if not a.no_torch and n <= a.torch_max_nodes:
+                try:
+                    t_s, t_parts = torch_partition(nodes)
+                except ImportError:
+                    t_parts = "no torch"
+            print(f"{n:>7} {frac:>5.2f} {b['gpu']['partitions']:>9} {b['gpu']['lower_bound']:>7} "
+                  f"{b['cpu']['partitions']:>9} {b['cpu']['lower_bound']:>7} {t_parts!s:>8} {t_s:>7.2f} | "
+                  f"{f1:>11.3f} {r1:>7.3f} {d1:>7.3f} | {f2:>10.3f} {r2:>7.3f} {d2:>7.3f}", flush=True)
 
 
 if __name__ == "__main__":

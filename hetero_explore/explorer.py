@@ -122,11 +122,14 @@ class Step:
     """Unix time the step was recorded."""
     exception: Any = field(default=None, repr=False)
     """The planning exception itself (re-raised when the plan is asked for)."""
+    policy: str = "priority"
+    """Placement policy (see :data:`hetero_explore.planner.POLICIES`)."""
 
     @property
     def label(self) -> str:
         deny = "; ".join(f"{p} denies {', '.join(ops)}" for p, ops in self.denied.items())
-        return f"#{self.index}: [{', '.join(self.order)}]" + (f" ({deny})" if deny else "")
+        pol = "" if self.policy == "priority" else f" policy {self.policy}"
+        return f"#{self.index}: [{', '.join(self.order)}]" + (f" ({deny})" if deny else "") + pol
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,17 @@ class PlanComparison:
         return (f"{len(self.moved)} node(s) moved; partitions +{len(self.partitions_added)} "
                 f"-{len(self.partitions_removed)}; transfers +{len(self.transfers_added)} "
                 f"-{len(self.transfers_removed)}; transfer bytes {_fmt_bytes(self.bytes_before)} → "
-                f"{_fmt_bytes(self.bytes_after)} ({delta})")
+                f"{_fmt_bytes(self.bytes_after)} ({delta})" + self._policy_note())
+
+    def _policy_note(self) -> str:
+        """What a change of placement policy saved, by the planner's cost model."""
+        pa, pb = getattr(self.a, "policy", None), getattr(self.b, "policy", None)
+        if pa == pb or not hasattr(self.a, "estimate"):
+            return ""
+        ea, eb = self.a.estimate(), self.b.estimate()
+        return (f"; policy {pa} → {pb}: estimated time {ea['total_seconds'] * 1e3:.3f} → "
+                f"{eb['total_seconds'] * 1e3:.3f} ms (transfers {ea['transfer_seconds'] * 1e3:.3f} → "
+                f"{eb['transfer_seconds'] * 1e3:.3f} ms)")
 
     def to_dict(self) -> dict:
         return {"summary": self.summary(), "moved": self.moved.to_dict("records"),
@@ -262,6 +275,7 @@ class Explorer:
         self._order: list[str] = list(self._base)
         self._enabled: dict[str, bool] = {n: True for n in self._base}
         self._denied: dict[str, frozenset] = {n: frozenset() for n in self._base}
+        self._policy = "priority"
         self.reference_provider = self._resolve_reference(reference)
         self.history: list[Step] = []
         self._plan_cache: OrderedDict = OrderedDict()
@@ -410,9 +424,23 @@ class Explorer:
         self._plan_cache.clear()
         return self
 
+    def set_policy(self, name: str) -> "Explorer":
+        """What if placement used policy ``name`` (``"priority"``, the default, or
+        ``"min-transfer"``)? :meth:`compare_plans` then shows what it moved and saved."""
+        from .planner.policies import get_policy
+        get_policy(name)
+        self._policy = name
+        return self
+
+    @property
+    def policy(self) -> str:
+        """The placement policy of the current configuration."""
+        return self._policy
+
     # -- planning ----------------------------------------------------------------------
     def _key(self) -> tuple:
-        return tuple((n, tuple(sorted(self._denied[n]))) for n in self._order if self._enabled[n])
+        return (tuple((n, tuple(sorted(self._denied[n]))) for n in self._order if self._enabled[n]),
+                self._policy)
 
     def _provider_list(self) -> list[ExecutionProvider]:
         out = []
@@ -430,7 +458,7 @@ class Explorer:
 
     @staticmethod
     def _step_key(step: Step) -> tuple:
-        return tuple((n, tuple(step.denied.get(n, ()))) for n in step.order)
+        return (tuple((n, tuple(step.denied.get(n, ()))) for n in step.order), step.policy)
 
     def replan(self):
         """Plan the current configuration (from the cache when it was planned before),
@@ -442,9 +470,9 @@ class Explorer:
             if self._current.plan is None:
                 raise _replay(self._current)
             return self._current.plan
-        order = tuple(n for n, _ in key)
-        denied = {n: d for n, d in key if d}
-        step = Step(index=len(self.history), order=order, denied=denied)
+        order = tuple(n for n, _ in key[0])
+        denied = {n: d for n, d in key[0] if d}
+        step = Step(index=len(self.history), order=order, denied=denied, policy=key[1])
         t0 = time.perf_counter()
         try:
             if not order:
@@ -452,7 +480,7 @@ class Explorer:
             plan = self._plan_cache.get(key)
             if plan is None:
                 from .planner import plan as make_plan
-                plan = make_plan(self.graph, self._provider_list())
+                plan = make_plan(self.graph, self._provider_list(), policy=key[1])
                 self._plan_cache[key] = plan
                 while len(self._plan_cache) > PLAN_CACHE_SIZE:
                     self._plan_cache.popitem(last=False)

@@ -112,15 +112,57 @@ def check_invariants(g, p):
     for t in p.transfers:
         assert t.src_provider == p.providers[p.assignment[g.values[t.value].producer]].name
         assert t.nbytes == 16
-    # the first provider (by priority) whose node set is convex gets exactly one partition
+    # the highest-priority provider in use is optimal: exactly its path lower bound,
+    # computed here independently (max number of separate runs along a path)
+    top = min(p.assignment)
+    assert sum(1 for part in p.partitions if part.provider_index == top) == path_runs(g, p.assignment, top)
+    # a convex highest-priority provider therefore gets exactly one partition
+    members = {v for v in range(n) if p.assignment[v] == top}
+    out_of = set().union(*(reach[v] for v in members)) - members
+    if not any(reach[x] & members for x in out_of):
+        assert sum(1 for part in p.partitions if part.provider_index == top) == 1
+    # every provider's count is at least its bound, and the plan reports the bounds
     for pi, pr in enumerate(p.providers):
-        members = {v for v in range(n) if p.assignment[v] == pi}
-        if not members:
-            continue
-        out_of = set().union(*(reach[v] for v in members)) - members
-        if not any(reach[x] & members for x in out_of):
-            assert sum(1 for part in p.partitions if part.provider_index == pi) == 1
-            break
+        lb = path_runs(g, p.assignment, pi)
+        assert p.lower_bounds[pi] == lb
+        assert sum(1 for part in p.partitions if part.provider_index == pi) >= lb
+    # maximal: no two same-provider partitions joined by an edge can merge, i.e. every
+    # such pair is also joined by another path of the partition graph
+    for a, b in mergeable_pairs(g, p):
+        raise AssertionError(f"partitions {a} and {b} ({p.partitions[a].provider}) could merge")
+
+
+def path_runs(g, assignment, pi):
+    """Brute force: the largest number of separate runs of provider ``pi`` along a path."""
+    preds, _ = g.adjacency()
+    best = [0] * len(g.nodes)
+    for v in range(len(g.nodes)):
+        is_p = assignment[v] == pi
+        b = 1 if is_p else 0
+        for u in preds[v]:
+            b = max(b, best[u] + (1 if is_p and assignment[u] != pi else 0))
+        best[v] = b
+    return max(best, default=0)
+
+
+def mergeable_pairs(g, p):
+    """Same-provider partition pairs joined by an edge and by no other path
+    (transitive closure of the partition graph, by brute force)."""
+    preds, _ = g.adjacency()
+    m = len(p.partitions)
+    succ = [set() for _ in range(m)]
+    for v in range(len(g.nodes)):
+        for u in preds[v]:
+            a, b = p.node_partition[u], p.node_partition[v]
+            if a != b:
+                succ[a].add(b)
+    reach = [set() for _ in range(m)]
+    for a in reversed(range(m)):  # partition ids are topological
+        for b in succ[a]:
+            reach[a] |= {b} | reach[b]
+    return [(a, b) for a in range(m) for b in sorted(succ[a])
+            if p.partitions[a].provider == p.partitions[b].provider
+            and not any(b in reach[x] for x in succ[a] if x != b)]
 
 
 def random_topological_order(nodes, rnd):

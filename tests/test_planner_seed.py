@@ -42,7 +42,10 @@ CPU = lambda: VirtualProvider("cpu", "cpu:0", ops=["MatMul", "Relu", "Softmax"])
 def test_summary_text_in_the_seed_form():
     p = he.plan(he.load_model(chain_model()), [GPU(), CPU()])
     assert p.summary() == ("3 partition(s) across 2 device(s); gpu: 2 node(s), cpu: 1 node(s); "
-                           "2 cross-provider transfer(s); ops forced onto a fallback provider: Softmax")
+                           "2 cross-provider transfer(s); ops forced onto a fallback provider: Softmax; "
+                           "partitions per provider: gpu 2 (optimal), cpu 1 (optimal)")
+    assert p.partitions_df().attrs["partition_bounds"]["gpu"] == {"partitions": 2, "lower_bound": 2,
+                                                                  "optimal": True}
     assert [t.kind for t in p.transfers] == ["D2H", "H2D"]
     assert [t.nbytes for t in p.transfers] == [64, 64]
     assert p.explain("sm")["declined_by"] == {"gpu": "Softmax not in gpu's op table"}

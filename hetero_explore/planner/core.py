@@ -12,11 +12,11 @@ from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, P
 from ..ir import Graph
 from ..providers import resolve_all
 from ..providers.base import node_context
-from .arrays import graph_arrays
-from .partition import convex_partitions, order_partitions
+from .arrays import context_classes, graph_arrays
+from .partition import convex_partitions, lower_bounds, order_partitions
 from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
+from .policies import get_policy
 
-POLICIES = ("priority",)
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
@@ -36,9 +36,19 @@ def _blocker_kind(graph: Graph, node) -> str | None:
     return None
 
 
-def _cacheable(p, node) -> bool:
+def _cache_mode(p, node) -> int:
+    """How far one answer of ``p`` for ``node`` carries: SIG (every node of its
+    signature), CTX (every node of its context class) or NODE (this node only)."""
     f = getattr(p, "signature_cacheable", None)
-    return bool(f(node)) if f is not None else False
+    if f is not None and f(node):
+        return SIG
+    f = getattr(p, "context_cacheable", None)
+    if f is not None and f(node):
+        return CTX
+    return NODE
+
+
+SIG, CTX, NODE = 0, 1, 2
 
 
 def _ask(p, node, ctx, reasons) -> bool:
@@ -56,40 +66,80 @@ def _ask(p, node, ctx, reasons) -> bool:
 def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
     """Priority first-fit. Returns (assignment, declined-reasons, unplaceable node ids).
 
-    A provider that declares ``signature_cacheable(node)`` (its answer depends only
-    on domain, op type, opset and input dtypes) is asked once per distinct
-    signature instead of once per node."""
+    A provider is asked as few times as its answers allow: once per signature
+    (domain, op type, opset, input dtypes) when it declares
+    ``signature_cacheable(node)``; once per context class (the same, plus
+    attributes, shapes and constant inputs) when it declares
+    ``context_cacheable(node)`` and accepts (a refusal is asked again per node, so
+    that its reason names the right node); otherwise once per node. Masks are
+    cacheable per signature for the op types they deny, whatever the provider below."""
     arr = graph_arrays(graph)
     nodes = graph.nodes
     n_prov = len(providers)
-    # per signature: (chosen provider or -1, reasons so far, provider index to resume per node or -1)
-    sig_choice = np.full(len(arr.signatures), -1, np.int64)
-    sig_resume = np.full(len(arr.signatures), -1, np.int64)
-    sig_reasons: list[dict] = []
-    for s, rep in enumerate(arr.sig_first.tolist()):
-        node = nodes[rep]
-        ctx = None
-        reasons: dict[str, str] = {}
+    assignment = np.full(arr.n_nodes, -1, np.int64)
+    declined: list = [None] * arr.n_nodes
+    by_sig = np.argsort(arr.node_sig, kind="stable")
+    counts = np.bincount(arr.node_sig, minlength=len(arr.signatures)) if arr.n_nodes else np.zeros(0, np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    for s in range(len(arr.signatures)):
+        members = by_sig[starts[s]:starts[s + 1]]
+        rep = nodes[int(members[0])]
+        # cohorts: (node ids, reasons shared by them, a context built for the first one)
+        cohorts = [(members, {})]
+        pos = None  # position of each member within ``members``
         for pi, p in enumerate(providers):
-            if not _cacheable(p, node):
-                sig_resume[s] = pi
+            mode = _cache_mode(p, rep)
+            nxt = []
+            for ids, reasons in cohorts:
+                if mode == CTX:
+                    if pos is None:
+                        pos = {nid: k for k, nid in enumerate(members.tolist())} if len(ids) != len(members) \
+                            else None
+                    all_cls = context_classes(graph, arr, s, members)
+                    cls = all_cls if len(ids) == len(members) else all_cls[[pos[i] for i in ids.tolist()]]
+                    if (cls < 0).any():
+                        groups = [ids]  # some node is not comparable: ask one by one
+                        mode_c = NODE
+                    else:
+                        _, first, inv = np.unique(cls, return_index=True, return_inverse=True)
+                        order = np.argsort(first, kind="stable")
+                        groups = [ids[inv == k] for k in order] if len(order) > 1 else [ids]
+                        mode_c = CTX
+                else:
+                    groups, mode_c = [ids], mode
+                for grp in groups:
+                    if mode_c == NODE:
+                        for nid in grp.tolist():
+                            r = dict(reasons)
+                            if _ask(p, nodes[nid], node_context(graph, nodes[nid]), r):
+                                assignment[nid] = pi
+                                declined[nid] = r
+                            else:
+                                nxt.append((np.asarray([nid]), r))
+                        continue
+                    head = nodes[int(grp[0])]
+                    r = dict(reasons)
+                    if _ask(p, head, node_context(graph, head), r):
+                        assignment[grp] = pi
+                        for nid in grp.tolist():
+                            declined[nid] = reasons
+                    elif mode_c == SIG or len(grp) == 1:
+                        nxt.append((grp, r))
+                    else:  # a refusal may name the node: ask the others themselves
+                        nxt.append((grp[:1], r))
+                        for nid in grp[1:].tolist():
+                            r2 = dict(reasons)
+                            if _ask(p, nodes[nid], node_context(graph, nodes[nid]), r2):
+                                assignment[nid] = pi
+                                declined[nid] = r2
+                            else:
+                                nxt.append((np.asarray([nid]), r2))
+            cohorts = nxt
+            if not cohorts:
                 break
-            ctx = ctx or node_context(graph, node)
-            if _ask(p, node, ctx, reasons):
-                sig_choice[s] = pi
-                break
-        sig_reasons.append(reasons)
-    assignment = sig_choice[arr.node_sig].copy()
-    declined = [sig_reasons[s] for s in arr.node_sig.tolist()]
-    for nid in np.flatnonzero(sig_resume[arr.node_sig] >= 0).tolist():
-        node = nodes[nid]
-        reasons = dict(declined[nid])
-        ctx = node_context(graph, node)
-        for pi in range(int(sig_resume[arr.node_sig[nid]]), n_prov):
-            if _ask(providers[pi], node, ctx, reasons):
-                assignment[nid] = pi
-                break
-        declined[nid] = reasons
+        for ids, reasons in cohorts:
+            for nid in ids.tolist():
+                declined[nid] = reasons
     unplaceable = np.flatnonzero(assignment < 0).tolist()
     assignment[assignment < 0] = n_prov - 1
     return assignment, declined, unplaceable
@@ -146,6 +196,7 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
     arr = graph_arrays(graph)
     n = arr.n_nodes
     group_of = convex_partitions(assignment, arr, len(providers))
+    bounds_lb = lower_bounds(assignment, arr, len(providers))
     node_part, n_parts = order_partitions(group_of, assignment, arr)
     names = arr.value_names
     vbytes = arr.value_bytes.tolist()
@@ -197,10 +248,10 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
         starts = np.flatnonzero(np.concatenate([[True], key_s[1:] != key_s[:-1]]))
         ends = np.concatenate([starts[1:], [len(key_s)]])
         recs = []
+        key_l, part_l = key_s.tolist(), part_s.tolist()
         for st, en in zip(starts.tolist(), ends.tolist()):
-            k = int(key_s[st])
-            v, dp = divmod(k, len(providers))
-            dparts = tuple(dict.fromkeys(part_s[st:en].tolist()))
+            v, dp = divmod(key_l[st], len(providers))
+            dparts = (part_l[st],) if en - st == 1 else tuple(dict.fromkeys(part_l[st:en]))
             recs.append((dparts[0], v, dp, dparts))
         recs.sort()
         kinds = {(i, j): _kind(providers[i].device, providers[j].device)
@@ -225,7 +276,7 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
                 partitions=tuple(partitions), node_partition=tuple(node_part.tolist()),
                 transfers=tuple(transfers), execution_blockers=tuple(blockers),
                 inlined_functions=tuple(inlined), plan_seconds=time.perf_counter() - t0,
-                forced=tuple(unplaceable))
+                forced=tuple(unplaceable), lower_bounds=tuple(bounds_lb.tolist()))
 
 
 def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False) -> dict[int, list[int]]:
@@ -237,8 +288,8 @@ def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False
     _, first = np.unique(key, return_index=True)
     if not sort_by_value:
         first = np.sort(first)
-    for i in first.tolist():
-        out.setdefault(int(part[i]), []).append(int(val[i]))
+    for pp, vv in zip(part[first].tolist(), val[first].tolist()):
+        out.setdefault(pp, []).append(vv)
     if sort_by_value:
         for k in out:
             out[k].sort()
@@ -332,7 +383,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
 
 
 # -- public entry points ------------------------------------------------------------
-def plan(graph, providers=("gpu", "cpu"), policy: str = "priority") -> Plan:
+def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=None) -> Plan:
     """Place, partition and plan transfers for ``graph`` on ``providers`` (front = highest priority).
 
     ``graph`` may be a loaded :class:`Graph` or anything :func:`load_model` accepts.
@@ -340,10 +391,14 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority") -> Plan:
     execution could run at all; control flow, sequence and EPContext nodes that no
     provider supports are instead placed on the last provider and listed as
     execution blockers, so that such a model can still be shown.
+
+    ``policy`` names a placement policy of :data:`~hetero_explore.planner.policies.POLICIES`:
+    ``"priority"`` (the seed's first-fit, the default) or ``"min-transfer"`` (may move
+    nodes to a lower-priority provider that supports them when the estimate of
+    :class:`~hetero_explore.planner.policies.CostModel` ``cost_model`` says it saves time).
     """
     t0 = time.perf_counter()
-    if policy not in POLICIES:
-        raise PlanningError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
+    refine = get_policy(policy)
     if not isinstance(graph, Graph):
         from ..loader import load_model
         graph = load_model(graph)
@@ -368,6 +423,8 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority") -> Plan:
         if hard:
             nid = hard[0]
             raise _unsupported_error(graph, graph.nodes[nid], declined[nid])
+        if policy != "priority":
+            assignment, declined = refine(graph, provs, assignment, declined, cost_model)
         return _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
     raise FunctionInliningError(f"function inlining did not converge after {MAX_INLINE_ROUNDS} rounds "
                                 f"(inlined so far: {inlined}); the model's functions may be recursive")

@@ -1,27 +1,44 @@
-"""Convex same-provider partitioning in near-linear time.
+"""Convex same-provider partitioning in near-linear time: optimal for the
+highest-priority provider, maximal for every provider.
 
-Algorithm (no per-merge graph search):
+Definitions. A *run* of provider p along a path is a maximal stretch of
+consecutive p-nodes. Two different runs of p along one path can never share a
+partition (the path would leave the partition and re-enter it), so
+``LB_p = max over paths of the number of p-runs`` is a lower bound on the
+number of p-partitions of any convex partitioning (:func:`lower_bounds`).
 
-1. **Whole-provider partitions.** In priority order, a provider whose node set
-   is convex (no path leaves the set and re-enters it) in the current graph is
-   contracted into one super node: it becomes exactly one partition.
-   Contracting a convex set keeps the graph acyclic. Each check is one forward
-   and one backward sweep, O(V + E).
-2. **Levels.** On the contracted DAG, ``level(v) = max over predecessors u of
-   level(u) + [provider(u) != provider(v)]`` (as soon as possible), then a
-   reverse sweep raises each node to ``min over successors w of level(w) -
-   [provider differs]`` (as late as possible) so that a node merges with its
-   consumers when nothing in between forces a switch. Along any edge the level
-   never decreases, and it strictly increases when the provider changes.
-3. **Groups.** Nodes sharing (provider, level) and connected through edges
-   inside that group form one partition. A path that leaves such a group must
-   raise the level (a provider switch, or a same-provider node at a higher
-   level) and can never come back down: every partition is convex and the
-   partition graph is acyclic (edges between partitions raise the level).
+Algorithm (priority-recursive blocks; no per-merge graph search):
 
-A chain therefore gets exactly one partition per maximal same-provider run.
-The sweeps are compiled with numba (CSR integer arrays), so 10⁵ nodes take
-milliseconds.
+1. **Run index.** For the highest-priority provider p present,
+   ``r(v) = max over predecessors u of r(u) + [v is p and u is not]`` (1 for a
+   p-node without predecessors, 0 for other sources). ``r`` never decreases
+   along an edge and rises when a path enters p from elsewhere. All p-nodes with
+   the same ``r`` form one partition ``G_r``: a path leaving ``G_r`` through a
+   non-p node comes back to p only with a larger ``r``, so ``G_r`` is convex,
+   and there are exactly ``LB_p`` of them: **p is optimal**.
+2. **Blocks between runs.** Every other node x may run anywhere between
+   ``lo(x) = r(x)`` (after its p-ancestors) and ``hi(x) = min(r(d) - 1)`` over
+   its p-descendants d. The blocks ``N_0 < G_1 < N_1 < G_2 < ...`` are a
+   topological sequence of segments; x goes into ``N_s`` for the fewest
+   distinct s that stab every interval ``[lo, hi]`` (greedy interval stabbing,
+   each node to the smallest chosen s ≥ lo, which keeps edges forward). Fewer
+   blocks, fewer partitions for the providers below.
+3. **Recurse.** Inside each block (a segment: a path that leaves it never comes
+   back), repeat 1–2 for the next provider on the block's induced subgraph,
+   edges across blocks ignored. The last provider's block is one partition.
+4. **Whole convex providers.** When a lower-priority provider's node set is
+   convex, the planner also tries contracting it into one partition first (the
+   seed's behaviour) and keeps whichever result has fewer partitions, compared
+   provider by provider in priority order.
+5. **Maximal.** Finally, two same-provider partitions joined by an edge are
+   merged when no other path of the partition graph joins them
+   (:func:`merge_maximal`): reachability is checked 64 candidates at a time
+   with bit sets over the partition graph, which is far smaller than the node
+   graph.
+
+Every step depends only on the graph's structure, never on node ids, so plans
+are invariant under node-order permutations. The sweeps are compiled with numba
+(CSR integer arrays): 10⁵ nodes take milliseconds.
 """
 
 from __future__ import annotations
@@ -83,35 +100,196 @@ def _topo(pred_ptr, succ_ptr, succ_idx, n):
 
 
 @njit(cache=True)
-def _levels(prov, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
+def _split_blocks(prov, p, block, active, n_blocks, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
+    """One recursion step for provider ``p``: (block, sub-key) of every active node.
+
+    sub-key 2r-1 for p-nodes (partition G_r), 2s for the others (block N_s)."""
     n = prov.shape[0]
-    level = np.zeros(n, np.int64)
+    r = np.zeros(n, np.int64)
     for k in range(order.shape[0]):
         v = order[k]
-        best = 0
-        pv = prov[v]
+        if not active[v]:
+            continue
+        is_p = prov[v] == p
+        best = 1 if is_p else 0
+        b = block[v]
         for j in range(pred_ptr[v], pred_ptr[v + 1]):
             u = pred_idx[j]
-            lu = level[u] + (1 if prov[u] != pv else 0)
-            if lu > best:
-                best = lu
-        level[v] = best
+            if not active[u] or block[u] != b:
+                continue
+            c = r[u] + (1 if (is_p and prov[u] != p) else 0)
+            if c > best:
+                best = c
+        r[v] = best
+    maxr = np.zeros(n_blocks, np.int64)
+    for v in range(n):
+        if active[v] and r[v] > maxr[block[v]]:
+            maxr[block[v]] = r[v]
+    hi = np.zeros(n, np.int64)
     for k in range(order.shape[0] - 1, -1, -1):
         v = order[k]
-        if succ_ptr[v] == succ_ptr[v + 1]:
+        if not active[v] or prov[v] == p:
             continue
-        pv = prov[v]
-        lo = np.int64(1) << 62
+        b = block[v]
+        h = maxr[b]
         for j in range(succ_ptr[v], succ_ptr[v + 1]):
             w = succ_idx[j]
-            lw = level[w] - (1 if prov[w] != pv else 0)
-            if lw < lo:
-                lo = lw
-        if lo > level[v]:
-            level[v] = lo
-    return level
+            if not active[w] or block[w] != b:
+                continue
+            c = r[w] - 1 if prov[w] == p else hi[w]
+            if c < h:
+                h = c
+        hi[v] = h
+    # greedy interval stabbing per block: sort the others by (block, hi)
+    m = 0
+    for v in range(n):
+        if active[v] and prov[v] != p:
+            m += 1
+    ids = np.empty(m, np.int64)
+    keys = np.empty(m, np.int64)
+    m = 0
+    for v in range(n):
+        if active[v] and prov[v] != p:
+            ids[m] = v
+            keys[m] = block[v] * (n + 1) + hi[v]
+            m += 1
+    srt = ids[np.argsort(keys, kind="mergesort")]
+    pts = np.empty(m, np.int64)   # chosen points, grouped by block, ascending
+    pblk = np.empty(m, np.int64)
+    n_pts = 0
+    cur_b = -1
+    last = -1
+    for i in range(m):
+        v = srt[i]
+        b = block[v]
+        if b != cur_b:
+            cur_b = b
+            last = -1
+        if r[v] > last:
+            last = hi[v]
+            pts[n_pts] = last
+            pblk[n_pts] = b
+            n_pts += 1
+    # per block: range of its points
+    start = np.full(n_blocks, -1, np.int64)
+    stop = np.zeros(n_blocks, np.int64)
+    for i in range(n_pts):
+        b = pblk[i]
+        if start[b] < 0:
+            start[b] = i
+        stop[b] = i + 1
+    sub = np.zeros(n, np.int64)
+    for v in range(n):
+        if not active[v]:
+            continue
+        if prov[v] == p:
+            sub[v] = 2 * r[v] - 1
+            continue
+        b = block[v]
+        lo_i = start[b]
+        hi_i = stop[b]
+        # smallest chosen point >= r[v]
+        while lo_i < hi_i:
+            mid = (lo_i + hi_i) // 2
+            if pts[mid] < r[v]:
+                lo_i = mid + 1
+            else:
+                hi_i = mid
+        sub[v] = 2 * pts[lo_i]
+    return sub
 
 
+def _renumber(block: np.ndarray, sub: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ids of (block, sub) pairs in lexicographic order."""
+    key = block.astype(np.int64) * (int(sub.max()) + 1) + sub
+    uniq, inv = np.unique(key, return_inverse=True)
+    return inv.astype(np.int64), len(uniq)
+
+
+def _recursive_groups(prov, pred_ptr, pred_idx, succ_ptr, succ_idx, order, n_providers):
+    """Group id of every (super) node, numbered in a topological (lexicographic) order."""
+    n = prov.shape[0]
+    block = np.zeros(n, np.int64)
+    n_blocks = 1
+    active = np.ones(n, np.bool_)
+    present = np.bincount(prov, minlength=n_providers)
+    for p in range(n_providers):
+        if not present[p]:
+            continue
+        sub = _split_blocks(prov, p, block, active, n_blocks, pred_ptr, pred_idx, succ_ptr, succ_idx, order)
+        block, n_blocks = _renumber(block, sub)
+        active &= prov != p
+    return block
+
+
+def _contracted_csr(rep, arr, n_super):
+    ps, pd_ = arr.pred_idx, np.repeat(np.arange(arr.n_nodes), np.diff(arr.pred_ptr))
+    cu, cv = rep[ps], rep[pd_]
+    keep = cu != cv
+    cu, cv = cu[keep], cv[keep]
+    return _csr_pair(cu, cv, n_super)
+
+
+def _csr_pair(cu, cv, n):
+    """(pred_ptr, pred_idx, succ_ptr, succ_idx) of the distinct edges cu -> cv."""
+    if len(cu):
+        key = np.unique(cu * n + cv)
+        cu, cv = key // n, key % n
+    succ_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(cu, minlength=n), out=succ_ptr[1:])
+    succ_idx = cv.copy()
+    o = np.lexsort((cu, cv))
+    pred_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(cv, minlength=n), out=pred_ptr[1:])
+    pred_idx = cu[o]
+    return pred_ptr, pred_idx, succ_ptr, succ_idx
+
+
+def _contract_convex(assignment, arr, n_providers, skip_first: bool):
+    """The seed's step: contract each provider whose node set is convex (in priority
+    order) into one super node. Returns (rep, sup_prov, csr..., order) or None."""
+    n = arr.n_nodes
+    rep = np.arange(n, dtype=np.int64)
+    pred_ptr, pred_idx, succ_ptr, succ_idx = arr.pred_ptr, arr.pred_idx, arr.succ_ptr, arr.succ_idx
+    order = np.arange(n, dtype=np.int64)
+    sup_prov = assignment
+    changed = False
+    for p in range(n_providers):
+        member_nodes = np.flatnonzero(assignment == p)
+        if len(member_nodes) == 0:
+            continue
+        n_super = int(rep.max()) + 1
+        members = np.zeros(n_super, np.bool_)
+        members[rep[member_nodes]] = True
+        if int(members.sum()) == 1:
+            continue
+        if not _convex(members, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
+            continue
+        if skip_first and not changed and p == int(assignment.min()):
+            continue  # the top provider gets one partition anyway when it is convex
+        changed = True
+        rep[member_nodes] = rep[member_nodes].min()
+        _, rep = np.unique(rep, return_inverse=True)
+        rep = rep.astype(np.int64)
+        n_super = int(rep.max()) + 1
+        pred_ptr, pred_idx, succ_ptr, succ_idx = _contracted_csr(rep, arr, n_super)
+        order = _topo(pred_ptr, succ_ptr, succ_idx, n_super)
+        if len(order) != n_super:  # pragma: no cover - contracting a convex set keeps a DAG
+            raise RuntimeError("internal error: contraction produced a cycle")
+        sup_prov = np.zeros(n_super, np.int64)
+        sup_prov[rep] = assignment
+    if not changed:
+        return None
+    return rep, sup_prov, pred_ptr, pred_idx, succ_ptr, succ_idx, order
+
+
+def _counts(group, assignment, n_providers):
+    gp = np.zeros(int(group.max()) + 1, np.int64)
+    gp[group] = assignment
+    return tuple(np.bincount(gp, minlength=n_providers).tolist())
+
+
+# -- maximality: merge same-provider partitions joined only by their edge ----------
 @njit(cache=True)
 def _find(parent, x):
     root = x
@@ -125,79 +303,203 @@ def _find(parent, x):
 
 
 @njit(cache=True)
-def _components(prov, level, pred_ptr, pred_idx):
-    n = prov.shape[0]
-    parent = np.arange(n)
-    for v in range(n):
-        for j in range(pred_ptr[v], pred_ptr[v + 1]):
-            u = pred_idx[j]
-            if prov[u] == prov[v] and level[u] == level[v]:
-                ru = _find(parent, u)
-                rv = _find(parent, v)
-                if ru < rv:
-                    parent[rv] = ru
-                elif rv < ru:
-                    parent[ru] = rv
-    out = np.empty(n, np.int64)
-    for v in range(n):
+def _blocked_batch(ca, cb, succ_ptr, succ_idx, pred_ptr, pred_idx, order, m):
+    """For candidate edges ca[i] -> cb[i] of a DAG with m nodes: is cb[i] reachable
+    from ca[i] along a path of two or more edges? 64 candidates per sweep."""
+    n_c = ca.shape[0]
+    blocked = np.zeros(n_c, np.bool_)
+    bits = np.zeros(m, np.uint64)
+    for s in range(0, n_c, 64):
+        e = min(s + 64, n_c)
+        bits[:] = 0
+        lo = m
+        for i in range(s, e):
+            a = ca[i]
+            bit = np.uint64(1) << np.uint64(i - s)
+            for j in range(succ_ptr[a], succ_ptr[a + 1]):
+                x = succ_idx[j]
+                if x != cb[i]:
+                    bits[x] |= bit
+                    if x < lo:
+                        lo = x
+        # propagate along the topological order (order[k] == k: ids are topological)
+        for v in range(lo, m):
+            acc = bits[v]
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                acc |= bits[pred_idx[j]]
+            bits[v] = acc
+        for i in range(s, e):
+            if (bits[cb[i]] >> np.uint64(i - s)) & np.uint64(1):
+                blocked[i] = True
+    return blocked
+
+
+@njit(cache=True)
+def _merge_round(ca, cb, blocked, succ_ptr, succ_idx, m):
+    """Merge the unblocked candidates in order; after the first merge each further one
+    is re-checked exactly (a breadth-first search over the merged graph)."""
+    parent = np.arange(m)
+    nxt = np.full(m, -1, np.int64)   # member lists of each root
+    tail = np.arange(m)
+    seen = np.zeros(m, np.int64)
+    stamp = 0
+    stack = np.empty(m, np.int64)
+    merged = 0
+    for i in range(ca.shape[0]):
+        if blocked[i]:
+            continue
+        a = _find(parent, ca[i])
+        b = _find(parent, cb[i])
+        if a == b:
+            continue
+        if merged:
+            # is b reachable from a through some other node?
+            stamp += 1
+            top = 0
+            seen[a] = stamp
+            seen[b] = stamp
+            x = a
+            hit = False
+            while x >= 0:
+                for j in range(succ_ptr[x], succ_ptr[x + 1]):
+                    y = _find(parent, succ_idx[j])
+                    if seen[y] != stamp:
+                        seen[y] = stamp
+                        stack[top] = y
+                        top += 1
+                x = nxt[x]
+            while top > 0 and not hit:
+                top -= 1
+                z = stack[top]
+                x = z
+                while x >= 0 and not hit:
+                    for j in range(succ_ptr[x], succ_ptr[x + 1]):
+                        y = _find(parent, succ_idx[j])
+                        if y == b:
+                            hit = True
+                            break
+                        if seen[y] != stamp:
+                            seen[y] = stamp
+                            stack[top] = y
+                            top += 1
+                    x = nxt[x]
+            if hit:
+                continue
+        # merge b into a (keep the smaller id as root)
+        if b < a:
+            a, b = b, a
+        parent[b] = a
+        nxt[tail[a]] = b
+        tail[a] = tail[b]
+        merged += 1
+    out = np.empty(m, np.int64)
+    for v in range(m):
         out[v] = _find(parent, v)
+    return out, merged
+
+
+def merge_maximal(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
+    """Merge same-provider partitions joined by an edge when no other path of the
+    partition graph joins them, until none is left. ``group`` must be dense ids in a
+    topological order of the partition graph; returns such ids again."""
+    src = np.repeat(np.arange(arr.n_nodes), np.diff(arr.succ_ptr))
+    dst = arr.succ_idx
+    while True:
+        m = int(group.max()) + 1
+        gp = np.zeros(m, np.int64)
+        gp[group] = assignment
+        gu, gv = group[src], group[dst]
+        keep = gu != gv
+        pred_ptr, pred_idx, succ_ptr, succ_idx = _csr_pair(gu[keep], gv[keep], m)
+        qs = np.repeat(np.arange(m), np.diff(succ_ptr))
+        same = gp[qs] == gp[succ_idx]
+        if not same.any():
+            return group
+        ca, cb = qs[same], succ_idx[same]   # sorted by (a, b): deterministic
+        order = np.arange(m, dtype=np.int64)
+        blocked = _blocked_batch(ca, cb, succ_ptr, succ_idx, pred_ptr, pred_idx, order, m)
+        if blocked.all():
+            return group
+        root, merged = _merge_round(ca, cb, blocked, succ_ptr, succ_idx, m)
+        if not merged:
+            return group
+        # renumber the merged partition graph topologically (keys stay structural)
+        _, dense = np.unique(root, return_inverse=True)
+        mm = int(dense.max()) + 1
+        g2 = dense[group]
+        gu, gv = g2[src], g2[dst]
+        keep = gu != gv
+        p2, pi2, s2, si2 = _csr_pair(gu[keep], gv[keep], mm)
+        topo = _topo(p2, s2, si2, mm)
+        if len(topo) != mm:  # pragma: no cover - merges are checked acyclic
+            raise RuntimeError("internal error: merging produced a cycle")
+        rank = np.empty(mm, np.int64)
+        rank[topo] = np.arange(mm)
+        group = rank[g2]
+
+
+@njit(cache=True)
+def _lower_bound_runs(prov, n_providers, pred_ptr, pred_idx):
+    n = prov.shape[0]
+    out = np.zeros(n_providers, np.int64)
+    r = np.zeros(n, np.int64)
+    for p in range(n_providers):
+        best_all = 0
+        for v in range(n):  # node ids are topological
+            is_p = prov[v] == p
+            best = 1 if is_p else 0
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_idx[j]
+                c = r[u] + (1 if (is_p and prov[u] != p) else 0)
+                if c > best:
+                    best = c
+            r[v] = best
+            if best > best_all:
+                best_all = best
+        out[p] = best_all
     return out
 
 
-def _contracted_csr(rep, arr, n_super):
-    ps, pd_ = arr.pred_idx, np.repeat(np.arange(arr.n_nodes), np.diff(arr.pred_ptr))
-    cu, cv = rep[ps], rep[pd_]
-    keep = cu != cv
-    cu, cv = cu[keep], cv[keep]
-    if len(cu):
-        key = np.unique(cu * n_super + cv)
-        cu, cv = key // n_super, key % n_super
-    # successor CSR (sorted by cu)
-    succ_ptr = np.zeros(n_super + 1, np.int64)
-    np.cumsum(np.bincount(cu, minlength=n_super), out=succ_ptr[1:])
-    succ_idx = cv.copy()
-    o = np.lexsort((cu, cv))
-    pred_ptr = np.zeros(n_super + 1, np.int64)
-    np.cumsum(np.bincount(cv, minlength=n_super), out=pred_ptr[1:])
-    pred_idx = cu[o]
-    return pred_ptr, pred_idx, succ_ptr, succ_idx
+def lower_bounds(assignment: np.ndarray, arr, n_providers: int) -> np.ndarray:
+    """Per provider: the largest number of separate runs of it along one path, a lower
+    bound on its number of partitions in any convex partitioning."""
+    if arr.n_nodes == 0:
+        return np.zeros(n_providers, np.int64)
+    return _lower_bound_runs(np.asarray(assignment, np.int64), n_providers, arr.pred_ptr, arr.pred_idx)
 
 
 def convex_partitions(assignment: np.ndarray, arr, n_providers: int) -> np.ndarray:
-    """Group id (a representative node id) of every node: convex same-provider partitions."""
+    """Group id of every node (dense, topological): convex same-provider partitions."""
     n = arr.n_nodes
     if n == 0:
         return np.zeros(0, np.int64)
     assignment = np.asarray(assignment, np.int64)
-    rep = np.arange(n, dtype=np.int64)
-    pred_ptr, pred_idx, succ_ptr, succ_idx = arr.pred_ptr, arr.pred_idx, arr.succ_ptr, arr.succ_idx
     order = np.arange(n, dtype=np.int64)  # node ids are topological
-    sup_prov = assignment
-    for p in range(n_providers):
-        member_nodes = np.flatnonzero(assignment == p)
-        if len(member_nodes) == 0:
-            continue
-        n_super = int(rep.max()) + 1
-        members = np.zeros(n_super, np.bool_)
-        members[rep[member_nodes]] = True
-        if int(members.sum()) == 1:
-            continue  # already a single (super) node
-        if not _convex(members, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
-            continue
-        target = rep[member_nodes].min()
-        rep[member_nodes] = target
-        _, rep = np.unique(rep, return_inverse=True)
-        rep = rep.astype(np.int64)
-        n_super = int(rep.max()) + 1
-        pred_ptr, pred_idx, succ_ptr, succ_idx = _contracted_csr(rep, arr, n_super)
-        order = _topo(pred_ptr, succ_ptr, succ_idx, n_super)
-        if len(order) != n_super:  # pragma: no cover - contracting a convex set keeps a DAG
-            raise RuntimeError("internal error: contraction produced a cycle")
-        sup_prov = np.zeros(n_super, np.int64)
-        sup_prov[rep] = assignment
-    level = _levels(sup_prov, pred_ptr, pred_idx, succ_ptr, succ_idx, order)
-    comp = _components(sup_prov, level, pred_ptr, pred_idx)
-    return comp[rep]
+    group = _recursive_groups(assignment, arr.pred_ptr, arr.pred_idx, arr.succ_ptr, arr.succ_idx, order,
+                              n_providers)
+    alt = _contract_convex(assignment, arr, n_providers, skip_first=True)
+    if alt is not None:
+        rep, sup_prov, pp, pi, sp, si, sorder = alt
+        g2 = _recursive_groups(sup_prov, pp, pi, sp, si, sorder, n_providers)[rep]
+        # contracted ids follow the super graph's order; make them dense and topological
+        if _counts(g2, assignment, n_providers) <= _counts(group, assignment, n_providers):
+            group = _topological_ids(g2, arr)
+    return merge_maximal(group, assignment, arr)
+
+
+def _topological_ids(group, arr):
+    _, g = np.unique(group, return_inverse=True)
+    m = int(g.max()) + 1
+    src = np.repeat(np.arange(arr.n_nodes), np.diff(arr.succ_ptr))
+    gu, gv = g[src], g[arr.succ_idx]
+    keep = gu != gv
+    p2, _, s2, si2 = _csr_pair(gu[keep], gv[keep], m)
+    topo = _topo(p2, s2, si2, m)
+    if len(topo) != m:  # pragma: no cover
+        raise RuntimeError("internal error: the partition graph has a cycle")
+    rank = np.empty(m, np.int64)
+    rank[topo] = np.arange(m)
+    return rank[g]
 
 
 def order_partitions(group_of: np.ndarray, assignment: np.ndarray, arr) -> tuple[np.ndarray, int]:

@@ -115,6 +115,9 @@ class Plan:
     """Wall time of planning."""
     forced: tuple[int, ...] = field(default=())
     """Nodes no provider supports, placed on the last provider only so that the plan can be shown."""
+    lower_bounds: tuple[int, ...] = ()
+    """Per provider (priority order): the largest number of separate runs of it along one
+    path of the graph, a lower bound on its partition count in any convex partitioning."""
 
     @property
     def convexity_splits(self) -> tuple[ConvexitySplit, ...]:
@@ -159,6 +162,34 @@ class Plan:
             counts[self.providers[pi].name] += 1
         return counts
 
+    def partition_counts(self) -> dict[str, int]:
+        """Provider name → number of its partitions (providers with no nodes omitted)."""
+        counts: dict[str, int] = {}
+        for part in self.partitions:
+            counts[part.provider] = counts.get(part.provider, 0) + 1
+        return {p.name: counts[p.name] for p in self.providers if p.name in counts}
+
+    def partition_bounds(self) -> dict[str, dict]:
+        """Provider name → ``{"partitions", "lower_bound", "optimal"}``: the partition
+        count beside the path lower bound (largest number of separate runs of the
+        provider along one path). ``optimal`` is True when the count meets the bound,
+        which proves it minimal."""
+        counts = self.partition_counts()
+        out = {}
+        for i, p in enumerate(self.providers):
+            if p.name not in counts:
+                continue
+            lb = self.lower_bounds[i] if i < len(self.lower_bounds) else None
+            out[p.name] = {"partitions": counts[p.name], "lower_bound": lb,
+                           "optimal": lb is not None and counts[p.name] == lb}
+        return out
+
+    def estimate(self, cost_model=None) -> dict:
+        """Estimated transfer and kernel seconds, and bytes moved (see
+        :class:`~hetero_explore.planner.policies.CostModel`)."""
+        from .policies import estimate
+        return estimate(self, cost_model)
+
     def fallback_ops(self) -> dict[str, int]:
         """Op types placed below the highest-priority provider (op → node count)."""
         out: dict[str, int] = {}
@@ -177,6 +208,11 @@ class Plan:
         text = (f"{len(self.partitions)} partition(s) across {n_dev} device(s); {per}; "
                 f"{len(self.transfers)} cross-provider transfer(s); "
                 f"ops forced onto a fallback provider: {fb_text}")
+        if len(self.partitions) > 1 and self.lower_bounds:
+            text += "; partitions per provider: " + ", ".join(
+                f"{name} {b['partitions']:,d} (" + ("optimal" if b["optimal"]
+                                                  else f"lower bound {b['lower_bound']:,d}") + ")"
+                for name, b in self.partition_bounds().items())
         if self.execution_blockers:
             text += f"; execution blocked: {len(self.execution_blockers)} reason(s)"
         return text
@@ -218,8 +254,11 @@ class Plan:
                          "n_nodes": p.n_nodes, "op_types": ", ".join(ops),
                          "inputs": list(p.inputs), "outputs": list(p.outputs),
                          "bytes_in": p.bytes_in, "bytes_out": p.bytes_out})
-        return pd.DataFrame(rows, columns=["partition", "provider", "device", "n_nodes", "op_types",
-                                           "inputs", "outputs", "bytes_in", "bytes_out"])
+        df = pd.DataFrame(rows, columns=["partition", "provider", "device", "n_nodes", "op_types",
+                                         "inputs", "outputs", "bytes_in", "bytes_out"])
+        df.attrs["partition_bounds"] = self.partition_bounds()
+        df.attrs["policy"] = self.policy
+        return df
 
     def transfers_df(self):
         import pandas as pd
@@ -268,6 +307,7 @@ class Plan:
             "execution_blockers": [{"kind": b.kind, "where": b.where, "detail": b.detail}
                                    for b in self.execution_blockers],
             "convexity_splits": [{"a": s.a, "b": s.b, "path": list(s.path)} for s in self.convexity_splits],
+            "partition_bounds": self.partition_bounds(),
             "inlined_functions": list(self.inlined_functions),
             "folded_nodes": list(self.graph.folded_nodes),
             "plan_seconds": self.plan_seconds,

@@ -7,6 +7,7 @@ from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelConte
 from .cpu import NumbaCPUProvider
 from .cuda import NumbaCUDAProvider
 from ..errors import ArgumentTypeError, ArgumentValueError, UnknownProviderError
+from .virtual import _context_cacheable
 from .virtual import (MaskedProvider, OpSpec, VirtualProvider, chain, decline_if_input_dtype,
                       decline_if_larger_than, mask, unmask)
 
@@ -49,6 +50,9 @@ class VirtualGPUProvider(VirtualProvider):
 
     def signature_cacheable(self, node) -> bool:
         return self.capability.signature_cacheable(node) and self.kernels.signature_cacheable(node)
+
+    def context_cacheable(self, node) -> bool:
+        return _context_cacheable(self.capability, node) and _context_cacheable(self.kernels, node)
 
     def support_df(self):
         df = self.capability.support_df().copy()

@@ -53,6 +53,10 @@ class RegistryProvider(ExecutionProvider):
     def signature_cacheable(self, node) -> bool:
         return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target.name))
 
+    def context_cacheable(self, node) -> bool:
+        # kernel checks read only the context: op, attributes, shapes, dtypes, constants
+        return True
+
     def supports(self, ctx: KernelContext) -> KernelMatch:
         node, opset, shapes, dtypes = ctx.node, ctx.opset, ctx.in_shapes, ctx.in_dtypes
         kernels, why = self._kernels_for(node, opset)

@@ -89,6 +89,9 @@ class VirtualProvider(HostMemory, ExecutionProvider):
     def signature_cacheable(self, node) -> bool:
         return self.kernels is None or self.kernels.signature_cacheable(node)
 
+    def context_cacheable(self, node) -> bool:
+        return self.kernels is None or _context_cacheable(self.kernels, node)
+
     @property
     def can_execute(self) -> bool:
         return self.kernels is not None and self.kernels.can_execute
@@ -164,8 +167,16 @@ class MaskedProvider(ExecutionProvider):
     def can_execute(self):
         return self.inner.can_execute
 
+    def masked_off(self, node) -> bool:
+        """True when the mask itself refuses ``node`` (by op type)."""
+        return node.op_type in self.deny or (self.allow is not None and node.op_type not in self.allow)
+
     def signature_cacheable(self, node) -> bool:
-        return self.check is None and self.inner.signature_cacheable(node)
+        # a mask's own refusal depends only on the op type, whatever the provider below
+        return self.masked_off(node) or (self.check is None and self.inner.signature_cacheable(node))
+
+    def context_cacheable(self, node) -> bool:
+        return self.masked_off(node) or (self.check is None and _context_cacheable(self.inner, node))
 
     # memory and copies are the inner provider's
     def available(self):
@@ -207,7 +218,7 @@ class MaskedProvider(ExecutionProvider):
 
     def get_kernel(self, ctx: KernelContext):
         node = ctx.node
-        if node.op_type in self.deny or (self.allow is not None and node.op_type not in self.allow):
+        if self.masked_off(node):
             from ..errors import KernelError
             raise KernelError(f"{self.name}: {node.op_type} is masked off on this provider")
         return self.inner.get_kernel(ctx)
@@ -219,6 +230,15 @@ class MaskedProvider(ExecutionProvider):
         if self.allow is not None:
             bits.append(f"allow={sorted(self.allow)}")
         return f"Masked({self.inner!r}, {', '.join(bits)})"
+
+
+def _context_cacheable(p, node) -> bool:
+    """Does ``p``'s answer for ``node`` depend only on its kernel context up to names
+    (op, attributes, shapes, dtypes, present inputs, constant inputs)?"""
+    if p.signature_cacheable(node):
+        return True
+    f = getattr(p, "context_cacheable", None)
+    return bool(f(node)) if f is not None else False
 
 
 def mask(provider: ExecutionProvider, deny: Iterable[str] = (), allow: Iterable[str] | None = None,
