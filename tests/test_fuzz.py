@@ -17,23 +17,13 @@ import pytest
 import fuzz_harness as F
 
 CASES = F.cases(n_mutate=120, n_names_seeds=3, cuda=True, seed=0)
-TIMEOUT = 20.0
+TIMEOUT = 90.0   # generous: a fresh worker may compile kernels (cold numba cache) on a loaded machine
 
-_LOADER = "lying declared shapes are trusted: fixed by the loader / node-runner work (shapes computed, not trusted)"
-_INLINE = "inlining is not bounded by the node count it would produce: fixed by the loader work"
-_OVERFLOW = "a [INT64_MAX] input makes plan() raise a bare OverflowError: fixed by the loader work"
 _CUDA = ("CUDA provider clamps out-of-range indices and returns a value (CPU raises): kernel bug, the lead's "
          "kernel work")
 
 #: case id -> reason, each verified failing on this branch for that reason
 KNOWN = {}
-for k in ("relu-out-bigger", "relu-out-huge", "relu-out-smaller", "relu-out-rank", "relu-out-scalar",
-          "gemm-declared"):
-    KNOWN[f"lying:{k}"] = KNOWN[f"lying:{k}-nocheck"] = _LOADER
-KNOWN["bombs:nested-functions"] = _INLINE
-KNOWN["bombs:constantofshape-fold"] = ("load-time folding evaluates ConstantOfShape([700000000]) (2.6 GiB) before "
-                                       "checking its size: fixed by the loader work (sizes checked before computing)")
-KNOWN["bombs:declared-input-int64-max"] = _OVERFLOW
 for k in ("gather-axis0-n", "gather-axis0-neg", "gather-axis1-n", "gather-huge", "gatherelements-n",
           "gatherelements-neg", "gathernd-n", "gathernd-neg", "gathernd-batch", "gather-init-n"):
     KNOWN[f"index:{k}-cuda"] = _CUDA

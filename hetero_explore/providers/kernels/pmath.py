@@ -512,5 +512,64 @@ def sqrt_f32(x_):
     return math.sqrt(x)
 
 
-__all__ = ["exp_f32", "log_f32", "tanh_f32", "erf_f32", "sigmoid_f32", "pow_f32", "sqrt_f32",
-           "exp_dd_f32", "log_dd_f32"]
+SOFTPLUS_HI = F(20.0)            # above: log(1 + e**x) rounds to x
+SOFTPLUS_LO = F(-17.0)           # below: log(1 + e**x) rounds to e**x
+
+
+@njit(**_JIT)
+def softplus_f32(x_):
+    """log(1 + e**x) in float32 (Softplus), without overflow: for x in the middle range
+    e = e**-|x| is carried as a double-float, 1 + e as a double-float too, and its log
+    from log_dd_f32 plus the low part's first-order term; x > 0 adds x last."""
+    x = F(x_)
+    if x != x:
+        return x
+    if x > SOFTPLUS_HI:
+        return x
+    if x < SOFTPLUS_LO:
+        return exp_dd_f32(x, ZERO)
+    p, plo, k = _exp_core(-abs(x), ZERO)
+    eh = _scale(p, k)
+    el = _scale(plo, k)
+    d, dl = _fast_two_sum(ONE, eh)        # 1 + e == d + dl + el
+    dl = dl + el
+    lh, ll = log_dd_f32(d)
+    r = lh + (ll + dl / d)
+    if x > ZERO:
+        return x + r
+    return r
+
+
+# -- the table of portable unary functions: what the tests and bench/pmath_ulp.py sweep ----------
+def _sigmoid64(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _erf64(x):
+    return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+
+
+class Portable:
+    """A portable float32 function with its float64 reference (rounded to float32 for
+    the ULP distance), the input range where it varies, and its accuracy bound."""
+
+    def __init__(self, fn, reference, domain, max_ulp=2):
+        self.fn = fn
+        self.reference = reference
+        self.domain = domain
+        self.max_ulp = max_ulp
+
+
+UNARY = {
+    "exp": Portable(exp_f32, np.exp, (-105.0, 90.0)),
+    "log": Portable(log_f32, np.log, (0.0, np.inf)),
+    "tanh": Portable(tanh_f32, np.tanh, (-12.0, 12.0)),
+    "sigmoid": Portable(sigmoid_f32, _sigmoid64, (-110.0, 110.0)),
+    "erf": Portable(erf_f32, _erf64, (-5.0, 5.0)),
+    "sqrt": Portable(sqrt_f32, np.sqrt, (0.0, np.inf), max_ulp=0),
+    "softplus": Portable(softplus_f32, lambda x: np.logaddexp(0.0, x), (-110.0, 40.0)),
+}
+
+__all__ = ["exp_f32", "log_f32", "tanh_f32", "erf_f32", "sigmoid_f32", "pow_f32", "sqrt_f32", "softplus_f32",
+           "exp_dd_f32", "log_dd_f32", "UNARY", "Portable"]
