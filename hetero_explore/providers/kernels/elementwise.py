@@ -79,7 +79,7 @@ from ...errors import KernelError
 from ...ir import onnx_to_np_dtype
 from .common import bcast_offset, broadcast_strides, dual, flat, shape_array, to_target
 from .target import kernel_pair
-from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32, tanh_f32  # noqa: F401
+from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, softplus_f32, sqrt_f32, tanh_f32  # noqa: F401
 from .opdef import ALL, FLOAT, NUMERIC, OpList
 
 OPS = OpList()
@@ -613,6 +613,8 @@ unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
 unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
 unary("Erf", 9, f32="erf_f32(x)", note=_PM)
 unary("Sqrt", 6, f32="sqrt_f32(x)", note="IEEE sqrt")
+unary("Softplus", 1, f32="softplus_f32(x)", until=22, note="log(1 + e**x) from pmath (double-float 1 + e**-|x|)")
+unary("Softsign", 1, f32="x / (F_ONE + abs(x))", until=22, note="x / (1 + |x|): two IEEE roundings")
 unary("Reciprocal", 6, f32="unary_f32(RECIPROCAL, x, p0, p1)")
 unary("LeakyRelu", 6, f32="unary_f32(LEAKYRELU, x, p0, p1)", attrs=(("alpha", 0.01),))
 unary("HardSigmoid", 6, f32="unary_f32(HARDSIGMOID, x, p0, p1)", attrs=(("alpha", 0.2), ("beta", 0.5)))
