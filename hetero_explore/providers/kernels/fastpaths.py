@@ -357,22 +357,8 @@ def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt,
 
 @cpu_kernel
 def _conv_cpu(x, w, bias, has_b, p, out):
-    N = p[0]
-    C = p[1]
-    H = p[2]
-    W = p[3]
-    M = p[4]
-    KH = p[5]
-    KW = p[6]
-    OH = p[7]
-    OW = p[8]
-    sh = p[9]
-    sw = p[10]
-    dh = p[11]
-    dw = p[12]
-    pt = p[13]
-    pl = p[14]
-    G = p[15]
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
     Mg = M // G
     K = Cg * KH * KW
@@ -404,22 +390,8 @@ def _conv_cpu(x, w, bias, has_b, p, out):
 
 @cpu_kernel
 def _convt_cpu(x, w, bias, has_b, p, out):
-    N = p[0]
-    C = p[1]
-    H = p[2]
-    W = p[3]
-    M = p[4]
-    KH = p[5]
-    KW = p[6]
-    OH = p[7]
-    OW = p[8]
-    sh = p[9]
-    sw = p[10]
-    dh = p[11]
-    dw = p[12]
-    pt = p[13]
-    pl = p[14]
-    G = p[15]
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
     Mg = M // G
     KK = KH * KW
@@ -460,19 +432,8 @@ def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
     """CPU only: one output row of MaxPool/AveragePool with a row of
     accumulators, taps (kh, kw) ascending: each element sees the same sequence
     as _pool_at."""
-    H = p[2]
-    W = p[3]
-    OW = p[5]
-    KH = p[6]
-    KW = p[7]
-    sh = p[8]
-    sw = p[9]
-    dh = p[10]
-    dw = p[11]
-    pt = p[12]
-    pl = p[13]
-    pb = p[14]
-    include = p[16]
+    H, W, OW, KH, KW, sh, sw, dh = p[2], p[3], p[5], p[6], p[7], p[8], p[9], p[10]
+    dw, pt, pl, pb, include = p[11], p[12], p[13], p[14], p[16]
     h0 = oh * sh - pt
     a = acc[:OW]
     if is_max:
@@ -521,14 +482,7 @@ def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
 
 @cpu_kernel
 def _pool_cpu(x, p, is_max, out):
-    H = p[2]
-    W = p[3]
-    OH = p[4]
-    OW = p[5]
-    KW = p[7]
-    sw = p[9]
-    dw = p[11]
-    pl = p[13]
+    H, W, OH, OW, KW, sw, dw, pl = p[2], p[3], p[4], p[5], p[7], p[9], p[11], p[13]
     pr = p[15]
     NC = out.shape[0] // (OH * OW) if OH * OW > 0 else 0
     acc = np.empty(max(OW, 1), dtype=np.float32)

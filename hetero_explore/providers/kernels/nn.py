@@ -246,28 +246,20 @@ register("Gemm", dtypes=F32, since=11, check=_check_gemm,
 
 
 @dual
+def _nchw(i, C, H, W):
+    """(n, c, h, w) of flat index ``i`` in an N x C x H x W array."""
+    w = i % W
+    t = i // W
+    h = t % H
+    t = t // H
+    return t // C, t % C, h, w
+
+
+@dual
 def _conv_item(i, x, w, bias, has_b, p):
-    C = p[1]
-    H = p[2]
-    W = p[3]
-    M = p[4]
-    KH = p[5]
-    KW = p[6]
-    OH = p[7]
-    OW = p[8]
-    sh = p[9]
-    sw = p[10]
-    dh = p[11]
-    dw = p[12]
-    pt = p[13]
-    pl = p[14]
-    G = p[15]
-    ow = i % OW
-    t = i // OW
-    oh = t % OH
-    t = t // OH
-    m = t % M
-    n = t // M
+    C, H, W, M, KH, KW, OH, OW = p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
+    sh, sw, dh, dw, pt, pl, G = p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    n, m, oh, ow = _nchw(i, M, OH, OW)
     Cg = C // G
     g = m // (M // G)
     acc = np.float32(0)
@@ -396,27 +388,9 @@ register("Conv", dtypes=F32, since=11, check=_check_conv,
 
 @dual
 def _convt_item(i, x, w, bias, has_b, p):
-    C = p[1]
-    H = p[2]
-    W = p[3]
-    M = p[4]
-    KH = p[5]
-    KW = p[6]
-    OH = p[7]
-    OW = p[8]
-    sh = p[9]
-    sw = p[10]
-    dh = p[11]
-    dw = p[12]
-    pt = p[13]
-    pl = p[14]
-    G = p[15]
-    ow = i % OW
-    t = i // OW
-    oh = t % OH
-    t = t // OH
-    m = t % M
-    n = t // M
+    C, H, W, M, KH, KW, OH, OW = p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
+    sh, sw, dh, dw, pt, pl, G = p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    n, m, oh, ow = _nchw(i, M, OH, OW)
     Cg = C // G
     Mg = M // G
     g = m // Mg
@@ -528,19 +502,8 @@ register("ConvTranspose", dtypes=F32, since=11, check=_check_convt,
 
 @dual
 def _pool_at(x, nc, oh, ow, p, is_max):
-    H = p[2]
-    W = p[3]
-    KH = p[6]
-    KW = p[7]
-    sh = p[8]
-    sw = p[9]
-    dh = p[10]
-    dw = p[11]
-    pt = p[12]
-    pl = p[13]
-    pb = p[14]
-    pr = p[15]
-    include = p[16]
+    H, W, KH, KW, sh, sw, dh, dw = p[2], p[3], p[6], p[7], p[8], p[9], p[10], p[11]
+    pt, pl, pb, pr, include = p[12], p[13], p[14], p[15], p[16]
     xb = nc * H * W
     h0 = oh * sh - pt
     w0 = ow * sw - pl

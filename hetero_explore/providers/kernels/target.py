@@ -61,9 +61,9 @@ def _install_cache_locator() -> None:
     if any(getattr(c, "_hetero_explore", False) for c in caching.CacheImpl._locator_classes):
         return
 
-    class KernelSourcesLocator(caching.InTreeCacheLocator):
-        """In-tree cache for this package's kernel modules, stamped with the hash of all
-        kernel sources (see the module docs); other files are not ours to stamp."""
+    class _KernelSources:
+        """Stamp this package's kernel modules with the hash of all kernel sources (see the
+        module docs); other files are not ours to stamp."""
 
         _hetero_explore = True
 
@@ -79,22 +79,11 @@ def _install_cache_locator() -> None:
         def get_source_stamp(self):
             return ("hetero_explore-kernels", SOURCES_HASH)
 
-    class KernelSourcesUserWideLocator(caching.UserWideCacheLocator):
-        """The same stamp when the package directory is read-only (site-packages)."""
+    class KernelSourcesLocator(_KernelSources, caching.InTreeCacheLocator):
+        """In-tree cache (``__pycache__`` beside the kernel modules)."""
 
-        _hetero_explore = True
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            try:
-                if Path(py_file).resolve().parent != KERNEL_DIR:
-                    return None
-            except OSError:
-                return None
-            return super().from_function(py_func, py_file)
-
-        def get_source_stamp(self):
-            return ("hetero_explore-kernels", SOURCES_HASH)
+    class KernelSourcesUserWideLocator(_KernelSources, caching.UserWideCacheLocator):
+        """The user-wide cache directory, when the package directory is read-only."""
 
     caching.CacheImpl._locator_classes[:0] = [KernelSourcesLocator, KernelSourcesUserWideLocator]
 
