@@ -1,5 +1,5 @@
 """Helpers shared by kernels on both targets: compile-once-for-two-targets
-functions, broadcasting metadata, CUDA launch.
+functions, broadcasting metadata, bit copies.
 
 How one piece of Python becomes both targets' code
 -------------------------------------------------
@@ -12,9 +12,10 @@ How one piece of Python becomes both targets' code
   GPU; inside it, other ``@dual`` functions resolve to the same target's twin.
   (The simulator cannot pass its device arrays into ``njit`` code, which is
   why array-walking code cannot simply be ``@njit``.)
-* Kernels: ``@cpu_kernel`` (an ``njit`` loop over output items) and
-  ``@cuda_kernel`` (one thread per item, ``if i < n``), both calling the same
-  ``@dual``/``@njit`` per-item function.
+* Kernels: :func:`.target.kernel_pair` generates the CPU loop and the CUDA
+  kernel (one thread per item, ``if i < n``) from one per-item statement that
+  calls the same ``@dual``/``@njit`` functions. ``@cpu_kernel`` is for CPU-only
+  code (the overrides in ``fastpaths.py``).
 
 Rules that keep results bitwise equal (numba and the simulator's Python
 promote differently): write float constants as ``np.float32(...)``, never mix

@@ -1,41 +1,24 @@
-"""Elementwise ops. Scalar math is written once (``@njit``) and called from a
-CPU loop and from a CUDA kernel alike, so both targets compute bit for bit the
-same thing (see the kernel contract in DESIGN.md and common.py).
+"""Elementwise ops: each one line, ``unary(...)`` or ``binary(...)``.
 
-Layout
-------
-Ops are grouped into *families* by the dtypes they map between; each family
-has one ``@njit`` scalar function that dispatches on an integer op code, one
-CPU kernel and one CUDA kernel:
+A declaration gives the op's per-element expression for each dtype kind
+(``f32``, ``int``, ``bool``) over ``x`` (unary) or ``a``, ``b`` (binary), with
+up to two float attributes as ``p0``, ``p1`` and an integer ``aux`` (the output's
+integer width, or what ``aux_of(ctx)`` gives). :func:`target.kernel_pair`
+turns each expression into a CPU and a CUDA kernel from one of the templates
+below (unary map; binary with numpy broadcasting), so each op gets its own
+kernels -- the scalar math inlines and LLVM vectorises it -- and both targets
+compute the same per-element operations. Scalar helpers (``binary_f32``,
+``binary_int``, ``compare``, ``pow_float``, ``unary_f32``, ``unary_int``,
+``cast_to_*``) are ``@njit`` functions written once; an op code passed as a
+literal in the expression is folded by the compiler. Clip, Cast/CastLike and
+Where have builds of their own over generated kernels.
 
-=============  ===========================  ===================================================
-family         scalar function              ops
-=============  ===========================  ===================================================
-float binary   ``binary_f32``               Add Sub Mul Div Max Min Sum (float32)
-int binary     ``binary_int``               Add Sub Mul Div Max Min Sum (int32, int64)
-to bool        ``compare``                  Equal Less LessOrEqual Greater GreaterOrEqual
-                                            And Or Xor
-pow            ``pow_float`` / ``pow_int``  Pow (float32 or integer base, any exponent type)
-float unary    ``unary_f32``                Reciprocal Neg Abs Relu LeakyRelu HardSigmoid
-                                            HardSwish Clip
-math           ``pmath.*_f32``              Exp Log Tanh Sigmoid Erf Sqrt (a kernel pair each)
-int unary      ``unary_int``                Neg Abs Relu Clip (int32, int64)
-unary to bool  ``unary_bool``               IsNaN IsInf Not
-cast           ``cast_*``                   Cast CastLike (float32, int64, int32, bool)
-where          (a plain copy)               Where
-=============  ===========================  ===================================================
-
-numba compiles each scalar function once per input dtype combination, so cold
-start stays small. Broadcasting follows numpy: every input gets a *mode* --
-``FULL`` (same shape as the output: index i), ``SCALAR`` (one element: index 0)
-or ``BCAST`` (general: :func:`common.bcast_offset`) -- and the CPU kernels
-have a plain loop for the common "all FULL" and "FULL op SCALAR" cases.
-Variadic Max/Min/Sum fold their inputs left to right into the output
-(``((x0 op x1) op x2) ...``), which is also numpy's order.
-
-Transcendental ops (Exp Log Tanh Sigmoid Erf Sqrt) have one kernel pair each
-instead of an op code: pmath inlines into the loop and LLVM vectorises it
-(~1.5-2.5 ns per element on the CPU instead of ~25 with a run-time dispatch).
+Broadcasting follows numpy: every input gets a *mode* -- ``FULL`` (same shape
+as the output: index i), ``SCALAR`` (one element: index 0) or ``BCAST``
+(general: :func:`common.bcast_offset`) -- and the CPU loop hoists the common
+"all FULL" and "FULL op SCALAR" cases and steps through broadcast offsets
+without divisions. Variadic Max/Min/Sum fold their inputs left to right into
+the output (``((x0 op x1) op x2) ...``), which is also numpy's order.
 
 NaN bit patterns are not part of the bitwise contract: LLVM does not preserve
 NaN sign and payload (a vectorised CPU loop yields x86's default NaN 0xffc00000
