@@ -261,3 +261,16 @@ def test_mask_check_composes_with_chain():
     assert set(p.placement_df()["provider"]) == {"cpu2"}
     assert any("larger than 4" in r for r in p.placement_df()["declined_by"].astype(str))
     assert not strict.signature_cacheable(g.nodes[0])
+
+
+def test_provider_names_resolve_through_a_registry():
+    from hetero_explore.errors import UnknownProviderError
+    from hetero_explore.providers import PROVIDERS, register_provider, resolve
+    assert {"cpu", "cuda", "gpu"} <= set(PROVIDERS)
+    register_provider("npu-test", lambda: VirtualProvider("npu-test", "npu:0", ops=["Relu"]))
+    try:
+        assert resolve("NPU-test").device.type == "npu"
+        with pytest.raises(UnknownProviderError, match="did you mean 'npu-test'"):
+            resolve("npu-tset")
+    finally:
+        PROVIDERS.pop("npu-test")

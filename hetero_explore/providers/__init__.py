@@ -11,7 +11,6 @@ from .virtual import _context_cacheable
 from .virtual import (MaskedProvider, OpSpec, VirtualProvider, chain, decline_if_input_dtype,
                       decline_if_larger_than, mask, unmask)
 
-KNOWN_NAMES = ("cpu", "cuda", "gpu")
 
 
 def cpu(name: str = "cpu"):
@@ -60,20 +59,39 @@ class VirtualGPUProvider(VirtualProvider):
         return df
 
 
+#: provider names -> factories; ``register_provider`` adds one (e.g. a capability profile)
+PROVIDERS: dict = {}
+
+
+def register_provider(name: str, factory) -> None:
+    """Make ``name`` resolve to ``factory()`` in provider lists (``plan(g, [name, "cpu"])``)."""
+    key = name.strip().lower()
+    if not key:
+        raise ArgumentValueError("a provider name cannot be empty")
+    PROVIDERS[key] = factory
+
+
+for _name, _factory in (("cpu", cpu), ("cuda", cuda), ("gpu", virtual_gpu)):
+    register_provider(_name, _factory)
+
+
+def known_names() -> tuple:
+    return tuple(PROVIDERS)
+
+
 def resolve(p) -> ExecutionProvider:
-    """A provider from a provider object or a name (``cpu``, ``cuda``, ``gpu``)."""
+    """A provider from a provider object or a registered name (``cpu``, ``cuda``, ``gpu``, ...)."""
     if isinstance(p, ExecutionProvider):
         return p
     if isinstance(p, str):
-        key = p.strip().lower()
-        if key == "cpu":
-            return cpu()
-        if key == "cuda":
-            return cuda()
-        if key == "gpu":
-            return virtual_gpu()
-        raise UnknownProviderError(f"unknown provider name {p!r}; known names: {', '.join(KNOWN_NAMES)} "
-                         "(or pass a provider object, e.g. VirtualProvider(...))")
+        factory = PROVIDERS.get(p.strip().lower())
+        if factory is not None:
+            return factory()
+        import difflib
+        close = difflib.get_close_matches(p.strip().lower(), PROVIDERS, n=3)
+        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+        raise UnknownProviderError(f"unknown provider name {p!r}{hint}; known names: {', '.join(PROVIDERS)} "
+                                   "(or pass a provider object, e.g. VirtualProvider(...))")
     raise ArgumentTypeError(f"expected a provider or a provider name, got {type(p).__name__}")
 
 
@@ -103,4 +121,5 @@ __all__ = [
     "NumbaCPUProvider", "NumbaCUDAProvider", "VirtualGPUProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
     "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
     "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
+    "PROVIDERS", "register_provider", "known_names",
 ]
