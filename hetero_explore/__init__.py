@@ -10,7 +10,7 @@ Public API::
 
 from . import providers
 from .compare import compare
-from .errors import (ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
+from .errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, ModelLoadError, PlanningError,
                      ProviderUnavailableError, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
 from .executor import RunResult, execute, execute_reference
@@ -21,7 +21,6 @@ from .loader import load_model
 from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, guard_heterogeneous_fallback,
                       plan)
 from .providers import VirtualProvider, mask
-from .viz.graph import GraphvizNotFoundError
 
 __version__ = "0.1.0"
 

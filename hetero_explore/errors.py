@@ -101,3 +101,7 @@ class MemoryBudgetError(HeteroExploreError, MemoryError):
 
 class OutputWriteError(HeteroExploreError, OSError):
     """A result (a report, an exported file) could not be written where asked."""
+
+
+class GraphvizNotFoundError(HeteroExploreError, RuntimeError):
+    """Graphviz's ``dot`` executable is missing, so a graph cannot be rendered."""

@@ -17,7 +17,7 @@ from collections import Counter
 
 import graphviz
 
-from ..errors import HeteroExploreError
+from ..errors import GraphvizNotFoundError, HeteroExploreError  # noqa: F401
 from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, lighter,
                      provider_colors)
 
@@ -41,10 +41,6 @@ MAX_LISTED = 12
 INSTALL_HINT = ("install Graphviz: `apt-get install graphviz` (Debian/Ubuntu), "
                 "`brew install graphviz` (macOS), `conda install -c conda-forge graphviz` (conda), "
                 "or run the set-up command in the README")
-
-
-class GraphvizNotFoundError(HeteroExploreError, RuntimeError):
-    """Graphviz's ``dot`` executable is missing, so a graph cannot be rendered."""
 
 
 def _missing_dot(cause: str = "") -> GraphvizNotFoundError:
