@@ -229,8 +229,10 @@ def op_without_kernel(case, provider, *, fold: bool = True) -> str | None:
 
 
 def run_case(case, provider, *, max_elements: int | None = None, fold_constants: bool = False,
-             const_params: bool = True, fold_fallback: bool = True) -> dict:
+             const_params: bool = True, fold_fallback: bool = True, record: list | None = None) -> dict:
     """Run one backend case on ``provider``; returns one result row (see :data:`COLUMNS`).
+    ``record``, when given, receives the outputs of every data set run (name -> array), for
+    bitwise comparisons between providers.
 
     ``status`` is one of: ``passed``, ``failed`` (wrong values), ``error`` (a claimed
     case crashed), ``unclaimed``, ``skipped: size cap``."""
@@ -238,10 +240,10 @@ def run_case(case, provider, *, max_elements: int | None = None, fold_constants:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)  # onnx's reference ops, when folding
         return _run_case(case, provider, t0, max_elements, fold_constants, const_params,
-                         fold_fallback)
+                         fold_fallback, record)
 
 
-def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fold_fallback):
+def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fold_fallback, record=None):
     try:
         blocker = op_without_kernel(case, provider, fold=fold_constants or fold_fallback)
         if blocker:
@@ -301,6 +303,8 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                 return _row(case, claimed=True, status="error", error=msg,
                             const_inputs=",".join(const_used), folded=folded,
                                 seconds=time.perf_counter() - t0)
+            if record is not None:
+                record.append({k: np.asarray(v) for k, v in got.items()})
             rtol = min(RTOL, case.rtol)
             atol = min(ATOL, case.atol)
             out_names = [o.name for o in case.model.graph.output]
