@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine and run the main job on the bundled demo model.
 #   bash setup.sh            # venv in .venv, the package with its dev extras, Graphviz's dot, then the demo
-#   SKIP_DEMO=1 bash setup.sh
+#   SKIP_DEMO=1 bash setup.sh     # without the demo; SKIP_WARMUP=1 skips compiling the kernels ahead of time
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
@@ -26,6 +26,11 @@ fi
 echo "[setup] installing hetero_explore and its dependencies into .venv"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[dev]'
+
+if [ "${SKIP_WARMUP:-0}" != "1" ]; then
+  echo "[setup] compiling the kernels into numba's cache: hetero-explore warmup"
+  .venv/bin/hetero-explore warmup
+fi
 
 if [ "${SKIP_DEMO:-0}" != "1" ]; then
   echo "[setup] running the demo: hetero-explore demo"

@@ -254,6 +254,15 @@ def cmd_providers(args) -> int:
     return 0
 
 
+def cmd_warmup(args) -> int:
+    from .warmup import warmup
+    t0 = time.perf_counter()
+    providers = [n.strip() for n in args.providers.split(",") if n.strip()]
+    warmup(progress=lambda s: (_say(s), sys.stdout.flush()), providers=providers)
+    _say(f"kernels compiled into numba's cache in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its messages (which quote what was typed) escaped for the terminal."""
 
@@ -290,6 +299,9 @@ def main(argv=None) -> int:
     sp = sub.add_parser("providers", help="print each provider's op table")
     sp.add_argument("--providers", default="cpu,cuda,gpu")
     sp.set_defaults(fn=cmd_providers)
+    sp = sub.add_parser("warmup", help="compile the kernels into numba's on-disk cache (setup.sh runs this)")
+    sp.add_argument("--providers", default="cpu", help="providers to warm (default cpu; add cuda on a GPU)")
+    sp.set_defaults(fn=cmd_warmup)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

@@ -213,3 +213,10 @@ def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch
     rc, _, err = run_cli(capsys, "plan", DEMO)
     assert rc == 3 and err.startswith("error: internal error (KeyError): ") and err.count("\n") == 1
     _no_raw_controls(err)
+
+
+def test_warmup_compiles_with_progress(capsys):
+    rc, out, err = run_cli(capsys, "warmup")
+    assert rc == 0, err
+    assert "compiling kernels (1/" in out and "demo on cpu" in out
+    assert "kernels compiled into numba's cache" in out
