@@ -27,9 +27,13 @@ How the movement ops work
   numba's negative-index wraparound branch, which lets LLVM vectorize the
   copy (5-10x faster here). Offsets are never negative.
 * Gather indices may be negative. Out-of-range indices raise
-  :class:`~hetero_explore.errors.ExecutionError` on the CPU (it validates
-  them first); a CUDA kernel cannot raise, so it clamps them into range
-  (results for invalid indices are not part of the contract).
+  :class:`~hetero_explore.errors.ExecutionError` on every target, checked *on
+  the device*: a kernel cannot raise, so each item that meets an index outside
+  ``[-n, n)`` sets a one-element flag (and reads element 0 instead of going out
+  of bounds); after the launch the build reads the flag (4 bytes back from a
+  device) and, when it is set, finds the first bad index on the host for the
+  message — the same message on every target. No pre-pass over the indices on
+  the CPU: the check is the branch the kernel already takes.
 
 Opsets: 13 to 28. The schema changes of these ops after 13 up to 28 (as of
 onnx 1.23) only add element types — except Split-18 (``num_outputs``; the
@@ -141,25 +145,27 @@ def strided_scatter_row(r, x, out, base, shape, strides):
 
 
 @dual
-def gather_index(idx, j, n):
-    """Index ``idx[j]`` along an axis of length ``n``: negative counts from the end;
-    clamped into range (the CPU validates first, CUDA cannot raise)."""
+def gather_index(idx, j, n, bad):
+    """Index ``idx[j]`` along an axis of length ``n``: negative counts from the end; an
+    index outside [-n, n) sets ``bad[0]`` (the build raises after the launch) and gives 0."""
     k = idx[j]
     if k < 0:
         k += n
-    if k < 0:
+    if k < 0 or k >= n:
+        bad[0] = 1
         k = 0
-    if k >= n:
-        k = n - 1
     return k
 
 
 @dual
-def gather_row(t, data, idx, out, axis_dim, n_idx, inner):
-    """Gather: output row ``t`` = (outer, j) copies ``inner`` elements of data[outer, idx[j], :]."""
+def gather_row_checked(t, data, idx, out, axis_dim, n_idx, inner):
+    """Gather: output row ``t`` = (outer, j) copies ``inner`` elements of data[outer, idx[j], :],
+    for indices already checked to lie in [-axis_dim, axis_dim) (the CPU fast path's rows)."""
     outer = t // n_idx
     j = t - outer * n_idx
-    k = gather_index(idx, j, axis_dim)
+    k = idx[j]
+    if k < 0:
+        k += axis_dim
     src = (outer * axis_dim + k) * inner
     o = t * inner
     for r in range(inner):
@@ -167,17 +173,17 @@ def gather_row(t, data, idx, out, axis_dim, n_idx, inner):
 
 
 @dual
-def gather_item(i, data, idx, out, axis_dim, n_idx, inner):
+def gather_item(i, data, idx, out, axis_dim, n_idx, inner, bad):
     t = i // inner
     r = i - t * inner
     outer = t // n_idx
     j = t - outer * n_idx
-    k = gather_index(idx, j, axis_dim)
+    k = gather_index(idx, j, axis_dim, bad)
     out[i] = data[(outer * axis_dim + k) * inner + r]
 
 
 @dual
-def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim):
+def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim, bad):
     """GatherElements: out[c] = data[c with c[axis] = idx[c]] (c = coordinates of i)."""
     off = 0
     rem = i
@@ -186,20 +192,20 @@ def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim):
         c = rem % n
         rem //= n
         if d == axis:
-            c = gather_index(idx, i, axis_dim)
+            c = gather_index(idx, i, axis_dim, bad)
         off += c * dstrides[d]
     out[i] = data[off]
 
 
 @dual
-def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
+def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides, bad):
     """GatherND: output element i = (tuple t, inner r); t's index tuple idx[t, :m]
     addresses data[batch(t), idx[t, 0], ..., idx[t, m-1], r]."""
     t = i // inner
     r = i - t * inner
     off = (t // batch_div) * batch_stride
     for j in range(m):
-        k = gather_index(idx, t * m + j, dshape[j])
+        k = gather_index(idx, t * m + j, dshape[j], bad)
         off += k * dstrides[j]
     out[i] = data[off + r]
 
@@ -219,23 +225,23 @@ _SCATTER_STRIDED = kernel_pair(
 
 
 _GATHER = kernel_pair(
-    "gather", "data, idx, out, axis_dim, n_idx, inner",
+    "gather", "data, idx, out, axis_dim, n_idx, inner, bad",
     """
-    gather_item(i, data, idx, out, axis_dim, n_idx, inner)
+    gather_item(i, data, idx, out, axis_dim, n_idx, inner, bad)
     """, count="out.shape[0]", index="i", module=__name__)
 
 
 _GATHER_ELEMENTS = kernel_pair(
-    "gather_elements", "data, idx, out, ishape, dstrides, axis, axis_dim",
+    "gather_elements", "data, idx, out, ishape, dstrides, axis, axis_dim, bad",
     """
-    gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
+    gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim, bad)
     """, count="out.shape[0]", index="i", module=__name__)
 
 
 _GATHERND = kernel_pair(
-    "gathernd", "data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides",
+    "gathernd", "data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides, bad",
     """
-    gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+    gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides, bad)
     """, count="out.shape[0]", index="i", module=__name__)
 
 
@@ -548,12 +554,34 @@ def _check_indices(ctx, target, op):
     return None
 
 
-def _validate(idx, n, ctx):
-    """CPU: raise on indices outside [-n, n)."""
+def _validate(idx, n, ctx, what="index"):
+    """Raise on host indices outside [-n, n) (naming the first)."""
+    idx = np.asarray(idx)
     if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
         bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
-        raise ExecutionError(f"{_where(ctx)}: index {int(bad)} is out of range for an axis of "
-                             f"length {n}")
+        raise ExecutionError(f"{_where(ctx)}: {what} {int(bad)} is out of range for an axis of "
+                             f"length {n} (valid: {-n}..{n - 1})")
+
+
+def index_flag(target):
+    """A fresh one-element flag that index-checking kernels set on a bad index."""
+    return target.to_device(np.zeros(1, np.int32))
+
+
+def raise_if_flagged(target, ctx, flag, idx, dims, what="index"):
+    """After an index-checking launch: when ``flag`` is set, raise ExecutionError naming the
+    first bad index. ``dims`` is the axis length, or one length per index column (GatherND
+    style, indices reshaped to (-1, len(dims)))."""
+    if not int(target.to_host(flag)[0]):
+        return
+    host = np.asarray(target.to_host(idx))
+    if isinstance(dims, (int, np.integer)):
+        _validate(host, int(dims), ctx, what)
+    else:
+        cols = host.reshape(-1, len(dims))
+        for j, n in enumerate(dims):
+            _validate(cols[:, j], int(n), ctx, what)
+    raise ExecutionError(f"{_where(ctx)}: a kernel flagged an out-of-range {what}")  # pragma: no cover
 
 
 def _check_gather(ctx, target):
@@ -571,7 +599,7 @@ def _check_gather(ctx, target):
 
 
 @register("Gather", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather,
-          note="negative indices; out-of-range indices raise on the CPU, clamp on CUDA")
+          note="negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gather(ctx, target):
     ds = tuple(ctx.in_shapes[0])
     axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
@@ -586,9 +614,9 @@ def _build_gather(ctx, target):
         if axis_dim == 0:
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target.host:
-            _validate(idx, axis_dim, ctx)
-        target.launch(_GATHER, out.shape[0], data, idx, out, axis_dim, n_idx, inner)
+        bad = index_flag(target)
+        target.launch(_GATHER, out.shape[0], data, idx, out, axis_dim, n_idx, inner, bad)
+        raise_if_flagged(target, ctx, bad, idx, axis_dim)
 
     return run
 
@@ -610,7 +638,7 @@ def _check_gather_elements(ctx, target):
 
 
 @register("GatherElements", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather_elements,
-          note="negative indices; out-of-range indices raise on the CPU, clamp on CUDA")
+          note="negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gather_elements(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
     axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
@@ -624,9 +652,9 @@ def _build_gather_elements(ctx, target):
         if axis_dim == 0:
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target.host:
-            _validate(idx, axis_dim, ctx)
-        target.launch(_GATHER_ELEMENTS, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim)
+        bad = index_flag(target)
+        target.launch(_GATHER_ELEMENTS, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim, bad)
+        raise_if_flagged(target, ctx, bad, idx, axis_dim)
 
     return run
 
@@ -650,7 +678,7 @@ def _check_gathernd(ctx, target):
 
 
 @register("GatherND", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gathernd,
-          note="batch_dims; negative indices; out-of-range raise on the CPU, clamp on CUDA")
+          note="batch_dims; negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gathernd(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
     b = int(ctx.attrs.get("batch_dims", 0))
@@ -670,11 +698,11 @@ def _build_gathernd(ctx, target):
         if any(d == 0 for d in ds[b:b + m]):
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target.host:
-            cols = idx.reshape(-1, m) if m else idx.reshape(0, 0)
-            for j in range(m):
-                _validate(cols[:, j], int(dshape_np[j]), ctx)
-        target.launch(_GATHERND, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+        bad = index_flag(target)
+        target.launch(_GATHERND, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride,
+                      dshape, dstrides, bad)
+        if m:
+            raise_if_flagged(target, ctx, bad, idx, [int(v) for v in dshape_np[:m]])
 
     return run
 
