@@ -35,7 +35,8 @@ How the movement ops work
   message — the same message on every target. No pre-pass over the indices on
   the CPU: the check is the branch the kernel already takes.
 
-Opsets: 13 to 28. The schema changes of these ops after 13 up to 28 (as of
+Opsets: 13 to 28, and earlier ones where the schema versions differ only in
+types or in attributes the kernels do not read (``OLD``); Slice-1 has a definition of its own. The schema changes of these ops after 13 up to 28 (as of
 onnx 1.23) only add element types — except Split-18 (``num_outputs``; the
 kernel reads sizes from the output shapes, so both forms are handled), Shape-15
 (``start``/``end``, handled) and Range-27 (``stash_type``, which only affects
@@ -55,6 +56,14 @@ OPS = OpList()
 register = OPS.register
 
 SINCE = 13
+#: the first opset each op is claimed from where it is earlier than ``SINCE``: the schema
+#: versions between differ only in element types, in attributes the kernels do not read
+#: (Reshape-1's ``shape``, Squeeze/Unsqueeze-1/11's ``axes``, Split-1/2/11's ``split``: shapes
+#: come from inference) or in allowing negative axes/indices, which the kernels already take.
+#: Concat-1 (``axis`` defaulting to 1) and Slice-1 (attributes; its own definition below) differ.
+OLD = {"Reshape": 1, "Flatten": 1, "Squeeze": 1, "Unsqueeze": 1, "Identity": 1, "Transpose": 1,
+       "Expand": 8, "Concat": 4, "Split": 1, "Slice": 10, "Gather": 1, "GatherElements": 11,
+       "GatherND": 11, "Shape": 1, "Size": 1, "Constant": 1}
 #: last opset checked against onnx's schema history for these ops (see module docs)
 UNTIL = 28
 
@@ -282,7 +291,7 @@ for _op, _note in (("Reshape", "copy; the target shape comes from shape inferenc
                    ("Squeeze", "copy; axes (input from 13) come from shape inference"),
                    ("Unsqueeze", "copy; axes (input from 13) come from shape inference"),
                    ("Identity", "copy (tensors only)")):
-    register(_op, dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_copy,
+    register(_op, dtypes=MOVE, since=OLD[_op], until=UNTIL, check=_check_copy,
              may_alias_input=False, note=_note)(_build_copy)
 
 
@@ -304,7 +313,7 @@ def _check_transpose(ctx, target):
     return None
 
 
-@register("Transpose", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_transpose)
+@register("Transpose", dtypes=MOVE, since=OLD["Transpose"], until=UNTIL, check=_check_transpose)
 def _build_transpose(ctx, target):
     perm, _ = _perm(ctx)
     in_str = _strides(ctx.in_shapes[0])
@@ -329,7 +338,7 @@ def _check_expand(ctx, target):
     return None
 
 
-@register("Expand", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_expand,
+@register("Expand", dtypes=MOVE, since=OLD["Expand"], until=UNTIL, check=_check_expand,
           note="broadcast copy; the shape input comes from shape inference")
 def _build_expand(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
@@ -370,7 +379,7 @@ def _check_concat(ctx, target):
     return None
 
 
-@register("Concat", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_concat)
+@register("Concat", dtypes=MOVE, since=OLD["Concat"], until=UNTIL, check=_check_concat)
 def _build_concat(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
     axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(out_shape))
@@ -416,7 +425,7 @@ def _check_split(ctx, target):
     return None
 
 
-@register("Split", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_split,
+@register("Split", dtypes=MOVE, since=OLD["Split"], until=UNTIL, check=_check_split,
           note="split sizes (input from 13, num_outputs from 18) come from shape inference")
 def _build_split(ctx, target):
     ins = tuple(ctx.in_shapes[0])
@@ -511,7 +520,7 @@ def _slice_static(ctx):
     return base, strides
 
 
-@register("Slice", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_slice,
+@register("Slice", dtypes=MOVE, since=OLD["Slice"], until=UNTIL, check=_check_slice,
           note="CUDA needs constant starts/axes/steps; the CPU reads them at run time")
 def _build_slice(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
@@ -541,6 +550,40 @@ def _build_slice(ctx, target):
         _gather_strided(target, inputs[0], outputs[0], base, *_meta(out_shape, strides))
 
     return run_dynamic
+
+
+def _slice1_static(ctx):
+    a = ctx.attrs
+    if "starts" not in a or "ends" not in a:
+        raise KernelError(f"{_where(ctx)}: Slice-1 needs the starts and ends attributes")
+    base, strides, shape = slice_params(ctx.in_shapes[0], a["starts"], a["ends"], a.get("axes"), None)
+    out = tuple(ctx.out_shapes[0])
+    if shape != out:
+        raise KernelError(f"{_where(ctx)}: slice gives shape {shape}, shape inference says {out}")
+    return base, strides
+
+
+def _check_slice1(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    try:
+        _slice1_static(ctx)
+    except (ValueError, KernelError) as e:
+        return f"Slice: {e}"
+    return None
+
+
+@register("Slice", dtypes=MOVE, since=1, until=9, check=_check_slice1,
+          note="Slice-1: starts/ends/axes attributes (a strided copy)")
+def _build_slice1(ctx, target):
+    base, strides = _slice1_static(ctx)
+    shape, strides = to_target(target, *_meta(tuple(ctx.out_shapes[0]), strides))
+
+    def run(inputs, outputs):
+        _gather_strided(target, inputs[0], outputs[0], base, shape, strides)
+
+    return run
 
 
 # --- Gather, GatherElements, GatherND -----------------------------------------
@@ -598,7 +641,7 @@ def _check_gather(ctx, target):
     return None
 
 
-@register("Gather", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather,
+@register("Gather", dtypes=MOVE, since=OLD["Gather"], until=UNTIL, check=_check_gather,
           note="negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gather(ctx, target):
     ds = tuple(ctx.in_shapes[0])
@@ -637,7 +680,7 @@ def _check_gather_elements(ctx, target):
     return None
 
 
-@register("GatherElements", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather_elements,
+@register("GatherElements", dtypes=MOVE, since=OLD["GatherElements"], until=UNTIL, check=_check_gather_elements,
           note="negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gather_elements(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
@@ -677,7 +720,7 @@ def _check_gathernd(ctx, target):
     return None
 
 
-@register("GatherND", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gathernd,
+@register("GatherND", dtypes=MOVE, since=OLD["GatherND"], until=UNTIL, check=_check_gathernd,
           note="batch_dims; negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gathernd(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
@@ -735,7 +778,7 @@ def _check_shape(ctx, target):
     return None
 
 
-@register("Shape", dtypes=ANY, since=SINCE, until=UNTIL, targets=("cpu",), check=_check_shape,
+@register("Shape", dtypes=ANY, since=OLD["Shape"], until=UNTIL, targets=("cpu",), check=_check_shape,
           note="start/end (15); host only")
 def _build_shape(ctx, target):
     vals = _shape_slice(ctx)
@@ -746,7 +789,7 @@ def _build_shape(ctx, target):
     return run
 
 
-@register("Size", dtypes=ANY, since=SINCE, until=UNTIL, targets=("cpu",),
+@register("Size", dtypes=ANY, since=OLD["Size"], until=UNTIL, targets=("cpu",),
           check=lambda ctx, target: _shapes_known(ctx),
           note="host only")
 def _build_size(ctx, target):
@@ -812,7 +855,7 @@ def _check_constant(ctx, target):
     return None
 
 
-@register("Constant", dtypes=CONST_OUT, since=SINCE, until=UNTIL, targets=("cpu",),
+@register("Constant", dtypes=CONST_OUT, since=OLD["Constant"], until=UNTIL, targets=("cpu",),
           check=_check_constant, note="host only; no strings or sparse tensors")
 def _build_constant(ctx, target):
     v = _constant_value(ctx)
