@@ -165,3 +165,89 @@ def test_constant_old():
     assert np.array_equal(run_node(CPU, n, [], opset=9)[0], np.array([1, 2], F))
     n = helper.make_node("Constant", [], ["y"], value_floats=[3.0, 4.0])
     assert np.array_equal(run_node(CPU, n, [], opset=12)[0], np.array([3, 4], F))
+
+
+# --- movement.py -----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [F, np.int64, np.bool_])
+def test_tile(dtype):
+    x = (rnd(2, 3) > 0).astype(dtype) if dtype == np.bool_ else (rnd(2, 3) * 10).astype(dtype)
+    n = helper.make_node("Tile", ["x", "r"], ["y"])
+    check_vs_ort(n, [x, np.array([2, 3], np.int64)], 13, const_inputs=(1,))
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space(mode):
+    x = np.arange(2 * 8 * 2 * 3, dtype=F).reshape(2, 8, 2, 3)
+    check_vs_ort(helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode=mode), [x], 13)
+
+
+def test_space_to_depth_and_old():
+    x = np.arange(2 * 3 * 4 * 6, dtype=F).reshape(2, 3, 4, 6)
+    check_vs_ort(helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), [x], 13)
+    check_vs_ort(helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2), [x], 9)
+    check_vs_ort(helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=1), [x], 9)
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_trilu(upper, k):
+    x = rnd(2, 3, 4)
+    n = helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)
+    check_vs_ort(n, [x, np.array(k, np.int64)], 14, const_inputs=(1,))
+    want = np.triu(x, k) if upper else np.tril(x, k)
+    assert np.array_equal(both(n, [x, np.array(k, np.int64)], 14, const_inputs=(1,))[0], want)
+
+
+@pytest.mark.parametrize("k", [-1, 0, 3])
+def test_eyelike(k):
+    n = helper.make_node("EyeLike", ["x"], ["y"], k=k, dtype=7)
+    got = both(n, [rnd(3, 4)], 13)[0]
+    assert got.dtype == np.int64 and np.array_equal(got, np.eye(3, 4, k, dtype=np.int64))
+    n = helper.make_node("EyeLike", ["x"], ["y"], k=k)
+    check_vs_ort(n, [rnd(3, 4)], 13)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatternd(reduction):
+    x = rnd(4, 3)
+    idx = np.array([[1], [-1], [1]], np.int64)   # a duplicate: applied in order
+    upd = rnd(3, 3, seed=5)
+    kw = {} if reduction == "none" else {"reduction": reduction}
+    opset = 18
+    n = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], **kw)
+    got = both(n, [x, idx, upd], opset)[0]
+    want = x.copy()
+    for t, k in enumerate(idx[:, 0]):
+        a, u = want[k], upd[t]
+        want[k] = {"none": u, "add": a + u, "mul": a * u, "max": np.maximum(a, u), "min": np.minimum(a, u)}[reduction]
+    assert np.array_equal(got, want)
+    if reduction != "none":   # (onnxruntime refuses duplicates with reduction none)
+        check_vs_ort(n, [x, idx, upd], opset)
+
+
+def test_scatternd_points():
+    x = rnd(2, 3)
+    n = helper.make_node("ScatterND", ["x", "i", "u"], ["y"])
+    check_vs_ort(n, [x, np.array([[0, 2], [1, 0]], np.int64), np.array([5, 6], F)], 13)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "max"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements(reduction, axis):
+    x = rnd(3, 4)
+    idx = np.array([[0, 2], [2, -1], [1, 0]], np.int64) if axis else np.array([[0, 2, 1, 0], [2, 0, 1, 1]])
+    upd = rnd(*idx.shape, seed=7)
+    kw = {} if reduction == "none" else {"reduction": reduction}
+    n = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis, **kw)
+    check_vs_ort(n, [x, idx, upd], 18)
+
+
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+def test_scatter_out_of_range_raises(provider):
+    x = rnd(3, 4)
+    n = helper.make_node("ScatterND", ["x", "i", "u"], ["y"])
+    with pytest.raises(ExecutionError, match="ScatterND.*index 5 is out of range"):
+        run_node(provider, n, [x, np.array([[5, 0]], np.int64), np.ones(1, F)], opset=13)
+    n = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1)
+    with pytest.raises(ExecutionError, match="ScatterElements.*index -5 is out of range"):
+        run_node(provider, n, [x, np.array([[-5]], np.int64), np.ones((1, 1), F)], opset=13)
