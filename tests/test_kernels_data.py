@@ -551,7 +551,11 @@ def test_opset_range():
     node = helper.make_node("Transpose", ["x"], ["y"])
     assert supports(CPU, node, [x], opset=13).supported
     assert supports(CPU, node, [x], opset=21).supported
-    assert not supports(CPU, node, [x], opset=12).supported
+    assert supports(CPU, node, [x], opset=1).supported   # Transpose-1: the same semantics
+    # Concat-1's axis defaults to 1 (from 4 it is required): not claimed
+    concat = helper.make_node("Concat", ["x", "z"], ["y"], axis=0)
+    assert supports(CPU, concat, [x, x], opset=4).supported
+    assert not supports(CPU, concat, [x, x], opset=3).supported
 
 
 # --- CPU vs CUDA simulator: bitwise, random tiny shapes ----------------------
