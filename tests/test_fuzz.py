@@ -19,14 +19,8 @@ import fuzz_harness as F
 CASES = F.cases(n_mutate=120, n_names_seeds=3, cuda=True, seed=0)
 TIMEOUT = 90.0   # generous: a fresh worker may compile kernels (cold numba cache) on a loaded machine
 
-_CUDA = ("CUDA provider clamps out-of-range indices and returns a value (CPU raises): kernel bug, the lead's "
-         "kernel work")
-
 #: case id -> reason, each verified failing on this branch for that reason
-KNOWN = {}
-for k in ("gather-axis0-n", "gather-axis0-neg", "gather-axis1-n", "gather-huge", "gatherelements-n",
-          "gatherelements-neg", "gathernd-n", "gathernd-neg", "gathernd-batch", "gather-init-n"):
-    KNOWN[f"index:{k}-cuda"] = _CUDA
+KNOWN: dict = {}
 
 
 @pytest.fixture(scope="module")

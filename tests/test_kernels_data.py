@@ -387,12 +387,14 @@ def test_gather_dtypes(dtype):
     assert_same(run_both(node, [x, i])[0], np.take(x, i, axis=0))
 
 
-def test_gather_out_of_range_raises_on_cpu():
-    x = sample((3, 2))
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+def test_gather_out_of_range_raises(provider):
+    """Every target raises the same typed error (CUDA checks in the kernel, issue 13)."""
+    x = sample((3, 4))
     node = helper.make_node("Gather", ["x", "i"], ["y"], axis=0)
-    for bad in ([3], [-4]):
-        with pytest.raises(ExecutionError, match="out of range"):
-            run_node(CPU, node, [x, np.array(bad)])
+    for bad, v in (([0, 3], 3), ([-4, 0], -4), ([2 ** 62], 2 ** 62)):
+        with pytest.raises(ExecutionError, match=f"Gather.*index {v} is out of range"):
+            run_node(provider, node, [x, np.array(bad)])
 
 
 def test_gather_float_indices_declined():
@@ -425,10 +427,21 @@ def test_gather_elements_smaller_indices_and_declines():
     assert not m.supported and "exceed" in m.reason
 
 
-def test_gather_elements_out_of_range_raises_on_cpu():
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+def test_gather_elements_out_of_range_raises(provider):
     node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)
-    with pytest.raises(ExecutionError):
-        run_node(CPU, node, [sample((2, 2)), np.array([[0, 2], [1, 0]])])
+    for bad, v in (([[0, 2], [1, 0]], 2), ([[0, 1], [-3, 0]], -3)):
+        with pytest.raises(ExecutionError, match=f"index {v} is out of range"):
+            run_node(provider, node, [sample((2, 2)), np.array(bad)])
+
+
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+def test_gathernd_out_of_range_raises(provider):
+    node = helper.make_node("GatherND", ["x", "i"], ["y"])
+    x = sample((3, 4))
+    for bad, v in (([[2, 9]], 9), ([[0, 1], [3, 0]], 3), ([[-4, 0]], -4)):
+        with pytest.raises(ExecutionError, match=f"index {v} is out of range"):
+            run_node(provider, node, [x, np.array(bad)])
 
 
 @pytest.mark.parametrize("dshape,ishape,b", [((2, 2), (2, 2), 0), ((2, 2), (2, 1), 0),
@@ -538,7 +551,11 @@ def test_opset_range():
     node = helper.make_node("Transpose", ["x"], ["y"])
     assert supports(CPU, node, [x], opset=13).supported
     assert supports(CPU, node, [x], opset=21).supported
-    assert not supports(CPU, node, [x], opset=12).supported
+    assert supports(CPU, node, [x], opset=1).supported   # Transpose-1: the same semantics
+    # Concat-1's axis defaults to 1 (from 4 it is required): not claimed
+    concat = helper.make_node("Concat", ["x", "z"], ["y"], axis=0)
+    assert supports(CPU, concat, [x, x], opset=4).supported
+    assert not supports(CPU, concat, [x, x], opset=3).supported
 
 
 # --- CPU vs CUDA simulator: bitwise, random tiny shapes ----------------------

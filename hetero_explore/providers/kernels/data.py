@@ -27,11 +27,16 @@ How the movement ops work
   numba's negative-index wraparound branch, which lets LLVM vectorize the
   copy (5-10x faster here). Offsets are never negative.
 * Gather indices may be negative. Out-of-range indices raise
-  :class:`~hetero_explore.errors.ExecutionError` on the CPU (it validates
-  them first); a CUDA kernel cannot raise, so it clamps them into range
-  (results for invalid indices are not part of the contract).
+  :class:`~hetero_explore.errors.ExecutionError` on every target, checked *on
+  the device*: a kernel cannot raise, so each item that meets an index outside
+  ``[-n, n)`` sets a one-element flag (and reads element 0 instead of going out
+  of bounds); after the launch the build reads the flag (4 bytes back from a
+  device) and, when it is set, finds the first bad index on the host for the
+  message — the same message on every target. No pre-pass over the indices on
+  the CPU: the check is the branch the kernel already takes.
 
-Opsets: 13 to 28. The schema changes of these ops after 13 up to 28 (as of
+Opsets: 13 to 28, and earlier ones where the schema versions differ only in
+types or in attributes the kernels do not read (``OLD``); Slice-1 has a definition of its own. The schema changes of these ops after 13 up to 28 (as of
 onnx 1.23) only add element types — except Split-18 (``num_outputs``; the
 kernel reads sizes from the output shapes, so both forms are handled), Shape-15
 (``start``/``end``, handled) and Range-27 (``stash_type``, which only affects
@@ -51,6 +56,14 @@ OPS = OpList()
 register = OPS.register
 
 SINCE = 13
+#: the first opset each op is claimed from where it is earlier than ``SINCE``: the schema
+#: versions between differ only in element types, in attributes the kernels do not read
+#: (Reshape-1's ``shape``, Squeeze/Unsqueeze-1/11's ``axes``, Split-1/2/11's ``split``: shapes
+#: come from inference) or in allowing negative axes/indices, which the kernels already take.
+#: Concat-1 (``axis`` defaulting to 1) and Slice-1 (attributes; its own definition below) differ.
+OLD = {"Reshape": 1, "Flatten": 1, "Squeeze": 1, "Unsqueeze": 1, "Identity": 1, "Transpose": 1,
+       "Expand": 8, "Concat": 4, "Split": 1, "Slice": 10, "Gather": 1, "GatherElements": 11,
+       "GatherND": 11, "Shape": 1, "Size": 1, "Constant": 1}
 #: last opset checked against onnx's schema history for these ops (see module docs)
 UNTIL = 28
 
@@ -141,25 +154,27 @@ def strided_scatter_row(r, x, out, base, shape, strides):
 
 
 @dual
-def gather_index(idx, j, n):
-    """Index ``idx[j]`` along an axis of length ``n``: negative counts from the end;
-    clamped into range (the CPU validates first, CUDA cannot raise)."""
+def gather_index(idx, j, n, bad):
+    """Index ``idx[j]`` along an axis of length ``n``: negative counts from the end; an
+    index outside [-n, n) sets ``bad[0]`` (the build raises after the launch) and gives 0."""
     k = idx[j]
     if k < 0:
         k += n
-    if k < 0:
+    if k < 0 or k >= n:
+        bad[0] = 1
         k = 0
-    if k >= n:
-        k = n - 1
     return k
 
 
 @dual
-def gather_row(t, data, idx, out, axis_dim, n_idx, inner):
-    """Gather: output row ``t`` = (outer, j) copies ``inner`` elements of data[outer, idx[j], :]."""
+def gather_row_checked(t, data, idx, out, axis_dim, n_idx, inner):
+    """Gather: output row ``t`` = (outer, j) copies ``inner`` elements of data[outer, idx[j], :],
+    for indices already checked to lie in [-axis_dim, axis_dim) (the CPU fast path's rows)."""
     outer = t // n_idx
     j = t - outer * n_idx
-    k = gather_index(idx, j, axis_dim)
+    k = idx[j]
+    if k < 0:
+        k += axis_dim
     src = (outer * axis_dim + k) * inner
     o = t * inner
     for r in range(inner):
@@ -167,17 +182,17 @@ def gather_row(t, data, idx, out, axis_dim, n_idx, inner):
 
 
 @dual
-def gather_item(i, data, idx, out, axis_dim, n_idx, inner):
+def gather_item(i, data, idx, out, axis_dim, n_idx, inner, bad):
     t = i // inner
     r = i - t * inner
     outer = t // n_idx
     j = t - outer * n_idx
-    k = gather_index(idx, j, axis_dim)
+    k = gather_index(idx, j, axis_dim, bad)
     out[i] = data[(outer * axis_dim + k) * inner + r]
 
 
 @dual
-def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim):
+def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim, bad):
     """GatherElements: out[c] = data[c with c[axis] = idx[c]] (c = coordinates of i)."""
     off = 0
     rem = i
@@ -186,20 +201,20 @@ def gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim):
         c = rem % n
         rem //= n
         if d == axis:
-            c = gather_index(idx, i, axis_dim)
+            c = gather_index(idx, i, axis_dim, bad)
         off += c * dstrides[d]
     out[i] = data[off]
 
 
 @dual
-def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides):
+def gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides, bad):
     """GatherND: output element i = (tuple t, inner r); t's index tuple idx[t, :m]
     addresses data[batch(t), idx[t, 0], ..., idx[t, m-1], r]."""
     t = i // inner
     r = i - t * inner
     off = (t // batch_div) * batch_stride
     for j in range(m):
-        k = gather_index(idx, t * m + j, dshape[j])
+        k = gather_index(idx, t * m + j, dshape[j], bad)
         off += k * dstrides[j]
     out[i] = data[off + r]
 
@@ -219,23 +234,23 @@ _SCATTER_STRIDED = kernel_pair(
 
 
 _GATHER = kernel_pair(
-    "gather", "data, idx, out, axis_dim, n_idx, inner",
+    "gather", "data, idx, out, axis_dim, n_idx, inner, bad",
     """
-    gather_item(i, data, idx, out, axis_dim, n_idx, inner)
+    gather_item(i, data, idx, out, axis_dim, n_idx, inner, bad)
     """, count="out.shape[0]", index="i", module=__name__)
 
 
 _GATHER_ELEMENTS = kernel_pair(
-    "gather_elements", "data, idx, out, ishape, dstrides, axis, axis_dim",
+    "gather_elements", "data, idx, out, ishape, dstrides, axis, axis_dim, bad",
     """
-    gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim)
+    gather_elements_item(i, data, idx, out, ishape, dstrides, axis, axis_dim, bad)
     """, count="out.shape[0]", index="i", module=__name__)
 
 
 _GATHERND = kernel_pair(
-    "gathernd", "data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides",
+    "gathernd", "data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides, bad",
     """
-    gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+    gathernd_item(i, data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides, bad)
     """, count="out.shape[0]", index="i", module=__name__)
 
 
@@ -276,7 +291,7 @@ for _op, _note in (("Reshape", "copy; the target shape comes from shape inferenc
                    ("Squeeze", "copy; axes (input from 13) come from shape inference"),
                    ("Unsqueeze", "copy; axes (input from 13) come from shape inference"),
                    ("Identity", "copy (tensors only)")):
-    register(_op, dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_copy,
+    register(_op, dtypes=MOVE, since=OLD[_op], until=UNTIL, check=_check_copy,
              may_alias_input=False, note=_note)(_build_copy)
 
 
@@ -298,7 +313,7 @@ def _check_transpose(ctx, target):
     return None
 
 
-@register("Transpose", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_transpose)
+@register("Transpose", dtypes=MOVE, since=OLD["Transpose"], until=UNTIL, check=_check_transpose)
 def _build_transpose(ctx, target):
     perm, _ = _perm(ctx)
     in_str = _strides(ctx.in_shapes[0])
@@ -323,7 +338,7 @@ def _check_expand(ctx, target):
     return None
 
 
-@register("Expand", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_expand,
+@register("Expand", dtypes=MOVE, since=OLD["Expand"], until=UNTIL, check=_check_expand,
           note="broadcast copy; the shape input comes from shape inference")
 def _build_expand(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
@@ -364,7 +379,7 @@ def _check_concat(ctx, target):
     return None
 
 
-@register("Concat", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_concat)
+@register("Concat", dtypes=MOVE, since=OLD["Concat"], until=UNTIL, check=_check_concat)
 def _build_concat(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
     axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(out_shape))
@@ -410,7 +425,7 @@ def _check_split(ctx, target):
     return None
 
 
-@register("Split", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_split,
+@register("Split", dtypes=MOVE, since=OLD["Split"], until=UNTIL, check=_check_split,
           note="split sizes (input from 13, num_outputs from 18) come from shape inference")
 def _build_split(ctx, target):
     ins = tuple(ctx.in_shapes[0])
@@ -505,7 +520,7 @@ def _slice_static(ctx):
     return base, strides
 
 
-@register("Slice", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_slice,
+@register("Slice", dtypes=MOVE, since=OLD["Slice"], until=UNTIL, check=_check_slice,
           note="CUDA needs constant starts/axes/steps; the CPU reads them at run time")
 def _build_slice(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
@@ -537,6 +552,40 @@ def _build_slice(ctx, target):
     return run_dynamic
 
 
+def _slice1_static(ctx):
+    a = ctx.attrs
+    if "starts" not in a or "ends" not in a:
+        raise KernelError(f"{_where(ctx)}: Slice-1 needs the starts and ends attributes")
+    base, strides, shape = slice_params(ctx.in_shapes[0], a["starts"], a["ends"], a.get("axes"), None)
+    out = tuple(ctx.out_shapes[0])
+    if shape != out:
+        raise KernelError(f"{_where(ctx)}: slice gives shape {shape}, shape inference says {out}")
+    return base, strides
+
+
+def _check_slice1(ctx, target):
+    why = _shapes_known(ctx)
+    if why:
+        return why
+    try:
+        _slice1_static(ctx)
+    except (ValueError, KernelError) as e:
+        return f"Slice: {e}"
+    return None
+
+
+@register("Slice", dtypes=MOVE, since=1, until=9, check=_check_slice1,
+          note="Slice-1: starts/ends/axes attributes (a strided copy)")
+def _build_slice1(ctx, target):
+    base, strides = _slice1_static(ctx)
+    shape, strides = to_target(target, *_meta(tuple(ctx.out_shapes[0]), strides))
+
+    def run(inputs, outputs):
+        _gather_strided(target, inputs[0], outputs[0], base, shape, strides)
+
+    return run
+
+
 # --- Gather, GatherElements, GatherND -----------------------------------------
 def _check_indices(ctx, target, op):
     why = _shapes_known(ctx, (0, 1))
@@ -548,12 +597,34 @@ def _check_indices(ctx, target, op):
     return None
 
 
-def _validate(idx, n, ctx):
-    """CPU: raise on indices outside [-n, n)."""
+def _validate(idx, n, ctx, what="index"):
+    """Raise on host indices outside [-n, n) (naming the first)."""
+    idx = np.asarray(idx)
     if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
         bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
-        raise ExecutionError(f"{_where(ctx)}: index {int(bad)} is out of range for an axis of "
-                             f"length {n}")
+        raise ExecutionError(f"{_where(ctx)}: {what} {int(bad)} is out of range for an axis of "
+                             f"length {n} (valid: {-n}..{n - 1})")
+
+
+def index_flag(target):
+    """A fresh one-element flag that index-checking kernels set on a bad index."""
+    return target.to_device(np.zeros(1, np.int32))
+
+
+def raise_if_flagged(target, ctx, flag, idx, dims, what="index"):
+    """After an index-checking launch: when ``flag`` is set, raise ExecutionError naming the
+    first bad index. ``dims`` is the axis length, or one length per index column (GatherND
+    style, indices reshaped to (-1, len(dims)))."""
+    if not int(target.to_host(flag)[0]):
+        return
+    host = np.asarray(target.to_host(idx))
+    if isinstance(dims, (int, np.integer)):
+        _validate(host, int(dims), ctx, what)
+    else:
+        cols = host.reshape(-1, len(dims))
+        for j, n in enumerate(dims):
+            _validate(cols[:, j], int(n), ctx, what)
+    raise ExecutionError(f"{_where(ctx)}: a kernel flagged an out-of-range {what}")  # pragma: no cover
 
 
 def _check_gather(ctx, target):
@@ -570,8 +641,8 @@ def _check_gather(ctx, target):
     return None
 
 
-@register("Gather", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather,
-          note="negative indices; out-of-range indices raise on the CPU, clamp on CUDA")
+@register("Gather", dtypes=MOVE, since=OLD["Gather"], until=UNTIL, check=_check_gather,
+          note="negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gather(ctx, target):
     ds = tuple(ctx.in_shapes[0])
     axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
@@ -586,9 +657,9 @@ def _build_gather(ctx, target):
         if axis_dim == 0:
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target.host:
-            _validate(idx, axis_dim, ctx)
-        target.launch(_GATHER, out.shape[0], data, idx, out, axis_dim, n_idx, inner)
+        bad = index_flag(target)
+        target.launch(_GATHER, out.shape[0], data, idx, out, axis_dim, n_idx, inner, bad)
+        raise_if_flagged(target, ctx, bad, idx, axis_dim)
 
     return run
 
@@ -609,8 +680,8 @@ def _check_gather_elements(ctx, target):
     return None
 
 
-@register("GatherElements", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gather_elements,
-          note="negative indices; out-of-range indices raise on the CPU, clamp on CUDA")
+@register("GatherElements", dtypes=MOVE, since=OLD["GatherElements"], until=UNTIL, check=_check_gather_elements,
+          note="negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gather_elements(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
     axis = _norm_axis(ctx, ctx.attrs.get("axis", 0), len(ds))
@@ -624,9 +695,9 @@ def _build_gather_elements(ctx, target):
         if axis_dim == 0:
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target.host:
-            _validate(idx, axis_dim, ctx)
-        target.launch(_GATHER_ELEMENTS, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim)
+        bad = index_flag(target)
+        target.launch(_GATHER_ELEMENTS, out.shape[0], data, idx, out, ishape, dstrides, axis, axis_dim, bad)
+        raise_if_flagged(target, ctx, bad, idx, axis_dim)
 
     return run
 
@@ -649,8 +720,8 @@ def _check_gathernd(ctx, target):
     return None
 
 
-@register("GatherND", dtypes=MOVE, since=SINCE, until=UNTIL, check=_check_gathernd,
-          note="batch_dims; negative indices; out-of-range raise on the CPU, clamp on CUDA")
+@register("GatherND", dtypes=MOVE, since=OLD["GatherND"], until=UNTIL, check=_check_gathernd,
+          note="batch_dims; negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gathernd(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
     b = int(ctx.attrs.get("batch_dims", 0))
@@ -670,11 +741,11 @@ def _build_gathernd(ctx, target):
         if any(d == 0 for d in ds[b:b + m]):
             raise ExecutionError(f"{_where(ctx)}: cannot gather from an empty axis")
         idx = idx if idx.ndim == 1 else idx.reshape(idx.size)
-        if target.host:
-            cols = idx.reshape(-1, m) if m else idx.reshape(0, 0)
-            for j in range(m):
-                _validate(cols[:, j], int(dshape_np[j]), ctx)
-        target.launch(_GATHERND, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride, dshape, dstrides)
+        bad = index_flag(target)
+        target.launch(_GATHERND, out.shape[0], data, idx, out, m, inner, batch_div, batch_stride,
+                      dshape, dstrides, bad)
+        if m:
+            raise_if_flagged(target, ctx, bad, idx, [int(v) for v in dshape_np[:m]])
 
     return run
 
@@ -707,7 +778,7 @@ def _check_shape(ctx, target):
     return None
 
 
-@register("Shape", dtypes=ANY, since=SINCE, until=UNTIL, targets=("cpu",), check=_check_shape,
+@register("Shape", dtypes=ANY, since=OLD["Shape"], until=UNTIL, targets=("cpu",), check=_check_shape,
           note="start/end (15); host only")
 def _build_shape(ctx, target):
     vals = _shape_slice(ctx)
@@ -718,7 +789,7 @@ def _build_shape(ctx, target):
     return run
 
 
-@register("Size", dtypes=ANY, since=SINCE, until=UNTIL, targets=("cpu",),
+@register("Size", dtypes=ANY, since=OLD["Size"], until=UNTIL, targets=("cpu",),
           check=lambda ctx, target: _shapes_known(ctx),
           note="host only")
 def _build_size(ctx, target):
@@ -784,7 +855,7 @@ def _check_constant(ctx, target):
     return None
 
 
-@register("Constant", dtypes=CONST_OUT, since=SINCE, until=UNTIL, targets=("cpu",),
+@register("Constant", dtypes=CONST_OUT, since=OLD["Constant"], until=UNTIL, targets=("cpu",),
           check=_check_constant, note="host only; no strings or sparse tensors")
 def _build_constant(ctx, target):
     v = _constant_value(ctx)

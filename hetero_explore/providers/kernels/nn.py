@@ -224,7 +224,7 @@ def _build_gemm(ctx, target):
     return run
 
 
-register("Gemm", dtypes=F32, since=11, check=_check_gemm,
+register("Gemm", dtypes=F32, since=7, check=_check_gemm,
          note="per element: k ascending from 0.0f; then alpha*acc (+ beta*C); no FMA")(_build_gemm)
 
 
@@ -690,6 +690,8 @@ _BN = kernel_pair(
 
 
 def _check_bn(ctx, target):
+    if int(ctx.attrs.get("spatial", 1)) != 1:
+        return "BatchNormalization: spatial=0 (per-element statistics, opset 7) is not supported"
     if int(ctx.attrs.get("training_mode", 0)) != 0:
         return "BatchNormalization: training_mode=1 is not supported (inference only)"
     if len([o for o in ctx.node.outputs if o]) != 1:
@@ -719,7 +721,7 @@ def _build_bn(ctx, target):
     return run
 
 
-register("BatchNormalization", dtypes=F32, since=9, check=_check_bn,
+register("BatchNormalization", dtypes=F32, since=7, check=_check_bn,
          note="inference: (x - mean) * (scale / sqrt(var + eps)) + B")(_build_bn)
 
 
@@ -1031,6 +1033,10 @@ _FILL_TRUE = kernel_pair(
 
 
 def _check_dropout(ctx, target):
+    if len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
+        dt = ctx.out_dtypes[1] if len(ctx.out_dtypes) > 1 else None
+        if dt is None or np.dtype(dt) != np.bool_:
+            return "Dropout: a mask output that is not bool (Dropout-7) is not supported"
     if ctx.has_input(2):
         c = ctx.const(2)
         if c is None:
@@ -1052,7 +1058,7 @@ def _build_dropout(ctx, target):
     return run
 
 
-register("Dropout", dtypes=F32, since=12, check=_check_dropout,
+register("Dropout", dtypes=F32, since=7, check=_check_dropout,
          note="inference: identity (mask all True); training_mode must be absent or constant False")(_build_dropout)
 
 
@@ -1295,7 +1301,7 @@ def _build_resize(ctx, target):
     return run
 
 
-register("Resize", dtypes=F32, since=13, check=_check_resize,
+register("Resize", dtypes=F32, since=11, check=_check_resize,
          note="nearest / (bi)linear; host-side coordinate tables; constant scales or sizes")(_build_resize)
 
 
@@ -1444,6 +1450,102 @@ def _build_pad(ctx, target):
     return run
 
 
-register("Pad", dtypes=ALL, since=13, check=_check_pad,
+register("Pad", dtypes=ALL, since=11, check=_check_pad,
          note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)
 
+
+
+# =============================================================================
+# Old schema versions whose semantics differ (model-zoo CNNs are opset 9, paddle 11-12)
+# =============================================================================
+def _check_softmax_old(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None:
+        return f"{ctx.node.op_type}: unknown rank"
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", 1))
+    if rank == 0 or ax < -rank or ax >= rank:
+        return f"{ctx.node.op_type}: axis {ax} out of range for rank {rank}"
+    return None
+
+
+def _build_softmax_old(ctx, target):
+    """Softmax/LogSoftmax-1/11: the input is coerced to 2-D at ``axis`` (default 1) and each
+    row of prod(shape[axis:]) elements is normalised: the opset-13 kernel with inner = 1."""
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", 1))
+    ax = ax + rank if ax < 0 else ax
+    A = _prod(xs[ax:])
+    rows = _prod(xs[:ax])
+    is_log = ctx.node.op_type == "LogSoftmax"
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        if A:
+            target.launch(_SOFTMAX, rows, x, out, rows, A, 1, is_log)
+
+    return run
+
+
+register(("Softmax", "LogSoftmax"), dtypes=F32, since=1, until=12, check=_check_softmax_old,
+         note="opset < 13: coerced to 2-D at axis (default 1); the opset-13 row kernel")(_build_softmax_old)
+
+
+def _check_pad2(ctx, target):
+    mode = ctx.attrs.get("mode", "constant")
+    if mode not in _PAD_MODES or mode == "wrap":
+        return f"Pad: mode {mode!r} not supported"
+    xs = ctx.in_shapes[0]
+    if xs is None:
+        return "Pad: unknown input rank"
+    pads = np.asarray(ctx.attrs.get("pads", []), np.int64).reshape(-1)
+    if pads.size != 2 * len(xs):
+        return f"Pad: pads has {pads.size} values, expected {2 * len(xs)}"
+    if mode != "constant" and (pads < 0).any():
+        return f"Pad: negative pads with mode {mode!r} are not supported"
+    if mode in ("reflect", "edge") and any(d == 0 for d in xs):
+        return f"Pad: mode {mode!r} cannot pad an empty axis"
+    return None
+
+
+class _AttrInputs:
+    """A view of a Pad-2 context whose pads and value attributes read as constant inputs, so
+    that the Pad-11+ build serves it unchanged."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        dt = np.dtype(ctx.in_dtypes[0])
+        self._c = {1: np.asarray(ctx.attrs.get("pads", []), np.int64),
+                   2: np.asarray([ctx.attrs.get("value", 0.0)]).astype(dt)}
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def has_input(self, i):
+        return i in self._c or (i == 0 and self._ctx.has_input(0))
+
+    def const(self, i):
+        return self._c.get(i)
+
+
+register("Pad", dtypes=F32, since=2, until=10, check=_check_pad2,
+         note="Pad-2: pads/mode/value attributes (the Pad-11 kernel)")(
+    lambda ctx, target: _build_pad(_AttrInputs(ctx), target))
+
+
+def _build_clip6(ctx, target):
+    from .elementwise import _CLIP
+    lo = np.float32(ctx.attrs.get("min", -np.inf))
+    hi = np.float32(ctx.attrs.get("max", np.inf))
+    aux = np.int64(0)
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        target.launch(_CLIP["f32"], out.shape[0], x, out, lo, hi, aux)
+
+    return run
+
+
+register("Clip", dtypes=F32, since=6, until=10,
+         note="Clip-6: min/max attributes (the Clip-11 float32 kernel)")(_build_clip6)

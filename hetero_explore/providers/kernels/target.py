@@ -197,6 +197,10 @@ class Target:
     def to_device(self, *arrays):
         raise NotImplementedError
 
+    def to_host(self, a) -> np.ndarray:
+        """A host (numpy) copy or view of an array this target's kernels use."""
+        raise NotImplementedError
+
     def launch(self, pair: KernelPair, n: int, *args) -> None:
         """Run ``pair``'s kernel for this target over ``n`` items (output elements or rows)."""
         raise NotImplementedError
@@ -228,6 +232,9 @@ class CPUTarget(Target):
     def to_device(self, *arrays):
         return arrays if len(arrays) != 1 else arrays[0]
 
+    def to_host(self, a) -> np.ndarray:
+        return a
+
     def launch(self, pair: KernelPair, n: int, *args) -> None:
         pair.for_target(self, self.generated_only)(*args)
 
@@ -247,6 +254,9 @@ class CUDATarget(Target):
     def to_device(self, *arrays):
         moved = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in arrays)
         return moved if len(moved) != 1 else moved[0]
+
+    def to_host(self, a) -> np.ndarray:
+        return a.copy_to_host()
 
     def launch(self, pair: KernelPair, n: int, *args) -> None:
         if n <= 0:
