@@ -574,11 +574,12 @@ register("ReduceSumSquare", dtypes=NUMERIC, since=1, check=_check,
          note=f"acc = 0, acc = acc + x*x in {_ORDER}")(_build)
 register("ReduceL2", dtypes=("float32",), since=1, check=_check,
          note=f"sqrt_f32 of acc = acc + x*x in {_ORDER}")(_build)
-register("ReduceLogSum", dtypes=("float32",), since=1, check=_check,
+# version 28 only drops the integer types: the float definitions hold through it
+register("ReduceLogSum", dtypes=("float32",), since=1, until=28, check=_check,
          note=f"log_f32 of acc = acc + x in {_ORDER} (empty: -inf)")(_build)
-register("ReduceLogSumExp", dtypes=("float32",), since=1, check=_check,
+register("ReduceLogSumExp", dtypes=("float32",), since=1, until=28, check=_check,
          note=f"m = max; log_f32(sum of exp_f32(x - m) in {_ORDER}) + m; m when NaN/inf/empty")(_build)
-register("ReduceLogSumExp", dtypes=("float64",), since=1, check=_check, targets=("cpu",),
+register("ReduceLogSumExp", dtypes=("float64",), since=1, until=28, check=_check, targets=("cpu",),
          note=f"float64: m = max; log(sum of exp(x - m) in {_ORDER}) + m (libm: CPU only)")(_build)
 
 
