@@ -1,4 +1,6 @@
-"""Reductions: ReduceSum, ReduceMean, ReduceMax, written once for both targets.
+"""Reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), ArgMax/ArgMin and
+CumSum/CumProd, written once for both targets.
 
 Accumulation order (the kernel contract, identical on "cpu" and "cuda"):
 each output element visits its reduced input elements in ascending flat
@@ -10,21 +12,35 @@ input index order, one element at a time:
   by the element count (the count converted to float32 on the host).
 * ReduceMax: starts from the first element, then ``if x > acc or x != x:
   acc = x`` (NaN propagates, as numpy's ``maximum.reduce``). An empty
-  reduction gives -inf (floats) or the type's minimum (integers).
+  reduction gives -inf (floats), the type's minimum (integers) or False.
+  ReduceMin: the same with ``<`` (empty: +inf, the type's maximum, True).
+* ReduceProd ``acc = 1; acc = acc * x``; ReduceL1 ``acc = 0; acc = acc + |x|``;
+  ReduceSumSquare ``acc = 0; acc = acc + x*x``; ReduceL2 ``sqrt_f32`` of the
+  ReduceSumSquare accumulator; ReduceLogSum ``log_f32`` of the ReduceSum one.
+  Integers wrap (two's complement) on both targets.
+* ReduceLogSumExp: ``m`` = the ReduceMax result; ``m`` itself when NaN or
+  infinite (an empty set gives -inf); else ``s = 0; s = s + exp_f32(x - m)``
+  then ``log_f32(s) + m`` (float32, portable). float64 uses libm's exp/log and
+  is CPU-only.
 
 The CUDA kernel runs one thread per output element. The CPU kernel loops
 over output elements calling the same ``@dual`` per-element function, or,
 when the innermost input dim is kept, updates a row of accumulators along
 that dim reduced element by reduced element (ascending): each output
-element still sees the same sequence of operations, so the bits agree.
+element still sees the same sequence of operations, so the bits agree
+(ReduceSum/Mean/Max only).
 
-Axes: as an attribute (ReduceSum before opset 13, ReduceMean/ReduceMax
-before opset 18) or as the second input (after). The CUDA target needs the
-axes input to be a constant; the CPU target reads a non-constant axes input
-at run time. ``noop_with_empty_axes=1`` with no axes is an identity copy.
+Axes: as an attribute (ReduceSum before opset 13, the others before opset
+18) or as the second input (after). The CUDA target needs the axes input to
+be a constant; the CPU target reads a non-constant axes input at run time.
+``noop_with_empty_axes=1`` with no axes is an identity copy (declined for the
+reductions that transform elements first: L1, L2, SumSquare, LogSum,
+LogSumExp, where the spec's identity and the runtimes disagree).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import cuda, njit
@@ -32,6 +48,7 @@ from numba import cuda, njit
 from ...errors import KernelError
 from .common import bcast_offset, copy_array, cpu_kernel, dual, flat, kernel_pair, to_target
 from .opdef import NUMERIC, OpList
+from .pmath import exp_f32, log_f32, sqrt_f32
 
 OPS = OpList()
 register = OPS.register
@@ -270,35 +287,151 @@ def _rows_ok(kshape, kstrides, out_size):
     return kshape.shape[0] >= 1 and int(kstrides[-1]) == 1 and int(kshape[-1]) > 1 and out_size > 0
 
 
+# --- ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum(Exp) ------------
+
+
+@dual
+def _min_item(o, x, highest, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
+    base = bcast_offset(o, kshape, kstrides)
+    if inner_n == 0 or n_outer == 0:
+        return highest
+    acc = x[base + bcast_offset(0, rshape, rstrides)]
+    for ro in range(n_outer):
+        off = base + bcast_offset(ro, rshape, rstrides)
+        for j in range(inner_n):
+            v = x[off + j * inner_s]
+            if v < acc or v != v:
+                acc = v
+    return acc
+
+
+@dual
+def _fold_item(o, x, kind, init, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
+    """kind 0: acc = acc * v (ReduceProd); 1: acc = acc + |v| (ReduceL1);
+    2: acc = acc + v * v (ReduceSumSquare, ReduceL2 before its square root)."""
+    base = bcast_offset(o, kshape, kstrides)
+    acc = init
+    for ro in range(n_outer):
+        off = base + bcast_offset(ro, rshape, rstrides)
+        for j in range(inner_n):
+            v = x[off + j * inner_s]
+            if kind == 0:
+                acc = acc * v
+            elif kind == 1:
+                acc = acc + abs(v)
+            else:
+                acc = acc + v * v
+    return acc
+
+
+@dual
+def _lse_item(o, x, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
+    """float32 log-sum-exp: m = the NaN-propagating max (as ReduceMax); m itself when it is
+    NaN or infinite (or the set is empty: -inf); else log_f32(s) + m with
+    s = 0, s = s + exp_f32(v - m) in ascending order."""
+    m = _max_item(o, x, np.float32(-np.inf), kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+    if m != m or m == np.float32(np.inf) or m == np.float32(-np.inf):
+        return m
+    base = bcast_offset(o, kshape, kstrides)
+    s = np.float32(0)
+    for ro in range(n_outer):
+        off = base + bcast_offset(ro, rshape, rstrides)
+        for j in range(inner_n):
+            s += np.float32(exp_f32(x[off + j * inner_s] - m))
+    return np.float32(log_f32(s)) + m
+
+
+@dual
+def _lse64_item(o, x, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s):
+    """float64 log-sum-exp, the same steps with math.exp / math.log (CPU only: libm's
+    float64 exp/log are not the same functions on every target)."""
+    m = _max_item(o, x, -np.inf, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
+    if m != m or m == np.inf or m == -np.inf:
+        return m
+    base = bcast_offset(o, kshape, kstrides)
+    s = 0.0
+    for ro in range(n_outer):
+        off = base + bcast_offset(ro, rshape, rstrides)
+        for j in range(inner_n):
+            s += math.exp(x[off + j * inner_s] - m)
+    return math.log(s) + m
+
+
+_RARGS = "kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s"
+
+_MIN = kernel_pair(
+    "min", f"x, out, highest, {_RARGS}",
+    f"out[o] = _min_item(o, x, highest, {_RARGS})", count="out.shape[0]", index="o", module=__name__)
+
+_FOLD = kernel_pair(
+    "fold", f"x, out, kind, init, {_RARGS}",
+    f"out[o] = _fold_item(o, x, kind, init, {_RARGS})", count="out.shape[0]", index="o", module=__name__)
+
+_L2 = kernel_pair(
+    "l2", f"x, out, zero, {_RARGS}",
+    f"out[o] = sqrt_f32(_fold_item(o, x, 2, zero, {_RARGS}))", count="out.shape[0]", index="o",
+    module=__name__)
+
+_LOGSUM = kernel_pair(
+    "logsum", f"x, out, zero, {_RARGS}",
+    f"out[o] = log_f32(_sum_item(o, x, zero, {_RARGS}))", count="out.shape[0]", index="o", module=__name__)
+
+_LSE = kernel_pair(
+    "lse", f"x, out, {_RARGS}",
+    f"out[o] = _lse_item(o, x, {_RARGS})", count="out.shape[0]", index="o", module=__name__)
+
+_LSE64 = kernel_pair(
+    "lse64", f"x, out, {_RARGS}",
+    f"out[o] = _lse64_item(o, x, {_RARGS})", count="out.shape[0]", index="o", module=__name__)
+
+
 # --- build / check -------------------------------------------------------------
 
-_AXES_INPUT_SINCE = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18}
+_AXES_INPUT_SINCE = {"ReduceSum": 13}   # every other reduction: 18
+
+#: reductions whose identity (noop_with_empty_axes=1, no axes) would skip an element transform;
+#: the spec says "equivalent to the input", runtimes disagree: declined
+_TRANSFORMING = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 
 
 def _axes_from_input(ctx) -> bool:
-    return ctx.opset >= _AXES_INPUT_SINCE[ctx.node.op_type]
+    return ctx.opset >= _AXES_INPUT_SINCE.get(ctx.node.op_type, 18)
+
+
+def _noop(ctx) -> bool:
+    return bool(int(ctx.attrs.get("noop_with_empty_axes", 0))) if ctx.opset >= 13 else False
 
 
 def _check(ctx, target):
+    op = ctx.node.op_type
     rank = None if ctx.in_shapes[0] is None else len(ctx.in_shapes[0])
+    empty_axes = None   # True / False when known at build time
     if _axes_from_input(ctx):
         if ctx.has_input(1):
-            if not target.host and ctx.const(1) is None:
-                return (f"{ctx.node.op_type}: the axes input is not a constant "
-                        "(the CUDA kernel needs its reduction layout at build time)")
             c = ctx.const(1)
-            if c is not None and rank is not None:
-                r = _normalize_axes(np.asarray(c).reshape(-1).tolist(), rank)
-                if isinstance(r, str):
-                    return r
+            if not target.host and c is None:
+                return (f"{op}: the axes input is not a constant "
+                        "(the CUDA kernel needs its reduction layout at build time)")
+            if c is not None:
+                empty_axes = np.asarray(c).size == 0
+                if rank is not None:
+                    r = _normalize_axes(np.asarray(c).reshape(-1).tolist(), rank)
+                    if isinstance(r, str):
+                        return r
+        else:
+            empty_axes = True
     else:
         axes = ctx.attrs.get("axes")
+        empty_axes = not axes
         if axes is not None and rank is not None:
             r = _normalize_axes(list(axes), rank)
             if isinstance(r, str):
                 return r
+    if op in _TRANSFORMING and _noop(ctx) and empty_axes is not False:
+        return (f"{op}: noop_with_empty_axes=1 with empty axes is declined (the spec's identity "
+                "skips the element transform; runtimes disagree)")
     if len(ctx.node.outputs) != 1:
-        return f"{ctx.node.op_type}: expected one output"
+        return f"{op}: expected one output"
     return None
 
 
@@ -314,11 +447,24 @@ def _normalize_axes(axes, rank):
     return sorted(out)
 
 
+def _limits(dtype):
+    """(lowest, highest) of ``dtype``: ±inf for floats, the type's range for integers, bools."""
+    if dtype == np.bool_:
+        return np.bool_(False), np.bool_(True)
+    if dtype.kind == "f":
+        return dtype.type(-np.inf), dtype.type(np.inf)
+    info = np.iinfo(dtype)
+    return dtype.type(info.min), dtype.type(info.max)
+
+
+_FAST_KIND = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2}
+
+
 def _build(ctx, target):
     op = ctx.node.op_type
     in_shape = tuple(ctx.in_shapes[0])
     rank = len(in_shape)
-    keep_noop = int(ctx.attrs.get("noop_with_empty_axes", 0)) if ctx.opset >= 13 else 0
+    keep_noop = _noop(ctx)
     dtype = np.dtype(ctx.in_dtypes[0])
     from_input = _axes_from_input(ctx)
 
@@ -337,6 +483,9 @@ def _build(ctx, target):
         else:
             raw = list(ctx.attrs.get("axes", []) or [])
         if not raw:
+            if keep_noop and op in _TRANSFORMING:
+                raise KernelError(f"node {ctx.node.name!r} ({op}): noop_with_empty_axes=1 with empty "
+                                  "axes is not supported for this reduction")
             return None if keep_noop else list(range(rank))
         r = _normalize_axes(raw, rank)
         if isinstance(r, str):
@@ -348,14 +497,10 @@ def _build(ctx, target):
         dev = to_target(target, kshape, kstrides, rshape, rstrides)
         return dev, inner_n, inner_s, n_outer, n_reduce
 
-    if dtype == np.float32:
-        zero = np.float32(0)
-        lowest = np.float32(-np.inf)
-    elif dtype in (np.dtype(np.int64), np.dtype(np.int32)):
-        zero = dtype.type(0)
-        lowest = dtype.type(np.iinfo(dtype).min)
-    else:
+    if dtype.kind not in "fiub":
         raise KernelError(f"node {ctx.node.name!r} ({op}): dtype {dtype} not supported")
+    zero, one = dtype.type(0), dtype.type(1)
+    lowest, highest = _limits(dtype)
 
     static_axes = axes_of(None)
     static_meta = None
@@ -374,8 +519,8 @@ def _build(ctx, target):
             return
         (kshape, kstrides, rshape, rstrides), inner_n, inner_s, n_outer, n_reduce = meta
         args = (kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
-        if target.fast_paths:
-            kind = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2}[op]
+        if target.fast_paths and op in _FAST_KIND and dtype != np.bool_:
+            kind = _FAST_KIND[op]
             init = lowest if kind == 2 else zero
             count = np.float32(max(n_reduce, 0))
             if _rows_ok(kshape, kstrides, out.shape[0]):
@@ -385,20 +530,228 @@ def _build(ctx, target):
                     and kshape.shape[0] == 1 and int(kstrides[0]) == inner_n):
                 _contig_cpu(x, out, kind, init, inner_n, count)
                 return
+        n = out.shape[0]
         if op == "ReduceSum":
-            target.launch(_SUM, out.shape[0], x, out, zero, *args)
+            target.launch(_SUM, n, x, out, zero, *args)
         elif op == "ReduceMean":
-            count = np.float32(n_reduce)
-            target.launch(_MEAN, out.shape[0], x, out, zero, *args, count)
+            target.launch(_MEAN, n, x, out, zero, *args, np.float32(n_reduce))
+        elif op == "ReduceMax":
+            target.launch(_MAX, n, x, out, lowest, *args)
+        elif op == "ReduceMin":
+            target.launch(_MIN, n, x, out, highest, *args)
+        elif op == "ReduceProd":
+            target.launch(_FOLD, n, x, out, 0, one, *args)
+        elif op == "ReduceL1":
+            target.launch(_FOLD, n, x, out, 1, zero, *args)
+        elif op == "ReduceSumSquare":
+            target.launch(_FOLD, n, x, out, 2, zero, *args)
+        elif op == "ReduceL2":
+            target.launch(_L2, n, x, out, zero, *args)
+        elif op == "ReduceLogSum":
+            target.launch(_LOGSUM, n, x, out, zero, *args)
+        elif dtype == np.float64:
+            target.launch(_LSE64, n, x, out, *args)
         else:
-            target.launch(_MAX, out.shape[0], x, out, lowest, *args)
+            target.launch(_LSE, n, x, out, *args)
 
     return run
 
 
-register("ReduceSum", dtypes=NUMERIC, since=11, check=_check,
-         note="ascending flat-index sum per output element; axes input must be constant on CUDA")(_build)
-register("ReduceMean", dtypes=("float32",), since=11, check=_check,
-         note="ascending flat-index float32 sum, then one division by the count")(_build)
-register("ReduceMax", dtypes=NUMERIC, since=11, check=_check,
-         note="NaN-propagating max in ascending flat-index order")(_build)
+_ORDER = "ascending flat-index order per output element"
+register("ReduceSum", dtypes=NUMERIC, since=1, check=_check,
+         note=f"acc = acc + x in {_ORDER}; axes input must be constant on CUDA")(_build)
+register("ReduceMean", dtypes=("float32",), since=1, check=_check,
+         note=f"float32 acc = acc + x in {_ORDER}, then one division by the count")(_build)
+register("ReduceMax", dtypes=NUMERIC + ("bool",), since=1, check=_check,
+         note=f"NaN-propagating max in {_ORDER} (empty: -inf / type minimum / False)")(_build)
+register("ReduceMin", dtypes=NUMERIC + ("bool",), since=1, check=_check,
+         note=f"NaN-propagating min in {_ORDER} (empty: +inf / type maximum / True)")(_build)
+register("ReduceProd", dtypes=NUMERIC, since=1, check=_check,
+         note=f"acc = 1, acc = acc * x in {_ORDER} (integers wrap)")(_build)
+register("ReduceL1", dtypes=NUMERIC, since=1, check=_check,
+         note=f"acc = 0, acc = acc + |x| in {_ORDER}")(_build)
+register("ReduceSumSquare", dtypes=NUMERIC, since=1, check=_check,
+         note=f"acc = 0, acc = acc + x*x in {_ORDER}")(_build)
+register("ReduceL2", dtypes=("float32",), since=1, check=_check,
+         note=f"sqrt_f32 of acc = acc + x*x in {_ORDER}")(_build)
+# version 28 only drops the integer types: the float definitions hold through it
+register("ReduceLogSum", dtypes=("float32",), since=1, until=28, check=_check,
+         note=f"log_f32 of acc = acc + x in {_ORDER} (empty: -inf)")(_build)
+register("ReduceLogSumExp", dtypes=("float32",), since=1, until=28, check=_check,
+         note=f"m = max; log_f32(sum of exp_f32(x - m) in {_ORDER}) + m; m when NaN/inf/empty")(_build)
+register("ReduceLogSumExp", dtypes=("float64",), since=1, until=28, check=_check, targets=("cpu",),
+         note=f"float64: m = max; log(sum of exp(x - m) in {_ORDER}) + m (libm: CPU only)")(_build)
+
+
+# =============================================================================
+# ArgMax / ArgMin
+# Per output element (one row along the axis), a = 0 .. A-1 ascending:
+# best = x[0]; then a NaN wins over any number (the first NaN, or the last
+# with select_last_index, as numpy/onnxruntime); otherwise v replaces best
+# when v > best (ArgMin: v < best), or also when v == best with
+# select_last_index. Output int64. Both targets: one row per item.
+# =============================================================================
+
+
+@dual
+def _arg_item(r, x, A, inner, is_min, last):
+    o = r // inner
+    j = r - o * inner
+    b = o * A * inner + j
+    best = x[b]
+    bi = 0
+    for a in range(1, A):
+        v = x[b + a * inner]
+        if best != best:
+            if last and v != v:
+                bi = a
+        elif v != v:
+            best = v
+            bi = a
+        else:
+            better = (v < best) if is_min else (v > best)
+            if better or (last and v == best):
+                best = v
+                bi = a
+    return bi
+
+
+_ARG = kernel_pair(
+    "arg", "x, out, A, inner, is_min, last",
+    "out[r] = _arg_item(r, x, A, inner, is_min, last)", count="out.shape[0]", index="r", module=__name__)
+
+
+def _prod(xs) -> int:
+    p = 1
+    for v in xs:
+        p *= int(v)
+    return p
+
+
+def _check_arg(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) == 0:
+        return f"{ctx.node.op_type}: input must have rank >= 1"
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", 0))
+    if ax < -rank or ax >= rank:
+        return f"{ctx.node.op_type}: axis {ax} out of range for rank {rank}"
+    if int(xs[ax]) == 0:
+        return f"{ctx.node.op_type}: the reduced axis {ax} is empty (no index to return)"
+    return None
+
+
+def _build_arg(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", 0))
+    ax = ax + rank if ax < 0 else ax
+    A = int(xs[ax])
+    inner = _prod(xs[ax + 1:])
+    is_min = ctx.node.op_type == "ArgMin"
+    last = bool(int(ctx.attrs.get("select_last_index", 0)))
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        target.launch(_ARG, out.shape[0], x, out, A, max(inner, 1), is_min, last)
+
+    return run
+
+
+register(("ArgMax", "ArgMin"), dtypes=NUMERIC, since=1, check=_check_arg,
+         note="ascending along the axis; first (select_last_index: last) extreme; NaN wins as numpy")(_build_arg)
+
+
+# =============================================================================
+# CumSum / CumProd
+# Per row along the axis (a = 0 .. A-1, or A-1 .. 0 with reverse=1):
+# acc = 0 (CumProd: 1); inclusive: acc = acc + v (CumProd: acc * v), then
+# out = acc; exclusive: out = acc first. One row per item on both targets;
+# float64 adds/multiplies are single IEEE operations on both, so float64 is
+# portable too. Integers wrap.
+# =============================================================================
+
+
+@dual
+def _cum_row(r, x, out, A, inner, exclusive, reverse, is_prod, init):
+    o = r // inner
+    j = r - o * inner
+    b = o * A * inner + j
+    acc = init
+    for t in range(A):
+        a = t
+        if reverse:
+            a = A - 1 - t
+        k = b + a * inner
+        v = x[k]
+        if exclusive:
+            out[k] = acc
+        if is_prod:
+            acc = acc * v
+        else:
+            acc = acc + v
+        if not exclusive:
+            out[k] = acc
+
+
+_CUM = kernel_pair(
+    "cum", "x, out, rows, A, inner, exclusive, reverse, is_prod, init",
+    "_cum_row(r, x, out, A, inner, exclusive, reverse, is_prod, init)", count="rows", index="r",
+    module=__name__)
+
+
+def _cum_axis(ctx, value, rank):
+    a = np.asarray(value).reshape(-1)
+    if a.size != 1 or a.dtype.kind not in "iu":
+        return f"{ctx.node.op_type}: axis must be an integer scalar (got {a.size} values of {a.dtype})"
+    ax = int(a[0])
+    if ax < -rank or ax >= rank:
+        return f"{ctx.node.op_type}: axis {ax} out of range for rank {rank}"
+    return ax + rank if ax < 0 else ax
+
+
+def _check_cum(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) == 0:
+        return f"{ctx.node.op_type}: input must have rank >= 1"
+    c = ctx.const(1)
+    if c is None:
+        if not target.host:
+            return f"{ctx.node.op_type}: the axis input is not a constant (the CUDA kernel needs it at build time)"
+        return None
+    r = _cum_axis(ctx, c, len(xs))
+    return r if isinstance(r, str) else None
+
+
+def _build_cum(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    dtype = np.dtype(ctx.in_dtypes[0])
+    is_prod = ctx.node.op_type == "CumProd"
+    init = dtype.type(1 if is_prod else 0)
+    exclusive = bool(int(ctx.attrs.get("exclusive", 0)))
+    reverse = bool(int(ctx.attrs.get("reverse", 0)))
+
+    def layout(ax):
+        if isinstance(ax, str):
+            raise KernelError(f"node {ctx.node.name!r}: {ax}")
+        A = int(xs[ax])
+        inner = max(_prod(xs[ax + 1:]), 1)
+        return A, inner, _prod(xs[:ax]) * inner if A > 0 else 0
+
+    c = ctx.const(1)
+    static = layout(_cum_axis(ctx, c, rank)) if c is not None else None
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        A, inner, rows = static if static is not None else layout(_cum_axis(ctx, inputs[1], rank))
+        target.launch(_CUM, rows, x, out, rows, A, inner, exclusive, reverse, is_prod, init)
+
+    return run
+
+
+_CUM_DT = ("float32", "float64", "int64", "int32")
+register("CumSum", dtypes=_CUM_DT, since=11, until=14, check=_check_cum,
+         note="running sum in axis order (reverse: descending); exclusive shifts by one")(_build_cum)
+register("CumProd", dtypes=_CUM_DT, since=26, until=26, check=_check_cum,
+         note="running product in axis order (reverse: descending); exclusive shifts by one")(_build_cum)
