@@ -635,7 +635,7 @@ def shrink_f32(x, lambd, bias):
         return x + bias
     if x > lambd:
         return x - bias
-    return x if x != x else F_ZERO
+    return F_ZERO              # NaN included (as ORT and onnx's reference)
 
 
 F_SQRT1_2 = F(1.0 / np.sqrt(2.0))
