@@ -46,7 +46,9 @@ def _inputs(rng, dt, n, shape):
         return [rng.integers(0, 2, shape).astype(bool) for _ in range(n)]
     if dt.startswith("int"):
         return [rng.integers(-20, 20, shape).astype(dt) for _ in range(n)]
-    xs = [(rng.standard_normal(shape) * 3).astype(np.float32) for _ in range(n)]
+    if dt.startswith("uint"):
+        return [rng.integers(0, 40, shape).astype(dt) for _ in range(n)]
+    xs = [(rng.standard_normal(shape) * 3).astype(dt) for _ in range(n)]
     return xs
 
 
@@ -67,7 +69,7 @@ def test_opdef_cpu_cuda_bitwise_and_reference(d, dt):
     opset = _opset(d)
     for shape in [(7,), (3, 4)]:
         xs = _inputs(rng, dt, n, shape)
-        if d.op_type in ("Div", "Pow") and dt.startswith("int"):
+        if d.op_type in ("Div", "Pow") and np.dtype(dt).kind in "iu":
             xs[1] = np.where(xs[1] == 0, 1, np.abs(xs[1]) % 4 + (d.op_type == "Div")).astype(dt)
         node = helper.make_node(d.op_type, [f"x{i}" for i in range(n)], ["y"], name=f"{d.op_type}_n")
         c = run_node(CPU, node, xs, opset=opset)[0]

@@ -55,12 +55,14 @@ Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from ...errors import KernelError
 from ...ir import onnx_to_np_dtype
-from .common import bcast_offset, broadcast_strides, dual, flat, shape_array, to_target
+from .common import bcast_offset, broadcast_strides, copy_array, dual, flat, shape_array, to_target
 from .target import kernel_pair
 from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, softplus_f32, sqrt_f32, tanh_f32  # noqa: F401
 from .opdef import ALL, FLOAT, NUMERIC, OpList
@@ -81,6 +83,21 @@ F_2P31 = F(2.0 ** 31)
 F_2P63 = F(2.0 ** 63)
 I64_MIN = np.int64(-(2 ** 63))
 I32_MIN = np.int32(-(2 ** 31))
+D_ZERO = np.float64(0.0)
+D_ONE = np.float64(1.0)
+D_2P52 = np.float64(2.0 ** 52)
+F_2P23 = F(2.0 ** 23)
+U0 = np.uint64(0)
+U1 = np.uint64(1)
+U64 = np.uint64(64)
+
+# dtype groups (beyond opdef's FLOAT/NUMERIC/ALL)
+SINT = ("int8", "int16", "int32", "int64")
+UINT = ("uint8", "uint16", "uint32", "uint64")
+INTS = SINT + UINT
+FLOATS = ("float32", "float64")
+NUM = FLOATS + INTS
+EVERY = NUM + ("bool",)
 
 # input index modes
 FULL, SCALAR, BCAST = 0, 1, 2
@@ -150,14 +167,35 @@ class _Operand:
 
 
 def _bits(dtype) -> int:
-    return 32 if np.dtype(dtype) == np.int32 else 64
+    """The integer width code of a dtype for :func:`_wrap`: +bits for signed, -bits for
+    unsigned integers; 64 for anything else."""
+    dt = np.dtype(dtype)
+    if dt.kind == "i":
+        return dt.itemsize * 8
+    if dt.kind == "u":
+        return -dt.itemsize * 8
+    return 64
 
 
 @njit(**_JIT)
 def _wrap(v, bits):
-    """Two's-complement wrap of an int64 value to ``bits`` (32 or 64)."""
+    """Wrap an int64 value to the integer type of width code ``bits`` (see :func:`_bits`):
+    two's complement for signed widths 8/16/32 (64: as is), modulo 2**w for unsigned
+    widths 8/16/32. uint64 has kernels of its own (kind ``u64``)."""
     if bits == 32:
         return ((v + 2147483648) & 4294967295) - 2147483648
+    if bits == 64:
+        return v
+    if bits == 16:
+        return ((v + 32768) & 65535) - 32768
+    if bits == 8:
+        return ((v + 128) & 255) - 128
+    if bits == -8:
+        return v & 255
+    if bits == -16:
+        return v & 65535
+    if bits == -32:
+        return v & 4294967295
     return v
 
 
@@ -387,6 +425,219 @@ def cast_to_bool(x):
     return x != 0
 
 
+# --- more dtypes: Mod, BitShift, uint64, float64, rounding -------------------------------
+@njit(**_JIT)
+def mod_int(a, b, bits, fmod):
+    """Integer Mod: fmod=0 takes the divisor's sign (Python/numpy ``%``), fmod=1 the
+    dividend's (C ``%``); x mod 0 = 0 (as numpy; ORT leaves it undefined)."""
+    x = np.int64(a)
+    y = np.int64(b)
+    if y == 0:
+        return x - x
+    r = x - _trunc_div(x, y) * y
+    if fmod == 0 and r != 0 and ((r < 0) != (y < 0)):
+        r += y
+    return _wrap(r, bits)
+
+
+@njit(**_JIT)
+def div_u64(a, b):
+    return U0 if b == U0 else a // b
+
+
+@njit(**_JIT)
+def mod_u64(a, b):
+    return U0 if b == U0 else a % b
+
+
+@njit(**_JIT)
+def _mod_adjust(r, b, zero):
+    """numpy's floor-mod from the C fmod ``r`` (npy_divmod): the divisor's sign; a zero
+    result takes the divisor's sign."""
+    if r != zero:
+        if (b < zero) != (r < zero):
+            r = r + b
+        return r
+    return -zero if b < zero else zero
+
+
+@njit(**_JIT)
+def _fmod(x, y, two, zero):
+    """C fmod (the remainder of truncating division, exact) with IEEE operations only:
+    subtract y * 2**k, from the largest k down; each subtraction is exact (Sterbenz), so
+    every target computes the same bits (numba's CPU target has no math.fmod, and the
+    simulator's would run in float64). ``two``/``zero``: constants of x's type."""
+    ax = abs(x)
+    ay = abs(y)
+    if x != x or y != y or ay == zero or ax == ax + ax and ax != zero:
+        return (x - x) / (y - y) if ay == zero else (x - x) * y   # NaN
+    if ax < ay:
+        return x
+    t = ay
+    while t * two <= ax:
+        t = t * two
+    r = ax
+    while t >= ay:
+        if r >= t:
+            r = r - t
+        t = t / two
+    return math.copysign(r, x)
+
+
+@njit(**_JIT)
+def mod_f32(a, b, fmod):
+    """float32 Mod: C fmod (exact), or numpy's floor-mod from it for fmod=0."""
+    x = F(a)
+    y = F(b)
+    r = F(_fmod(x, y, F(2.0), F_ZERO))
+    if fmod:
+        return r
+    return _mod_adjust(r, y, F_ZERO)
+
+
+@njit(**_JIT)
+def mod_f64(a, b, fmod):
+    x = np.float64(a)
+    y = np.float64(b)
+    r = np.float64(_fmod(x, y, np.float64(2.0), D_ZERO))
+    if fmod:
+        return r
+    return _mod_adjust(r, y, D_ZERO)
+
+
+@njit(**_JIT)
+def shift_int(a, b, bits, left):
+    """BitShift on integers up to 32 bits and int64 (arithmetic right shift for signed
+    types); a shift < 0 or >= the width gives the sign fill (-1 for a right shift of a
+    negative x, else 0), as BitShift-28 defines."""
+    x = np.int64(a)
+    y = np.int64(b)
+    w = bits if bits > 0 else -bits
+    if y < 0 or y >= w:
+        if left == 0 and x < 0:
+            return np.int64(-1)
+        return x - x
+    if left:
+        return _wrap(x << y, bits)
+    return x >> y
+
+
+@njit(**_JIT)
+def shift_u64(a, b, left):
+    if b >= U64:
+        return U0
+    if left:
+        return a << b
+    return a >> b
+
+
+@njit(**_JIT)
+def floor_f32(x):
+    """Floor with IEEE operations only: values with |x| >= 2**23 (and inf, NaN) are
+    integral already; the result keeps the sign of zero (floor(-0) = -0)."""
+    if not abs(x) < F_2P23:
+        return x
+    t = F(np.int64(x))
+    if t > x:
+        t = t - F_ONE
+    return F(math.copysign(t, x)) if t == F_ZERO else t
+
+
+@njit(**_JIT)
+def ceil_f32(x):
+    if not abs(x) < F_2P23:
+        return x
+    t = F(np.int64(x))
+    if t < x:
+        t = t + F_ONE
+    return F(math.copysign(t, x)) if t == F_ZERO else t
+
+
+@njit(**_JIT)
+def round_f32(x):
+    """Round half to even: (|x| + 2**23) - 2**23 in float32 rounds to the nearest integer,
+    ties to even (IEEE default rounding); the sign (and -0) are kept."""
+    if not abs(x) < F_2P23:
+        return x
+    r = (abs(x) + F_2P23) - F_2P23
+    return F(math.copysign(r, x))
+
+
+@njit(**_JIT)
+def floor_f64(x):
+    if not abs(x) < D_2P52:
+        return x
+    t = np.float64(np.int64(x))
+    if t > x:
+        t = t - D_ONE
+    return np.float64(math.copysign(t, x)) if t == D_ZERO else t
+
+
+@njit(**_JIT)
+def ceil_f64(x):
+    if not abs(x) < D_2P52:
+        return x
+    t = np.float64(np.int64(x))
+    if t < x:
+        t = t + D_ONE
+    return np.float64(math.copysign(t, x)) if t == D_ZERO else t
+
+
+@njit(**_JIT)
+def round_f64(x):
+    if not abs(x) < D_2P52:
+        return x
+    r = (abs(x) + D_2P52) - D_2P52
+    return np.float64(math.copysign(r, x))
+
+
+@njit(**_JIT)
+def sign_float(x, one, zero):
+    """np.sign: +-1, NaN for NaN, +0 for +-0."""
+    if x > zero:
+        return one
+    if x < zero:
+        return -one
+    return x if x != x else zero
+
+
+@njit(**_JIT)
+def celu_f32(x, alpha):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    pos = x if x > F_ZERO else F_ZERO
+    e = alpha * (exp_f32(x / alpha) - F_ONE)
+    neg = e if e < F_ZERO else F_ZERO
+    if x != x:
+        return x
+    return pos + neg
+
+
+@njit(**_JIT)
+def shrink_f32(x, lambd, bias):
+    if x < -lambd:
+        return x + bias
+    if x > lambd:
+        return x - bias
+    return F_ZERO              # NaN included (as ORT and onnx's reference)
+
+
+F_SQRT1_2 = F(1.0 / np.sqrt(2.0))
+F_SQRT2_PI = F(np.sqrt(2.0 / np.pi))
+F_GELU_C = F(0.044715)
+
+
+@njit(**_JIT)
+def gelu_f32(x):
+    """0.5 * x * (1 + erf(x / sqrt(2))), with x / sqrt(2) as x * float32(1/sqrt(2))."""
+    return F_HALF * x * (F_ONE + erf_f32(x * F_SQRT1_2))
+
+
+@njit(**_JIT)
+def gelu_tanh_f32(x):
+    """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))."""
+    return F_HALF * x * (F_ONE + tanh_f32(F_SQRT2_PI * (x + F_GELU_C * x * x * x)))
+
+
 # =============================================================================
 # kernel templates: one per shape of op, each op's kernels generated from its
 # expression (see target.kernel_pair)
@@ -452,8 +703,18 @@ def _dt(ctx, i) -> str | None:
 
 
 def _kind(dt) -> str:
+    """The kernel kind of a dtype: f32, f64, bool, u64 (uint64: native unsigned 64-bit
+    arithmetic) or int (every other integer type, computed in int64 and wrapped)."""
     dt = np.dtype(dt)
-    return "f32" if dt == np.float32 else ("bool" if dt == np.bool_ else "int")
+    if dt == np.float32:
+        return "f32"
+    if dt == np.float64:
+        return "f64"
+    if dt == np.bool_:
+        return "bool"
+    if dt == np.uint64:
+        return "u64"
+    return "int"
 
 
 def _n(ctx) -> int:
@@ -479,12 +740,11 @@ def _binary_build(pairs: dict, aux_of=None):
         ops = [_Operand(target, s, out_shape) for s in ctx.in_shapes]
         acc = _Operand(target, out_shape, out_shape)        # the output as the running accumulator
         n = int(np.prod(out_shape, dtype=np.int64))
-        to = CAST_TO[out_dt.name]
 
         def run(inputs, outputs):
             out = flat(outputs[0])
             if len(inputs) == 1:        # Max/Min/Sum of one input: a copy
-                target.launch(_CAST[to], n, flat(inputs[0]), out, False)
+                copy_array(target, flat(inputs[0]), out)
                 return
             a, b = flat(inputs[0]), flat(inputs[1])
             target.launch(pair, n, a, b, out, ops[0].mode, ops[1].mode, shape, ops[0].strides,
@@ -499,32 +759,56 @@ def _binary_build(pairs: dict, aux_of=None):
     return build
 
 
+def _pairs(gen, op: str, exprs: dict, tag: str = "") -> dict:
+    return {k: gen(f"{op}{tag}_{k}", e) for k, e in exprs.items() if e is not None}
+
+
+def _check_kinds(dtypes, exprs, op):
+    missing = sorted({_kind(d) for d in dtypes} - {k for k, e in exprs.items() if e is not None})
+    if missing:
+        raise ValueError(f"{op}: dtypes {dtypes} need kernels of kind {missing}")
+
+
 def binary(op: str, since: int, dtypes=NUMERIC, *, f32: str | None = None, int_: str | None = None,
-           bool_: str | None = None, check=None, aux_of=None, note: str = "", dtype_input: int = 0):
+           bool_: str | None = None, f64: str | None = None, u64: str | None = None, check=None,
+           aux_of=None, note: str = "", dtype_input: int = 0, until: int | None = None, tag: str = "",
+           add: bool = True):
     """Declare a binary elementwise op from its per-element expressions over ``a``, ``b``
-    (and ``aux``: the output's integer width for ``int_``, or what ``aux_of(ctx)`` gives)."""
-    exprs = {"f32": f32, "int": int_, "bool": bool_}
-    pairs = {k: _gen_binary(f"{op}_{k}", e) for k, e in exprs.items() if e is not None}
+    (and ``aux``: the output's integer width code for ``int_`` (see :func:`_bits`), or what
+    ``aux_of(ctx)`` gives), one per kernel kind (see :func:`_kind`)."""
+    exprs = {"f32": f32, "int": int_, "bool": bool_, "f64": f64, "u64": u64}
+    if dtype_input == 0:
+        _check_kinds(dtypes, exprs, op)
+    pairs = _pairs(_gen_binary, op, exprs, tag)
     build = _binary_build(pairs, aux_of)
+    if not add:
+        return build
     family = "binary_pred" if op in COMPARE_CODES else "binary"
+    kw = {} if until is None else {"until": until}
     return OPS.add(op, build, since=since, dtypes=dtypes, check=check, note=note, dtype_input=dtype_input,
-                   kernels=tuple(pairs.values()), family=family)
+                   kernels=tuple(pairs.values()), family=family, **kw)
 
 
-binary("Add", 7, f32="a + b", int_="binary_int(ADD, a, b, aux)")
-binary("Sub", 7, f32="a - b", int_="binary_int(SUB, a, b, aux)")
-binary("Mul", 7, f32="a * b", int_="binary_int(MUL, a, b, aux)")
-binary("Div", 7, f32="a / b", int_="binary_int(DIV, a, b, aux)",
+# float64 uses the float32 expressions where they are IEEE + - * / and comparisons only
+# (exactly rounded, so portable); uint64 has native unsigned kernels (kind u64)
+binary("Add", 7, NUM, f32="a + b", f64="a + b", int_="binary_int(ADD, a, b, aux)", u64="a + b")
+binary("Sub", 7, NUM, f32="a - b", f64="a - b", int_="binary_int(SUB, a, b, aux)", u64="a - b")
+binary("Mul", 7, NUM, f32="a * b", f64="a * b", int_="binary_int(MUL, a, b, aux)", u64="a * b")
+binary("Div", 7, NUM, f32="a / b", f64="a / b", int_="binary_int(DIV, a, b, aux)", u64="div_u64(a, b)",
        note="integer Div truncates toward zero; x/0 = 0")
-binary("Max", 8, f32="binary_f32(MAX, a, b)", int_="binary_int(MAX, a, b, aux)",
+binary("Max", 8, NUM, f32="binary_f32(MAX, a, b)", f64="binary_f32(MAX, a, b)",
+       int_="binary_int(MAX, a, b, aux)", u64="a if a > b else b",
        note="NaN propagates; ties give the second operand (np.maximum)")
-binary("Min", 8, f32="binary_f32(MIN, a, b)", int_="binary_int(MIN, a, b, aux)",
+binary("Min", 8, NUM, f32="binary_f32(MIN, a, b)", f64="binary_f32(MIN, a, b)",
+       int_="binary_int(MIN, a, b, aux)", u64="a if a < b else b",
        note="NaN propagates; ties give the second operand (np.minimum)")
-binary("Sum", 8, f32="a + b", int_="binary_int(ADD, a, b, aux)", note="folded left to right")
+binary("Sum", 8, NUMERIC + ("float64",), f32="a + b", f64="a + b", int_="binary_int(ADD, a, b, aux)",
+       note="folded left to right")
 for _op, _since, _code in (("Equal", 7, EQ), ("Less", 7, LT), ("LessOrEqual", 12, LE), ("Greater", 7, GT),
                            ("GreaterOrEqual", 12, GE)):
-    binary(_op, _since, ALL if _op == "Equal" else NUMERIC, f32=f"compare({_code}, a, b)",
-           int_=f"compare({_code}, a, b)", bool_=(f"compare({_code}, a, b)" if _op == "Equal" else None))
+    _c = f"compare({_code}, a, b)"
+    binary(_op, _since, EVERY if _op == "Equal" else NUM, f32=_c, f64=_c, int_=_c, u64=_c,
+           bool_=(_c if _op == "Equal" else None))
 for _op, _code in (("And", AND), ("Or", OR), ("Xor", XOR)):
     binary(_op, 7, ("bool",), bool_=f"compare({_code}, a, b)")
 
@@ -544,6 +828,101 @@ def _pow_aux(ctx):
 
 binary("Pow", 7, f32="pow_float(a, b, aux != 0)", int_="pow_int(a, b, aux)", check=_check_pow, aux_of=_pow_aux,
        note="float base: portable pow (<= 1 ULP measured); integer base: exact integer powers")
+
+
+# --- Mod ---------------------------------------------------------------------------------
+def _mod_exprs(fmod: int) -> dict:
+    return dict(f32=f"mod_f32(a, b, {fmod})", f64=f"mod_f64(a, b, {fmod})",
+                int_=f"mod_int(a, b, aux, {fmod})", u64="mod_u64(a, b)")
+
+
+_MOD_BUILD = {m: binary("Mod", 10, NUM, tag=f"_fmod{m}", add=False, **_mod_exprs(m)) for m in (0, 1)}
+
+
+def _fmod_attr(ctx) -> int:
+    v = ctx.attrs.get("fmod", 0)
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) not in (0, 1):
+        raise _err(ctx, f"attribute 'fmod' must be 0 or 1, got {v!r}")
+    return int(v)
+
+
+def _check_mod(ctx, target):
+    v = ctx.attrs.get("fmod", 0)
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) not in (0, 1):
+        return f"Mod attribute fmod must be 0 or 1, got {v!r}"
+    return None
+
+
+def _build_mod(ctx, target):
+    return _MOD_BUILD[_fmod_attr(ctx)](ctx, target)
+
+
+OPS.add("Mod", _build_mod, since=10, until=28, dtypes=NUM, check=_check_mod, family="binary",
+        kernels=tuple(_MOD_BUILD[0].kernels) + tuple(_MOD_BUILD[1].kernels),
+        note="fmod=0: sign of the divisor (numpy mod, also for floats as Mod-28 defines); fmod=1: C fmod "
+             "(exact, portable); integer x mod 0 = 0")
+
+
+# --- BitShift, bitwise ops ---------------------------------------------------------------
+_SHIFT_BUILD = {d: binary("BitShift", 11, INTS, tag=f"_{d.lower()}", add=False,
+                          int_=f"shift_int(a, b, aux, {int(d == 'LEFT')})", u64=f"shift_u64(a, b, {int(d == 'LEFT')})")
+                for d in ("LEFT", "RIGHT")}
+
+
+def _direction(ctx):
+    v = ctx.attrs.get("direction", None)
+    if isinstance(v, bytes):
+        v = v.decode()
+    return v
+
+
+def _check_shift(ctx, target):
+    if _direction(ctx) not in ("LEFT", "RIGHT"):
+        return f"BitShift direction must be 'LEFT' or 'RIGHT', got {_direction(ctx)!r}"
+    return None
+
+
+def _build_shift(ctx, target):
+    d = _direction(ctx)
+    if d not in _SHIFT_BUILD:
+        raise _err(ctx, f"attribute 'direction' must be 'LEFT' or 'RIGHT', got {d!r}")
+    return _SHIFT_BUILD[d](ctx, target)
+
+
+OPS.add("BitShift", _build_shift, since=11, until=28, dtypes=INTS, check=_check_shift, family="binary",
+        kernels=tuple(_SHIFT_BUILD["LEFT"].kernels) + tuple(_SHIFT_BUILD["RIGHT"].kernels),
+        note="signed right shift is arithmetic; a shift < 0 or >= the width gives the sign fill (BitShift-28)")
+for _op, _e in (("BitwiseAnd", "a & b"), ("BitwiseOr", "a | b"), ("BitwiseXor", "a ^ b")):
+    binary(_op, 18, INTS, int_=_e, u64=_e)
+
+
+# --- PRelu: the slope broadcasts to X (unidirectional) -------------------------------------
+# --- Mean: the Sum fold, then one division by the count ------------------------------------
+_MEAN_SUM = binary("Mean", 8, FLOATS, f32="a + b", f64="a + b", add=False, tag="_sum")
+_MEAN_DIV = {"f32": _gen_unary("Mean_div_f32", "x / p0"), "f64": _gen_unary("Mean_div_f64", "x / np.float64(p0)")}
+
+
+def _build_mean(ctx, target):
+    fold = _MEAN_SUM(ctx, target)
+    pair = _MEAN_DIV[_kind(ctx.in_dtypes[0])]
+    k = F(len(ctx.in_shapes))
+    n = _n(ctx)
+
+    def run(inputs, outputs):
+        fold(inputs, outputs)
+        out = flat(outputs[0])
+        target.launch(pair, n, out, out, k, F_ZERO, np.int64(64))
+
+    return run
+
+
+OPS.add("Mean", _build_mean, since=8, dtypes=FLOATS, family="binary",
+        kernels=tuple(_MEAN_SUM.kernels) + tuple(_MEAN_DIV.values()),
+        note="summed left to right, then divided by the number of inputs (as numpy)")
+
+
+binary("PRelu", 9, ("float32", "float64"), f32="a if a >= F_ZERO else a * b", f64="a if a >= D_ZERO else a * b",
+       note="x < 0: slope * x (one rounding); NaN x stays NaN")
 
 
 # =============================================================================
@@ -572,20 +951,26 @@ def _unary_build(pairs: dict, attrs: tuple):
 
         return run
 
+    build.kernels = tuple(pairs.values())
     return build
 
 
 def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: str | None = None,
-          bool_: str | None = None, attrs: tuple = (), note: str = "", until: int | None = None):
+          bool_: str | None = None, f64: str | None = None, u64: str | None = None, attrs: tuple = (),
+          note: str = "", until: int | None = None, tag: str = "", add: bool = True, check=None):
     """Declare a unary elementwise op from its per-element expressions over ``x``.
 
     ``attrs``: up to two float attributes ``(name, default)``, passed as ``p0``, ``p1``
-    (float32); ``aux`` is the integer width (32 or 64) for ``int_``."""
-    exprs = {"f32": f32, "int": int_, "bool": bool_}
-    pairs = {k: _gen_unary(f"{op}_{k}", e) for k, e in exprs.items() if e is not None}
+    (float32); ``aux`` is the integer width code (see :func:`_bits`) for ``int_``."""
+    exprs = {"f32": f32, "int": int_, "bool": bool_, "f64": f64, "u64": u64}
+    _check_kinds(dtypes, exprs, op)
+    pairs = _pairs(_gen_unary, op, exprs, tag)
+    build = _unary_build(pairs, attrs)
+    if not add:
+        return build
     kw = {} if until is None else {"until": until}
     family = "unary_pred" if op in ("IsNaN", "IsInf") else "unary"
-    return OPS.add(op, _unary_build(pairs, attrs), since=since, dtypes=dtypes, note=note,
+    return OPS.add(op, build, since=since, dtypes=dtypes, note=note, check=check,
                    kernels=tuple(pairs.values()), family=family, **kw)
 
 
@@ -598,17 +983,70 @@ unary("Erf", 9, f32="erf_f32(x)", note=_PM)
 unary("Sqrt", 6, f32="sqrt_f32(x)", note="IEEE sqrt")
 unary("Softplus", 1, f32="softplus_f32(x)", until=22, note="log(1 + e**x) from pmath (double-float 1 + e**-|x|)")
 unary("Softsign", 1, f32="x / (F_ONE + abs(x))", until=22, note="x / (1 + |x|): two IEEE roundings")
-unary("Reciprocal", 6, f32="unary_f32(RECIPROCAL, x, p0, p1)")
+unary("Reciprocal", 6, FLOATS, f32="unary_f32(RECIPROCAL, x, p0, p1)", f64="D_ONE / x")
 unary("LeakyRelu", 6, f32="unary_f32(LEAKYRELU, x, p0, p1)", attrs=(("alpha", 0.01),))
-unary("HardSigmoid", 6, f32="unary_f32(HARDSIGMOID, x, p0, p1)", attrs=(("alpha", 0.2), ("beta", 0.5)))
-unary("HardSwish", 14, f32="unary_f32(HARDSWISH, x, p0, p1)")
-for _op, _code in (("Neg", NEG), ("Abs", ABS), ("Relu", RELU)):
-    unary(_op, 6, NUMERIC, f32=f"unary_f32({_code}, x, p0, p1)",
-          int_=f"unary_int({_code}, x, np.int64(0), np.int64(0), aux)")
-unary("IsNaN", 9, f32="x != x")
-unary("IsInf", 10, f32="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
-      attrs=(("detect_positive", 1), ("detect_negative", 1)))
+unary("HardSigmoid", 6, f32="unary_f32(HARDSIGMOID, x, p0, p1)", attrs=(("alpha", 0.2), ("beta", 0.5)),
+      until=22)
+unary("HardSwish", 14, f32="unary_f32(HARDSWISH, x, p0, p1)", until=22)
+_I0 = "np.int64(0), np.int64(0)"
+unary("Neg", 6, FLOATS + SINT, f32=f"unary_f32(NEG, x, p0, p1)", f64="-x",
+      int_=f"unary_int(NEG, x, {_I0}, aux)")
+unary("Abs", 6, NUM, f32=f"unary_f32(ABS, x, p0, p1)", f64="abs(x)", int_=f"unary_int(ABS, x, {_I0}, aux)",
+      u64="x")
+unary("Relu", 6, FLOATS + SINT, f32=f"unary_f32(RELU, x, p0, p1)", f64="x if (x > D_ZERO or x != x) else D_ZERO",
+      int_=f"unary_int(RELU, x, {_I0}, aux)")
+unary("Sign", 9, NUM, f32="sign_float(x, F_ONE, F_ZERO)", f64="sign_float(x, D_ONE, D_ZERO)",
+      int_="np.int64(1) if x > 0 else (np.int64(-1) if x < 0 else np.int64(0))", u64="U1 if x > U0 else U0",
+      note="np.sign: +-1, +0 for +-0, NaN for NaN")
+unary("Floor", 6, FLOATS, f32="floor_f32(x)", f64="floor_f64(x)", note="exact; floor(-0) = -0")
+unary("Ceil", 6, FLOATS, f32="ceil_f32(x)", f64="ceil_f64(x)", note="exact; ceil(-0.5) = -0")
+unary("Round", 11, FLOATS, f32="round_f32(x)", f64="round_f64(x)", until=22, note="half to even; exact")
+unary("IsNaN", 9, FLOATS, f32="x != x", f64="x != x", until=20)
+unary("IsInf", 10, FLOATS, f32="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
+      f64="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
+      attrs=(("detect_positive", 1), ("detect_negative", 1)), until=20)
 unary("Not", 1, ("bool",), bool_="not x")
+unary("BitwiseNot", 18, INTS, int_="~x", u64="~x")
+
+# activations (float32, from pmath's portable functions; each a fixed sequence of roundings)
+unary("Elu", 6, f32="x if x >= F_ZERO else p0 * (exp_f32(x) - F_ONE)", attrs=(("alpha", 1.0),), until=22,
+      note="x < 0: alpha * (exp(x) - 1) with pmath's exp")
+unary("Selu", 6, f32="p1 * (x if x > F_ZERO else p0 * exp_f32(x) - p0)",
+      attrs=(("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)), until=22,
+      note="gamma * (x > 0 ? x : alpha * exp(x) - alpha)")
+unary("Celu", 12, f32="celu_f32(x, p0)", attrs=(("alpha", 1.0),), until=28,
+      note="max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
+unary("ThresholdedRelu", 10, f32="x if x > p0 else F_ZERO", attrs=(("alpha", 1.0),), until=22)
+unary("Shrink", 9, f32="shrink_f32(x, p0, p1)", attrs=(("lambd", 0.5), ("bias", 0.0)))
+unary("Mish", 18, f32="x * tanh_f32(softplus_f32(x))", until=22, note="x * tanh(softplus(x)) from pmath")
+unary("Swish", 24, f32="x * sigmoid_f32(p0 * x)", attrs=(("alpha", 1.0),), until=24,
+      note="x * sigmoid(alpha * x) from pmath")
+
+_GELU_BUILD = {"none": unary("Gelu", 20, f32="gelu_f32(x)", add=False, tag="_erf"),
+               "tanh": unary("Gelu", 20, f32="gelu_tanh_f32(x)", add=False, tag="_tanh")}
+
+
+def _approximate(ctx):
+    v = ctx.attrs.get("approximate", "none")
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _check_gelu(ctx, target):
+    if _approximate(ctx) not in _GELU_BUILD:
+        return f"Gelu approximate must be 'none' or 'tanh', got {_approximate(ctx)!r}"
+    return None
+
+
+def _build_gelu(ctx, target):
+    a = _approximate(ctx)
+    if a not in _GELU_BUILD:
+        raise _err(ctx, f"attribute 'approximate' must be 'none' or 'tanh', got {a!r}")
+    return _GELU_BUILD[a](ctx, target)
+
+
+OPS.add("Gelu", _build_gelu, since=20, until=21, dtypes=FLOAT, check=_check_gelu, family="unary",
+        kernels=tuple(_GELU_BUILD["none"].kernels) + tuple(_GELU_BUILD["tanh"].kernels),
+        note="approximate='none': 0.5 x (1 + erf(x / sqrt 2)); 'tanh': the tanh form; pmath erf/tanh")
 
 
 # --- Clip: bounds are inputs (read at run time on host targets) ------------------------
@@ -666,7 +1104,7 @@ def _build_clip(ctx, target):
 
 
 _CLIP_NOTE = "min/max read at run time on the CPU; constants required on CUDA"
-OPS.add("Clip", _build_clip, dtypes=NUMERIC, since=12, check=_check_clip, note=_CLIP_NOTE,
+OPS.add("Clip", _build_clip, dtypes=NUMERIC + ("int8", "int16", "uint8", "uint16", "uint32"), since=12, check=_check_clip, note=_CLIP_NOTE,
         kernels=tuple(_CLIP.values()), family="clip")
 OPS.add("Clip", _build_clip, dtypes=FLOAT, since=11, until=11, check=_check_clip, note=_CLIP_NOTE,
         kernels=tuple(_CLIP.values()), family="clip")
@@ -756,7 +1194,7 @@ def _build_where(ctx, target):
     return run
 
 
-OPS.add("Where", _build_where, dtypes=ALL, dtype_input=1, since=9, check=_check_where, kernels=(_WHERE,),
+OPS.add("Where", _build_where, dtypes=EVERY, dtype_input=1, since=9, check=_check_where, kernels=(_WHERE,),
         family="where")
 
 
@@ -767,9 +1205,11 @@ def launch_signature(d, pair) -> tuple:
     from numba.core import types as T
     A = lambda t: T.Array(t, 1, "C")  # noqa: E731
     kind = pair.name.rsplit("_", 1)[-1]
-    t = {"f32": T.float32, "int": T.int32, "bool": T.boolean}.get(kind, T.float32)
+    t = {"f32": T.float32, "f64": T.float64, "int": T.int32, "bool": T.boolean,
+         "u64": T.uint64}.get(kind, T.float32)
     meta = (T.int64, T.int64, A(T.int64), A(T.int64), A(T.int64))
-    if d.family in ("unary", "unary_pred"):
+    params = pair.cpu.py.__code__.co_varnames[:pair.cpu.py.__code__.co_argcount]
+    if d.family in ("unary", "unary_pred", "binary", "binary_pred") and params[0] == "X":
         return (A(t), A(T.boolean if d.family == "unary_pred" else t), T.float32, T.float32, T.int64)
     if d.family in ("binary", "binary_pred"):
         return (A(t), A(t), A(T.boolean if d.family == "binary_pred" else t)) + meta + (T.int64,)
