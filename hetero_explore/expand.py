@@ -22,7 +22,9 @@ An expansion
   backend tests build them), else the function's default, else drops the attribute;
 * respects the body's opset imports: a domain the model does not import is added;
   a domain imported at another version is accepted only when every op the body
-  takes from it has the same schema version at both opsets;
+  takes from it means the same at both opsets: the same schema version, or a later
+  one with the same inputs, outputs and attributes (defaults included) that only
+  adds types (how onnx's own ``*_expanded`` backend cases run bodies);
 * is recorded: ``graph.info["expansions"]`` (one dict per expanded node: node,
   op_type, opset, body kind and version, the nodes it became, its depth and the
   model node it came from) and ``graph.info["expanded_from"]`` (node name → the
@@ -274,12 +276,50 @@ def _merge_opsets(model: onnx.ModelProto, node, f: FunctionProto) -> None:
             continue
         for op in sorted(used.get(d, ())):
             a, b = _schema(op, d, o.version), _schema(op, d, have.version)
-            if a is None or b is None or a.since_version != b.since_version:
+            why = _incompatible(op, a, b)
+            if why:
                 raise BodyUnavailable(
                     f"the function body of node {node.name!r} ({node.op_type}) is written for opset "
-                    f"{o.version} of domain {d or 'ai.onnx'} and uses {op}, whose definition differs at "
-                    f"the model's opset {have.version}; it cannot be expanded here. Add a provider that "
-                    f"implements {node.op_type}", node.name)
+                    f"{o.version} of domain {d or 'ai.onnx'} and uses {op}, which {why} at the model's "
+                    f"opset {have.version}; it cannot be expanded here. Add a provider that implements "
+                    f"{node.op_type}", node.name)
+
+
+def _signature(s) -> tuple:
+    ins = tuple((p.name, int(p.option)) for p in s.inputs)
+    outs = tuple((p.name, int(p.option)) for p in s.outputs)
+    attrs = {k: (int(a.type), a.required, a.default_value.SerializeToString(deterministic=True))
+             for k, a in s.attributes.items()}
+    return ins, outs, attrs
+
+
+def _incompatible(op: str, a, b) -> str | None:
+    """None when a body node of op ``op`` means the same at schema ``b`` (the model's
+    opset) as at ``a`` (the body's): the same version, or a later version with the same
+    inputs and outputs, the same attributes (types, defaults) plus maybe new optional
+    ones, and at least the same types: a bump that only adds types or options whose
+    defaults keep the old behaviour (most of onnx's are, e.g. Cast's ``saturate``, which
+    only concerns float8); else how it differs. onnx's own ``*_expanded`` backend cases
+    run bodies at the model's opset in the same way."""
+    if a is None or b is None:
+        return "has no schema"
+    if a.since_version == b.since_version:
+        return None
+    (ia, oa, aa), (ib, ob, ab) = _signature(a), _signature(b)
+    vs = f"version {a.since_version} vs {b.since_version}"
+    if ia != ib or oa != ob:
+        return f"has other inputs or outputs ({vs})"
+    changed = sorted(k for k in aa if ab.get(k) != aa[k])
+    if changed:
+        return f"has other attributes {changed} ({vs})"
+    added = sorted(k for k in ab if k not in aa and ab[k][1])
+    if added:
+        return f"has new required attributes {added} ({vs})"
+    ta = {t.type_param_str: set(t.allowed_type_strs) for t in a.type_constraints}
+    tb = {t.type_param_str: set(t.allowed_type_strs) for t in b.type_constraints}
+    if any(not ta[k] <= tb.get(k, set()) for k in ta):
+        return f"accepts fewer types ({vs})"
+    return None
 
 
 def expansion_records(graph) -> tuple[list[dict], dict[str, str]]:
@@ -300,18 +340,18 @@ def carry_expansions(old, new) -> None:
     new.info["expanded_from"] = merged
 
 
-def expand_nodes(graph, node_ids, *, max_depth: int = MAX_EXPANSION_DEPTH,
-                 max_nodes: int | None = None):
+def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: int | None = None):
     """A new graph with the nodes ``node_ids`` of ``graph`` replaced by their onnx
     function bodies, re-loaded (shape inference; constants folded when ``graph`` was
     loaded with folding) and carrying the expansion records (see the module docs).
 
     Raises FunctionExpansionError when a node has no usable body, when the nesting
-    exceeds ``max_depth`` or the graph would exceed ``max_nodes`` nodes
-    (default :data:`MAX_EXPANDED_NODES`)."""
+    exceeds ``max_depth`` (default :data:`MAX_EXPANSION_DEPTH`) or the graph would exceed
+    ``max_nodes`` nodes (default :data:`MAX_EXPANDED_NODES`)."""
     from .loader import load_model
 
     max_nodes = MAX_EXPANDED_NODES if max_nodes is None else max_nodes
+    max_depth = MAX_EXPANSION_DEPTH if max_depth is None else max_depth
     recs, origin = expansion_records(graph)
     made_at = {b: r["depth"] for r in recs for b in r["nodes"]}  # body node -> its expansion's depth
     model = onnx.ModelProto()
@@ -340,7 +380,8 @@ def expand_nodes(graph, node_ids, *, max_depth: int = MAX_EXPANSION_DEPTH,
             raise FunctionExpansionError(
                 f"expanding node {node.name!r} ({node.op_type}) into its {len(body)}-node function body "
                 f"would grow the graph to {total} nodes (bound: {max_nodes}); add a provider that "
-                f"implements {node.op_type}, or raise the bound (hetero_explore.expand.MAX_EXPANDED_NODES)")
+                f"implements {node.op_type}, or raise the bound (hetero_explore.expand.MAX_EXPANDED_NODES)",
+                )
         bodies[nid] = body
         root = parent if parent is not None else node.name
         new_recs.append({"node": node.name, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
