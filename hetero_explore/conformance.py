@@ -293,7 +293,7 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
             if len(inputs) != len(names):
                 return _row(case, status="unclaimed",
                             reason=f"the data set has {len(inputs)} inputs, the model {len(names)}")
-            graph, first_reason = None, None
+            graph, reasons = None, []
             forms = [(c, fold_constants) for c in _attempts(names, inputs, const_params)]
             if fold_fallback and not fold_constants:
                 forms += [(c, True) for c, _ in forms]
@@ -301,10 +301,10 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                 try:
                     g = _load(case, names, inputs, const, fold)
                 except (HeteroExploreError, onnx.checker.ValidationError) as e:
-                    first_reason = first_reason or f"load: {e}"
+                    reasons.append(f"load: {e}")
                     continue
                 if fold and not g.nodes:
-                    first_reason = first_reason or "every node folds away at load time"
+                    reasons.append("every node folds away at load time")
                     continue
                 if max_elements is not None and _max_elements(g) > max_elements:
                     return _row(case, status="skipped: size cap",
@@ -335,9 +335,12 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                 if why is None:
                     graph, const_used, folded, expanded = g, const, len(g.folded_nodes), ex
                     break
-                first_reason = first_reason or why
+                reasons.append(why)
             if graph is None:
-                return _row(case, status="unclaimed", reason=first_reason)
+                # the first reason, unless a later form got past the shapes (then its reason
+                # names the op that is missing, e.g. in a function expansion)
+                pick = next((r for r in reasons if "symbolic or unknown shapes" not in r), reasons[0])
+                return _row(case, status="unclaimed", reason=pick)
             feeds = {n: a for n, a in zip(names, inputs) if n not in const_used}
             xs = ",".join(expanded)
             try:

@@ -380,8 +380,7 @@ def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: in
             raise FunctionExpansionError(
                 f"expanding node {node.name!r} ({node.op_type}) into its {len(body)}-node function body "
                 f"would grow the graph to {total} nodes (bound: {max_nodes}); add a provider that "
-                f"implements {node.op_type}, or raise the bound (hetero_explore.expand.MAX_EXPANDED_NODES)",
-                )
+                f"implements {node.op_type}, or raise the bound (hetero_explore.expand.MAX_EXPANDED_NODES)")
         bodies[nid] = body
         root = parent if parent is not None else node.name
         new_recs.append({"node": node.name, "op_type": node.op_type, "domain": node.domain or "ai.onnx",
