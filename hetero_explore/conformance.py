@@ -6,8 +6,11 @@ expanded-function) model, data sets of inputs and expected outputs, and a
 tolerance. For a provider, a case is
 
 * **claimed** when its model loads with static shapes and the provider
-  supports every node (``provider.supports``); otherwise the ``reason``
-  column says which node was declined and why;
+  supports every node (``provider.supports``) -- after the nodes it declines
+  whose op onnx defines by a function body are expanded into that body, as the
+  planner does (:mod:`hetero_explore.expand`; the ``expanded`` column lists the
+  op types expanded); otherwise the ``reason`` column says which node was
+  declined and why;
 * **passed** when :func:`hetero_explore.runtime.run_graph` reproduces every
   expected output: same shape and dtype; floats within ``rtol = min(1e-4,
   case.rtol)``, ``atol = min(1e-5, case.atol)`` with NaN at the same places;

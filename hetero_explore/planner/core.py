@@ -446,7 +446,7 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
         return _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
     raise FunctionInliningError(f"function inlining and expansion did not converge after {MAX_INLINE_ROUNDS} "
                                 f"rounds (inlined so far: {inlined}; expanded: "
-                                f"{sorted(graph.info.get('expanded_from', {}).values())[:5]}); the model's "
+                                f"{list(dict.fromkeys(graph.info.get('expanded_from', {}).values()))[:5]}); the model's "
                                 "functions may be recursive")
 
 
