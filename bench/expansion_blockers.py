@@ -1,7 +1,7 @@
 """Which primitive ops block the ONNX backend cases that function expansion could claim.
 
     python bench/expansion_blockers.py              # CPU provider
-    python bench/expansion_blockers.py --cuda       # also the CUDA simulator (no size cap)
+    python bench/expansion_blockers.py --cuda       # also the CUDA simulator (size cap 256)
 
 For every backend node case that is not claimed and holds an op that onnx defines
 by a function body (``hetero_explore.expand``), the case is loaded as the
@@ -43,10 +43,11 @@ def main(argv=None) -> int:
     from hetero_explore.providers.base import node_context
     from hetero_explore.providers.cpu import NumbaCPUProvider
 
-    provs = [("cpu", NumbaCPUProvider())]
+    provs = [("cpu", NumbaCPUProvider(), None)]
     if args.cuda:
         from hetero_explore.providers.cuda import NumbaCUDAProvider
-        provs.append(("cuda-simulator", NumbaCUDAProvider()))
+        from hetero_explore.conformance import CUDA_SIMULATOR_MAX_ELEMENTS
+        provs.append(("cuda-simulator", NumbaCUDAProvider(), CUDA_SIMULATOR_MAX_ELEMENTS))
     cases = [c for c in node_cases()
              if not args.pattern or any(fnmatch.fnmatchcase(c.name, p) for p in args.pattern)]
 
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
         return [n.op_type for n in m.graph.node
                 if has_function_body(n.op_type, n.domain, ops.get("" if n.domain == "ai.onnx" else n.domain, 0))]
 
-    for label, p in provs:
+    for label, p, cap in provs:
         blocks: Counter = Counter()
         why: dict = defaultdict(Counter)
         n_cases = 0
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
                 continue
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                row = run_case(case, p)
+                row = run_case(case, p, max_elements=cap)
                 if row["claimed"] or row["status"] == "skipped: size cap":
                     continue
                 ins = [_as_array(a) for a in case.data_sets[0][0]]
