@@ -6,8 +6,11 @@ expanded-function) model, data sets of inputs and expected outputs, and a
 tolerance. For a provider, a case is
 
 * **claimed** when its model loads with static shapes and the provider
-  supports every node (``provider.supports``); otherwise the ``reason``
-  column says which node was declined and why;
+  supports every node (``provider.supports``) -- after the nodes it declines
+  whose op onnx defines by a function body are expanded into that body, as the
+  planner does (:mod:`hetero_explore.expand`; the ``expanded`` column lists the
+  op types expanded); otherwise the ``reason`` column says which node was
+  declined and why;
 * **passed** when :func:`hetero_explore.runtime.run_graph` reproduces every
   expected output: same shape and dtype; floats within ``rtol = min(1e-4,
   case.rtol)``, ``atol = min(1e-5, case.atol)`` with NaN at the same places;
@@ -59,6 +62,7 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import HeteroExploreError
+from .expand import MAX_EXPANSION_DEPTH, expand_nodes, expandable, has_function_body
 from .loader import FOLDABLE_OPS, load_model
 from .providers.base import node_context
 from .runtime import run_graph
@@ -79,7 +83,7 @@ MANIFEST_COMMAND = "python bench/conformance_report.py --write-manifest"
 SIZE_CAP = "skipped: size cap"
 
 COLUMNS = ["case", "ops", "claimed", "passed", "status", "reason", "error", "const_inputs", "folded",
-           "seconds"]
+           "expanded", "seconds"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -171,6 +175,27 @@ def _load(case, names, arrays, const, fold_constants):
     return load_model(model, input_shapes=shapes, fold_constants=fold_constants)
 
 
+def _expand_declined(graph, provider):
+    """``graph`` with every node that ``provider`` declines and that onnx defines by a
+    function body expanded into that body (repeatedly, as the planner does), and the
+    op types expanded; ``graph`` itself when there are none."""
+    expanded: list[str] = []
+    for _ in range(MAX_EXPANSION_DEPTH):
+        ids = []
+        for node in graph.nodes:
+            try:
+                ok = provider.supports(node_context(graph, node)).supported
+            except Exception:  # reported by _claim
+                ok = True
+            if not ok and expandable(graph, node) is None:
+                ids.append(node.id)
+        if not ids:
+            break
+        expanded += [graph.nodes[i].op_type for i in ids]
+        graph = expand_nodes(graph, ids)
+    return graph, list(dict.fromkeys(expanded))
+
+
 def _claim(graph, provider) -> str | None:
     """None when ``provider`` supports every node, else why not."""
     if graph.symbolic_values:
@@ -202,7 +227,8 @@ def _as_array(a):
 
 def _row(case, **kw):
     r = {"case": case.name, "ops": _ops(case.model), "claimed": False, "passed": False,
-         "status": "", "reason": "", "error": "", "const_inputs": "", "folded": 0, "seconds": 0.0}
+         "status": "", "reason": "", "error": "", "const_inputs": "", "folded": 0, "expanded": "",
+         "seconds": 0.0}
     r.update(kw)
     return r
 
@@ -221,9 +247,12 @@ def op_without_kernel(case, provider, *, fold: bool = True) -> str | None:
     if ops_supported is None:
         return None
     have = ops_supported()
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in case.model.opset_import}
     missing = [(n.domain + "::" if n.domain not in ("", "ai.onnx") else "") + n.op_type
                for n in case.model.graph.node
-               if n.domain not in ("", "ai.onnx") or n.op_type not in have]
+               if (n.domain not in ("", "ai.onnx") or n.op_type not in have)
+               and not has_function_body(n.op_type, n.domain, opsets.get(
+                   "" if n.domain == "ai.onnx" else n.domain, 0))]
     hard = [op for op in missing if not (fold and op in FOLDABLE_OPS)]
     return (hard or missing)[0] if hard or (missing and not fold) else None
 
@@ -264,11 +293,12 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
 
         const_used: tuple = ()
         folded = 0
+        expanded: list[str] = []
         for inputs, expected in data_sets:
             if len(inputs) != len(names):
                 return _row(case, status="unclaimed",
                             reason=f"the data set has {len(inputs)} inputs, the model {len(names)}")
-            graph, first_reason = None, None
+            graph, reasons = None, []
             forms = [(c, fold_constants) for c in _attempts(names, inputs, const_params)]
             if fold_fallback and not fold_constants:
                 forms += [(c, True) for c, _ in forms]
@@ -276,33 +306,55 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                 try:
                     g = _load(case, names, inputs, const, fold)
                 except (HeteroExploreError, onnx.checker.ValidationError) as e:
-                    first_reason = first_reason or f"load: {e}"
+                    reasons.append(f"load: {e}")
                     continue
                 if fold and not g.nodes:
-                    first_reason = first_reason or "every node folds away at load time"
+                    reasons.append("every node folds away at load time")
                     continue
                 if max_elements is not None and _max_elements(g) > max_elements:
                     return _row(case, status="skipped: size cap",
                                 reason=f"a value has {_max_elements(g)} elements > {max_elements}")
                 try:
                     why = _claim(g, provider)
+                    ex: list[str] = []
+                    if why is not None:
+                        try:
+                            g2, ex = _expand_declined(g, provider)
+                        except HeteroExploreError as e:
+                            why = f"{why}; expanding it into its onnx function body failed: {e}"
+                        else:
+                            if ex:
+                                why2 = _claim(g2, provider)
+                                if why2 is None and fold and not g2.nodes:
+                                    why2 = "every node of the expansion folds away at load time"
+                                elif why2 is None and max_elements is not None and \
+                                        _max_elements(g2) > max_elements:
+                                    return _row(case, status="skipped: size cap",
+                                                reason=f"a value of the expansion has {_max_elements(g2)} "
+                                                       f"elements > {max_elements}")
+                                why = None if why2 is None else f"{why}; expanded ({','.join(ex)}): {why2}"
+                                g = g2
                 except _ClaimCrash as e:
                     return _row(case, claimed=True, status="error", error=str(e),
                                 const_inputs=",".join(const))
                 if why is None:
-                    graph, const_used, folded = g, const, len(g.folded_nodes)
+                    graph, const_used, folded, expanded = g, const, len(g.folded_nodes), ex
                     break
-                first_reason = first_reason or why
+                reasons.append(why)
             if graph is None:
-                return _row(case, status="unclaimed", reason=first_reason)
+                # the first reason, unless a later form got past the shapes (then its reason
+                # names the op that is missing, e.g. in a function expansion)
+                pick = next((r for r in reasons if "symbolic or unknown shapes" not in r), reasons[0])
+                return _row(case, status="unclaimed", reason=pick)
             feeds = {n: a for n, a in zip(names, inputs) if n not in const_used}
+            xs = ",".join(expanded)
             try:
                 got = run_graph(graph, provider, feeds)
             except Exception as e:
                 msg = " ".join(f"{type(e).__name__}: {e}".split())[:600]
                 return _row(case, claimed=True, status="error", error=msg,
-                            const_inputs=",".join(const_used), folded=folded,
-                                seconds=time.perf_counter() - t0)
+                            const_inputs=",".join(const_used), folded=folded, expanded=xs,
+                            seconds=time.perf_counter() - t0)
             if record is not None:
                 record.append({k: np.asarray(v) for k, v in got.items()})
             rtol = min(RTOL, case.rtol)
@@ -312,11 +364,11 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                 why = compare_outputs(exp, got[name], rtol, atol)
                 if why:
                     return _row(case, claimed=True, status="failed", error=f"output {name!r}: {why}",
-                                const_inputs=",".join(const_used), folded=folded,
+                                const_inputs=",".join(const_used), folded=folded, expanded=xs,
                                 seconds=time.perf_counter() - t0)
         return _row(case, claimed=True, passed=True, status="passed",
-                    const_inputs=",".join(const_used), folded=folded,
-                                seconds=time.perf_counter() - t0)
+                    const_inputs=",".join(const_used), folded=folded, expanded=xs,
+                    seconds=time.perf_counter() - t0)
     except Exception as e:  # never let one case stop the run
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:600]
         return _row(case, status="error", error=f"runner: {msg}", seconds=time.perf_counter() - t0)

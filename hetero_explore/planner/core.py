@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
+from ..expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
 from ..ir import Graph
 from ..providers import resolve_all
 from ..providers.base import node_context
@@ -145,9 +146,11 @@ def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
     return assignment, declined, unplaceable
 
 
-def _unsupported_error(graph: Graph, node, reasons: dict) -> UnsupportedNodeError:
+def _unsupported_error(graph: Graph, node, reasons: dict, note: str = "") -> UnsupportedNodeError:
     dom = node.domain or "ai.onnx"
     lines = "\n".join(f"  - {p}: {r}" for p, r in reasons.items())
+    if note:
+        lines += f"\n  ({note})"
     return UnsupportedNodeError(
         f"no provider supports node {node.name!r} (op {node.op_type}, domain {dom}, opset {node.opset}):\n"
         f"{lines}\nfix: add a provider that implements {node.op_type}, allow it on one of these "
@@ -404,9 +407,11 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
         graph = load_model(graph)
     provs = resolve_all(providers)
     inlined: list[str] = []
+    expanded_roots: dict[str, tuple] = {}  # model node name -> (graph, node id, reasons) before expanding
     for _ in range(MAX_INLINE_ROUNDS):
         assignment, declined, unplaceable = place(graph, provs)
         fn_keys = []
+        to_expand = []
         hard = []
         for nid in unplaceable:
             node = graph.nodes[nid]
@@ -415,19 +420,52 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
                 if key not in fn_keys:
                     fn_keys.append(key)
             elif _blocker_kind(graph, node) is None:
-                hard.append(nid)
+                (hard if expandable(graph, node) else to_expand).append(nid)
         if fn_keys:
+            old = graph
             graph = _inline(graph, fn_keys)
+            carry_expansions(old, graph)
             inlined += [f"{d}::{n}" if d else n for d, n in fn_keys]
             continue
         if hard:
-            nid = hard[0]
-            raise _unsupported_error(graph, graph.nodes[nid], declined[nid])
+            raise _hard_error(graph, hard[0], declined, expanded_roots)
+        if to_expand:
+            for nid in to_expand:
+                name = graph.nodes[nid].name
+                root = graph.info.get("expanded_from", {}).get(name, name)
+                expanded_roots.setdefault(root, (graph, nid, declined[nid]))
+            try:
+                graph = expand_nodes(graph, to_expand)
+            except BodyUnavailable as e:
+                nid = next((i for i in to_expand if graph.nodes[i].name == e.node_name), to_expand[0])
+                raise _hard_error(graph, nid, declined, expanded_roots,
+                                  f"its onnx function body cannot be used: {e}") from e
+            continue
         if policy != "priority":
             assignment, declined = refine(graph, provs, assignment, declined, cost_model)
         return _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
-    raise FunctionInliningError(f"function inlining did not converge after {MAX_INLINE_ROUNDS} rounds "
-                                f"(inlined so far: {inlined}); the model's functions may be recursive")
+    raise FunctionInliningError(f"function inlining and expansion did not converge after {MAX_INLINE_ROUNDS} "
+                                f"rounds (inlined so far: {inlined}; expanded: "
+                                f"{list(dict.fromkeys(graph.info.get('expanded_from', {}).values()))[:5]}); the model's "
+                                "functions may be recursive")
+
+
+def _hard_error(graph: Graph, nid: int, declined, expanded_roots: dict, note: str = "") -> UnsupportedNodeError:
+    """The error for a node no provider supports. A node that came from expanding a
+    model node's onnx function body is reported as that model node (with the reasons
+    the providers gave for it), naming the body's op that no provider supports."""
+    node = graph.nodes[nid]
+    root = graph.info.get("expanded_from", {}).get(node.name)
+    if root is None or root not in expanded_roots:
+        why = expandable(graph, node)
+        if not note and why and "needs opset" in why:
+            note = why
+        return _unsupported_error(graph, node, declined[nid], note)
+    g0, rid, reasons = expanded_roots[root]
+    inner = "; ".join(f"{p}: {r}" for p, r in declined[nid].items())
+    note = (f"its onnx function body was expanded, but no provider supports the body's node {node.name!r} "
+            f"(op {node.op_type}: {inner})" + (f"; {note}" if note else ""))
+    return _unsupported_error(g0, g0.nodes[rid], reasons, note)
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,27 @@ class Plan:
     path of the graph, a lower bound on its partition count in any convex partitioning."""
 
     @property
+    def expansions(self) -> tuple[dict, ...]:
+        """Nodes expanded into their onnx function bodies so that placement could succeed
+        (see :mod:`hetero_explore.expand`): node, op_type, opset, body, body_version,
+        nodes (the body's node names), depth, expanded_from (the model node)."""
+        return tuple(self.graph.info.get("expansions", ()))
+
+    def expanded_ops(self) -> dict[str, tuple[int, int]]:
+        """Op type of each expanded model node → (model nodes expanded, nodes of theirs in the plan)."""
+        origin = self.graph.info.get("expanded_from", {})
+        out: dict[str, list[int]] = {}
+        for r in self.expansions:
+            if r["depth"] == 1:
+                out.setdefault(r["op_type"], [0, 0])[0] += 1
+        op_of = {r["node"]: r["op_type"] for r in self.expansions if r["depth"] == 1}
+        for n in self.graph.nodes:
+            root = origin.get(n.name)
+            if root in op_of:
+                out[op_of[root]][1] += 1
+        return {k: (v[0], v[1]) for k, v in out.items()}
+
+    @property
     def convexity_splits(self) -> tuple[ConvexitySplit, ...]:
         """Why some adjacent same-provider nodes stayed apart (computed on first use)."""
         cached = self.__dict__.get("_splits")
@@ -213,6 +234,10 @@ class Plan:
                 f"{name} {b['partitions']:,d} (" + ("optimal" if b["optimal"]
                                                   else f"lower bound {b['lower_bound']:,d}") + ")"
                 for name, b in self.partition_bounds().items())
+        ex = self.expanded_ops()
+        if ex:
+            text += "; expanded into onnx function bodies: " + ", ".join(
+                f"{op} ({k} node(s) → {m})" for op, (k, m) in ex.items())
         if self.execution_blockers:
             text += f"; execution blocked: {len(self.execution_blockers)} reason(s)"
         return text
@@ -235,14 +260,15 @@ class Plan:
     def placement_df(self):
         import pandas as pd
         rows = []
+        origin = self.graph.info.get("expanded_from", {})
         for n in self.graph.nodes:
             p = self.providers[self.assignment[n.id]]
             rows.append({"node_id": n.id, "name": n.name, "op_type": n.op_type,
                          "domain": n.domain or "ai.onnx", "opset": n.opset, "provider": p.name,
                          "device": str(p.device), "partition": self.node_partition[n.id],
-                         "declined_by": dict(self.declined[n.id])})
+                         "declined_by": dict(self.declined[n.id]), "expanded_from": origin.get(n.name)})
         return pd.DataFrame(rows, columns=["node_id", "name", "op_type", "domain", "opset", "provider",
-                                           "device", "partition", "declined_by"])
+                                           "device", "partition", "declined_by", "expanded_from"])
 
     def partitions_df(self):
         import pandas as pd
@@ -302,13 +328,16 @@ class Plan:
             "node_placement": [
                 {"id": n.id, "name": n.name, "op_type": n.op_type, "domain": n.domain,
                  "opset": n.opset, "provider": self.providers[self.assignment[n.id]].name,
-                 "partition": self.node_partition[n.id], "declined_by": dict(self.declined[n.id])}
+                 "partition": self.node_partition[n.id], "declined_by": dict(self.declined[n.id]),
+                 "expanded_from": self.graph.info.get("expanded_from", {}).get(n.name)}
                 for n in nodes],
             "execution_blockers": [{"kind": b.kind, "where": b.where, "detail": b.detail}
                                    for b in self.execution_blockers],
             "convexity_splits": [{"a": s.a, "b": s.b, "path": list(s.path)} for s in self.convexity_splits],
             "partition_bounds": self.partition_bounds(),
             "inlined_functions": list(self.inlined_functions),
+            "expansions": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()}
+                           for r in self.expansions],
             "folded_nodes": list(self.graph.folded_nodes),
             "plan_seconds": self.plan_seconds,
         }
