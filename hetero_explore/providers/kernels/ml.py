@@ -333,9 +333,14 @@ def _forest_v1(ctx, weights_prefix: str, ids_name: str, n_targets: int) -> _Fore
     return _Forest(feat, thr, mode, tnext, fnext, miss, roots, leafw, leafhas)
 
 
-def _n_classes(ctx) -> int:
+def _int_labels(ctx) -> list:
+    """Integer class labels: ``classlabels_int64s`` (trees) or ``classlabels_ints`` (linear, SVM)."""
     a = ctx.attrs
-    return max(len(a.get("classlabels_int64s", []) or []), len(a.get("classlabels_strings", []) or []))
+    return list(a.get("classlabels_int64s", None) or a.get("classlabels_ints", None) or [])
+
+
+def _n_classes(ctx) -> int:
+    return max(len(_int_labels(ctx)), len(ctx.attrs.get("classlabels_strings", []) or []))
 
 
 def _check_tree_classifier(ctx, target):
@@ -365,11 +370,13 @@ def _build_tree_classifier(ctx, target):
     nc = labels.shape[0]
     forest = _forest_v1(ctx, "class", "class_ids", nc)
     base = _attr_array(a, "base_values", F32)
+    code = _post_code(ctx)
+    binary = len(set(np.asarray(a.get("class_ids", []), np.int64).tolist())) == 1 and nc == 2
+    if base is not None and binary and base.size == 1:   # the one score column's base value
+        base = np.repeat(base, nc)
     if base is not None and base.size not in (0, nc):
         raise KernelError(f"{_where(ctx)}: base_values has {base.size} entries for {nc} classes")
     base = None if base is None or base.size == 0 else base
-    code = _post_code(ctx)
-    binary = len(set(np.asarray(a.get("class_ids", []), np.int64).tolist())) == 1 and nc == 2
 
     def run(inputs, outputs):
         x = np.asarray(inputs[0])
@@ -550,8 +557,8 @@ def _check_linear_classifier(ctx, target):
         return r
     if ctx.attrs.get("classlabels_strings"):
         return "LinearClassifier: string class labels (string tensors are not supported)"
-    if not ctx.attrs.get("classlabels_int64s"):
-        return "LinearClassifier: no classlabels_int64s"
+    if not _int_labels(ctx):
+        return "LinearClassifier: no classlabels_ints"
     return None
 
 
@@ -560,7 +567,7 @@ def _check_linear_classifier(ctx, target):
           note="scores = intercept + Σ_k x_k·w_k (ascending k, float32); one row & two classes -> [-s, s]")
 def _build_linear_classifier(ctx, target):
     w, b = _linear_parts(ctx)
-    labels = np.asarray(ctx.attrs["classlabels_int64s"], np.int64)
+    labels = np.asarray(_int_labels(ctx), np.int64)
     code = _post_code(ctx)
     two = w.shape[0] == 1 and labels.shape[0] == 2
     if not two and w.shape[0] != labels.shape[0]:
@@ -661,7 +668,7 @@ def _svm_params(ctx):
 
 def _svc_n_scores(ctx) -> int:
     a = ctx.attrs
-    nc = max(len(a.get("classlabels_int64s", []) or []), 1)
+    nc = max(len(_int_labels(ctx)), 1)
     nv = int(sum(a.get("vectors_per_class", []) or []))
     k = nc * (nc - 1) // 2 if nv > 0 else nc
     return 2 if k == 1 else k
@@ -674,7 +681,7 @@ def _check_svc(ctx, target):
     a = ctx.attrs
     if a.get("classlabels_strings"):
         return "SVMClassifier: string class labels (string tensors are not supported)"
-    if len(a.get("classlabels_int64s", []) or []) < 2:
+    if len(_int_labels(ctx)) < 2:
         return "SVMClassifier: fewer than two class labels"
     if not a.get("vectors_per_class"):
         return "SVMClassifier: the linear (no support vectors) mode is not implemented"
@@ -691,7 +698,7 @@ def _check_svc(ctx, target):
 def _build_svc(ctx, target):
     a, where = ctx.attrs, _where(ctx)
     kind, gamma, coef0, degree, sv = _svm_params(ctx)
-    labels = np.asarray(a["classlabels_int64s"], np.int64)
+    labels = np.asarray(_int_labels(ctx), np.int64)
     nc = labels.shape[0]
     vpc = np.asarray(a.get("vectors_per_class", []), np.int64)
     nv = int(vpc.sum()) if vpc.size else 0
