@@ -121,7 +121,7 @@ def _probit(v, a, b):
     v1 = a + np.float32(0.5) * lg
     v2 = b * lg
     v3 = -v1 + sqrt_f32(v1 * v1 - v2)
-    return np.float32(1.41421356) * (sgn * sqrt_f32(v3 - v1))
+    return np.float32(1.41421356) * (sgn * sqrt_f32(v3))
 
 
 @njit(cache=True, error_model="numpy")
