@@ -221,9 +221,12 @@ def op_without_kernel(case, provider, *, fold: bool = True) -> str | None:
     if ops_supported is None:
         return None
     have = ops_supported()
+    domain_ops = getattr(provider, "supported_domain_ops", None)
+    have_other = domain_ops() if domain_ops is not None else set()   # ai.onnx.ml and other domains
     missing = [(n.domain + "::" if n.domain not in ("", "ai.onnx") else "") + n.op_type
                for n in case.model.graph.node
-               if n.domain not in ("", "ai.onnx") or n.op_type not in have]
+               if (n.domain not in ("", "ai.onnx") and (n.domain, n.op_type) not in have_other)
+               or (n.domain in ("", "ai.onnx") and n.op_type not in have)]
     hard = [op for op in missing if not (fold and op in FOLDABLE_OPS)]
     return (hard or missing)[0] if hard or (missing and not fold) else None
 
