@@ -248,9 +248,17 @@ def op_without_kernel(case, provider, *, fold: bool = True) -> str | None:
         return None
     have = ops_supported()
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in case.model.opset_import}
+    domain_ops = getattr(provider, "supported_domain_ops", None)
+    have_other = domain_ops() if domain_ops is not None else set()   # ai.onnx.ml and other domains
+
+    def runnable(n) -> bool:
+        if n.domain in ("", "ai.onnx"):
+            return n.op_type in have
+        return (n.domain, n.op_type) in have_other
+
     missing = [(n.domain + "::" if n.domain not in ("", "ai.onnx") else "") + n.op_type
                for n in case.model.graph.node
-               if (n.domain not in ("", "ai.onnx") or n.op_type not in have)
+               if not runnable(n)
                and not has_function_body(n.op_type, n.domain, opsets.get(
                    "" if n.domain == "ai.onnx" else n.domain, 0))]
     hard = [op for op in missing if not (fold and op in FOLDABLE_OPS)]

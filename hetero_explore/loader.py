@@ -607,10 +607,86 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
             raise ShapeConflictError(
                 f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
                 "the model's declared type/shape is wrong: fix or remove that declaration")
-    out = infer_shapes(m)
+    out = complete_op_shapes(infer_shapes(m))
     for vi in list(out.graph.value_info) + list(out.graph.output):
         _check_value_dims(vi, "value")
     return out
+
+
+#: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
+#: definitions' own ``shape`` functions give them
+_SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
+
+
+def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Output shapes that onnx's inference leaves unknown, from the op definitions.
+
+    onnx infers only the element types of most ``ai.onnx.ml`` outputs
+    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...); a kernel
+    definition that knows its output shapes (``OpDef.shape``) gives them, and
+    inference runs again so that the nodes downstream see them. Nothing changes for
+    models without such nodes."""
+    g = m.graph
+    if not any(n.domain in _SHAPE_FN_DOMAINS for n in g.node):
+        return m
+    from .ir import Node, onnx_to_np_dtype
+    from .providers.base import KernelContext
+    from .providers.kernels import registry as reg   # the op definitions (no provider state)
+
+    opsets = {o.domain or "": o.version for o in m.opset_import}
+    for _ in range(sum(1 for n in g.node if n.domain in _SHAPE_FN_DOMAINS) + 1):
+        types = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
+        inits = {t.name: list(t.dims) for t in g.initializer}
+
+        def static(name):
+            if name in inits:
+                return tuple(int(d) for d in inits[name])
+            vi = types.get(name)
+            if vi is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+                return None
+            dims = vi.type.tensor_type.shape.dim
+            return tuple(int(d.dim_value) for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+
+        def elem(name):
+            vi = types.get(name)
+            return onnx_to_np_dtype(vi.type.tensor_type.elem_type) if vi is not None and vi.type.HasField(
+                "tensor_type") else None
+
+        changed = False
+        for i, n in enumerate(g.node):
+            if n.domain not in _SHAPE_FN_DOMAINS or all(not o or static(o) is not None for o in n.output):
+                continue
+            opset = opsets.get(n.domain, 1)
+            defs = [d for d in reg.registry() if d.domain == n.domain and d.op_type == n.op_type
+                    and d.shape is not None and d.claims(opset)]
+            ins = [static(x) if x else None for x in n.input]
+            if not defs or any(x and s is None for x, s in zip(n.input, ins)):
+                continue
+            ctx = KernelContext(Node(i, n, opset), opset, ins, [elem(x) if x else None for x in n.input])
+            try:
+                shapes = defs[0].shape(ctx)
+            except Exception:  # the kernel's check will explain what is wrong with the node
+                continue
+            for o, shp in zip(n.output, shapes):
+                if not o or static(o) is not None or shp is None:
+                    continue
+                vi = types.get(o)
+                if vi is None:
+                    vi = g.value_info.add()
+                    vi.name = o
+                    types[o] = vi
+                tt = vi.type.tensor_type
+                et = tt.elem_type
+                tt.ClearField("shape")
+                tt.elem_type = et
+                for d in shp:
+                    tt.shape.dim.add().dim_value = int(d)
+                changed = True
+        if not changed:
+            break
+        m = infer_shapes(m)
+        g = m.graph
+    return m
 
 
 # -- the pipeline ------------------------------------------------------------------------------

@@ -123,3 +123,7 @@ class RegistryProvider(ExecutionProvider):
 
     def supported_op_types(self) -> set[str]:
         return {k.op_type for k in reg.registry() if self.target.name in k.targets and k.domain == ""}
+
+    def supported_domain_ops(self) -> set[tuple[str, str]]:
+        """(domain, op_type) of every op with a kernel for this target, any domain."""
+        return {(k.domain, k.op_type) for k in reg.registry() if self.target.name in k.targets}

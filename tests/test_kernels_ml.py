@@ -1,0 +1,224 @@
+"""Focused tests of the ai.onnx.ml kernels (kernels/ml.py) against onnx's
+reference evaluator and numpy: post transforms, tree node modes and missing
+value tracks, aggregate functions, and the typed errors for bad attributes
+and out-of-range indices."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import hetero_explore as he
+from hetero_explore.errors import ExecutionError, KernelError
+
+ML = "ai.onnx.ml"
+
+
+def _model(node, inputs, outputs, ml_opset=3):
+    g = helper.make_graph([node], "g", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, ml_opset)])
+    m.ir_version = 8 if ml_opset < 4 else 10
+    return m
+
+
+def _run(m, feeds):
+    g = he.load_model(m, input_shapes={k: v.shape for k, v in feeds.items()})
+    plan = he.plan(g, ["gpu", "cpu"])
+    return he.execute(plan, feeds).outputs
+
+
+def _f(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _i(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def _tree_classifier(post, modes=("BRANCH_LEQ",), miss=(0,), binary=False):
+    """Two trees of one split each on feature 0 / 1 (threshold 0.5)."""
+    n_modes = list(modes) + ["LEAF", "LEAF"]
+    kw = dict(
+        nodes_treeids=[0, 0, 0, 1, 1, 1], nodes_nodeids=[0, 1, 2, 0, 1, 2],
+        nodes_featureids=[0, 0, 0, 1, 0, 0], nodes_values=[0.5, 0, 0, 0.5, 0, 0],
+        nodes_modes=n_modes + [modes[-1], "LEAF", "LEAF"],
+        nodes_truenodeids=[1, 0, 0, 1, 0, 0], nodes_falsenodeids=[2, 0, 0, 2, 0, 0],
+        nodes_missing_value_tracks_true=[miss[0], 0, 0, miss[-1], 0, 0],
+        post_transform=post,
+    )
+    if binary:
+        kw.update(class_treeids=[0, 0, 1, 1], class_nodeids=[1, 2, 1, 2], class_ids=[0, 0, 0, 0],
+                  class_weights=[0.3, -0.7, 1.1, 0.2], classlabels_int64s=[0, 1], base_values=[0.25])
+    else:
+        kw.update(class_treeids=[0, 0, 0, 1, 1, 1], class_nodeids=[1, 2, 2, 1, 2, 1],
+                  class_ids=[0, 1, 2, 1, 2, 0], class_weights=[0.5, 0.25, 1.5, -0.75, 2.0, 0.125],
+                  classlabels_int64s=[10, 20, 30], base_values=[0.1, -0.2, 0.3])
+    nc = 2 if binary else 3
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "probabilities"], domain=ML, **kw)
+    return _model(node, [_f("X", [None, 2])], [_i("label", [None]), _f("probabilities", [None, nc])])
+
+
+X_TREE = np.array([[0.1, 0.9], [0.7, 0.2], [0.5, 0.5], [np.nan, 0.1], [0.9, np.nan], [-3, 4]], np.float32)
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_tree_classifier_post_transforms(post, binary):
+    m = _tree_classifier(post, binary=binary)
+    x = X_TREE if post != "PROBIT" else np.clip(np.nan_to_num(X_TREE), 0, 1)
+    if post == "PROBIT":
+        # PROBIT needs scores inside (0, 1): scale the weights down
+        for a in m.graph.node[0].attribute:
+            if a.name == "class_weights":
+                a.floats[:] = [w * 0.1 for w in a.floats]
+            if a.name == "base_values":
+                a.floats[:] = [0.3] * len(a.floats)
+    out = _run(m, {"X": x})
+    ref = ReferenceEvaluator(m).run(None, {"X": x})
+    np.testing.assert_array_equal(out["label"], ref[0])
+    np.testing.assert_allclose(out["probabilities"], ref[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"])
+@pytest.mark.parametrize("miss", [0, 1])
+def test_tree_modes_and_missing_tracks(mode, miss):
+    m = _tree_classifier("NONE", modes=(mode,), miss=(miss,))
+    out = _run(m, {"X": X_TREE})
+    # by hand: x CMP 0.5 or (miss and isnan(x)) goes to node 1, else node 2
+    cmp = {"BRANCH_LEQ": np.less_equal, "BRANCH_LT": np.less, "BRANCH_GTE": np.greater_equal,
+           "BRANCH_GT": np.greater, "BRANCH_EQ": np.equal, "BRANCH_NEQ": np.not_equal}[mode]
+    exp = np.tile(np.array([0.1, -0.2, 0.3], np.float32), (X_TREE.shape[0], 1))
+    for r, row in enumerate(X_TREE):
+        for tree, f, (wt, wf) in ((0, 0, ({0: 0.5}, {1: 0.25, 2: 1.5})), (1, 1, ({1: -0.75, 0: 0.125}, {2: 2.0}))):
+            go = bool(cmp(row[f], np.float32(0.5))) or (miss and np.isnan(row[f]))
+            for c, w in (wt if go else wf).items():
+                exp[r, c] += np.float32(w)
+    np.testing.assert_allclose(out["probabilities"], exp, rtol=1e-6)
+    np.testing.assert_array_equal(out["label"], np.array([10, 20, 30])[np.argmax(exp, axis=1)])
+
+
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
+def test_tree_regressor_aggregates(agg):
+    node = helper.make_node(
+        "TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=2, aggregate_function=agg,
+        nodes_treeids=[0, 0, 0, 1, 1, 1, 2], nodes_nodeids=[0, 1, 2, 0, 1, 2, 0],
+        nodes_featureids=[0, 0, 0, 1, 0, 0, 0], nodes_values=[0.0, 0, 0, 1.0, 0, 0, 0],
+        nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF", "BRANCH_LT", "LEAF", "LEAF", "LEAF"],
+        nodes_truenodeids=[1, 0, 0, 1, 0, 0, 0], nodes_falsenodeids=[2, 0, 0, 2, 0, 0, 0],
+        target_treeids=[0, 0, 0, 1, 1, 2, 2], target_nodeids=[1, 2, 2, 1, 2, 0, 0],
+        target_ids=[0, 0, 1, 1, 0, 0, 1], target_weights=[1.0, -2.0, 3.0, 0.5, 4.0, 0.25, -1.5],
+        base_values=[0.5, -0.5])
+    m = _model(node, [_f("X", [None, 2])], [_f("Y", [None, 2])])
+    x = np.array([[-1, 0], [1, 2], [0, 1], [3, -3]], np.float32)
+    out = _run(m, {"X": x})
+    ref = ReferenceEvaluator(m).run(None, {"X": x})[0]
+    if agg in ("MIN", "MAX"):
+        # the reference starts MIN/MAX at ±FLT_MAX for targets no leaf names; onnxruntime at 0
+        ref = np.where(np.abs(ref) > 1e30, np.float32([0.5, -0.5]), ref)
+    np.testing.assert_allclose(out["Y"], ref, rtol=1e-6)
+
+
+def test_tree_bad_child_is_a_kernel_error():
+    m = _tree_classifier("NONE")
+    for a in m.graph.node[0].attribute:
+        if a.name == "nodes_truenodeids":
+            a.ints[0] = 7
+    with pytest.raises((KernelError, ExecutionError), match="child"):
+        _run(m, {"X": X_TREE})
+
+
+def test_tree_feature_out_of_range_is_a_kernel_error():
+    m = _tree_classifier("NONE")
+    for a in m.graph.node[0].attribute:
+        if a.name == "nodes_featureids":
+            a.ints[0] = 5
+    with pytest.raises((KernelError, ExecutionError), match="feature"):
+        _run(m, {"X": X_TREE})
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_linear_classifier(post, rows):
+    rng = np.random.default_rng(rows)
+    nc = 2 if rows == 1 else 3
+    node = helper.make_node("LinearClassifier", ["X"], ["label", "scores"], domain=ML,
+                            coefficients=rng.standard_normal(rows * 4).astype(np.float32).tolist(),
+                            intercepts=rng.standard_normal(rows).astype(np.float32).tolist(),
+                            classlabels_ints=list(range(5, 5 + nc)), post_transform=post)
+    m = _model(node, [_f("X", [None, 4])], [_i("label", [None]), _f("scores", [None, nc])], ml_opset=1)
+    x = rng.standard_normal((7, 4)).astype(np.float32)
+    out = _run(m, {"X": x})
+    ref = ReferenceEvaluator(m).run(None, {"X": x})
+    np.testing.assert_array_equal(out["label"], ref[0])
+    np.testing.assert_allclose(out["scores"], ref[1], rtol=1e-5, atol=1e-6)
+
+
+def test_linear_regressor_accumulates_in_feature_order():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((2, 5)).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32)
+    node = helper.make_node("LinearRegressor", ["X"], ["Y"], domain=ML, coefficients=w.ravel().tolist(),
+                            intercepts=b.tolist(), targets=2)
+    m = _model(node, [_f("X", [None, 5])], [_f("Y", [None, 2])], ml_opset=1)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    exp = np.empty((6, 2), np.float32)
+    for r in range(6):
+        for t in range(2):
+            acc = b[t]
+            for k in range(5):
+                acc = np.float32(acc + np.float32(x[r, k] * w[t, k]))
+            exp[r, t] = acc
+    np.testing.assert_array_equal(_run(m, {"X": x})["Y"], exp)   # bitwise: the order is fixed
+
+
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_normalizer(norm):
+    node = helper.make_node("Normalizer", ["X"], ["Y"], domain=ML, norm=norm)
+    m = _model(node, [_f("X", [None, 3])], [_f("Y", [None, 3])], ml_opset=1)
+    x = np.array([[1, -2, 3], [0.5, 0.25, 4], [2, 2, 2]], np.float32)
+    np.testing.assert_allclose(_run(m, {"X": x})["Y"], ReferenceEvaluator(m).run(None, {"X": x})[0], rtol=1e-6)
+
+
+def test_scaler_binarizer_imputer():
+    x = np.array([[1, np.nan, 3], [np.nan, 5, -1]], np.float32)
+    for node in (helper.make_node("Scaler", ["X"], ["Y"], domain=ML, offset=[1.0, 2.0, 3.0], scale=[2.0, 0.5, -1.0]),
+                 helper.make_node("Binarizer", ["X"], ["Y"], domain=ML, threshold=1.5),
+                 helper.make_node("Imputer", ["X"], ["Y"], domain=ML, imputed_value_floats=[9.0, 8.0, 7.0],
+                                  replaced_value_float=float("nan"))):
+        m = _model(node, [_f("X", [None, 3])], [_f("Y", [None, 3])], ml_opset=1)
+        ours = _run(m, {"X": x})["Y"]
+        ref = ReferenceEvaluator(m).run(None, {"X": x})[0]
+        np.testing.assert_array_equal(ours, ref.astype(np.float32), err_msg=node.op_type)
+
+
+def test_array_feature_extractor_out_of_range_is_an_execution_error():
+    node = helper.make_node("ArrayFeatureExtractor", ["X", "I"], ["Y"], domain=ML)
+    m = _model(node, [_f("X", [2, 4]), _i("I", [2])], [_f("Y", [2, 2])], ml_opset=1)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(_run(m, {"X": x, "I": np.array([3, 0])})["Y"], x[:, [3, 0]])
+    with pytest.raises(ExecutionError, match="out of range"):
+        _run(m, {"X": x, "I": np.array([1, 4])})
+
+
+def test_label_encoder_numeric_and_one_hot():
+    node = helper.make_node("LabelEncoder", ["X"], ["Y"], domain=ML, keys_int64s=[3, 1, 7],
+                            values_floats=[0.5, 1.5, 2.5], default_float=-1.0)
+    m = _model(node, [_i("X", [5])], [_f("Y", [5])], ml_opset=2)
+    x = np.array([1, 3, 7, 2, -5], np.int64)
+    np.testing.assert_array_equal(_run(m, {"X": x})["Y"], np.float32([1.5, 0.5, 2.5, -1, -1]))
+    node = helper.make_node("OneHotEncoder", ["X"], ["Y"], domain=ML, cats_int64s=[2, 4, 6], zeros=0)
+    m = _model(node, [_i("X", [1, 3])], [_f("Y", [1, 3, 3])], ml_opset=1)
+    np.testing.assert_array_equal(_run(m, {"X": np.array([[4, 2, 6]])})["Y"], np.eye(3, dtype=np.float32)[[1, 0, 2]][None])
+    with pytest.raises(ExecutionError, match="not one of the categories"):
+        _run(m, {"X": np.array([[4, 5, 6]])})
+
+
+def test_feature_vectorizer():
+    node = helper.make_node("FeatureVectorizer", ["A", "B"], ["Y"], domain=ML, inputdimensions=[2, 3])
+    m = _model(node, [_f("A", [2, 2]), _f("B", [2, 2])], [_f("Y", [2, 5])], ml_opset=1)
+    a = np.float32([[1, 2], [3, 4]])
+    b = np.float32([[5, 6], [7, 8]])
+    np.testing.assert_array_equal(_run(m, {"A": a, "B": b})["Y"], np.float32([[1, 2, 5, 6, 0], [3, 4, 7, 8, 0]]))
