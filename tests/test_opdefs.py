@@ -52,6 +52,26 @@ def _inputs(rng, dt, n, shape):
     return xs
 
 
+#: values for attributes an op's schema requires (no default): the sweep needs one each
+REQUIRED_ATTRS = {"BitShift": {"direction": "LEFT"}}
+
+
+def _required_attrs(d, opset) -> set:
+    import onnx.defs
+    try:
+        schema = onnx.defs.get_schema(d.op_type, opset, d.domain)
+    except Exception:
+        return set()
+    return {name for name, a in schema.attributes.items() if a.required}
+
+
+def test_required_attributes_have_sample_values():
+    for d in elementwise_ops():
+        if d.family in ARITY:
+            missing = _required_attrs(d, _opset(d)) - set(REQUIRED_ATTRS.get(d.op_type, {}))
+            assert not missing, (d.op_type, missing)
+
+
 def _opset(d) -> int:
     return max(d.opsets())
 
@@ -71,7 +91,8 @@ def test_opdef_cpu_cuda_bitwise_and_reference(d, dt):
         xs = _inputs(rng, dt, n, shape)
         if d.op_type in ("Div", "Pow") and np.dtype(dt).kind in "iu":
             xs[1] = np.where(xs[1] == 0, 1, np.abs(xs[1]) % 4 + (d.op_type == "Div")).astype(dt)
-        node = helper.make_node(d.op_type, [f"x{i}" for i in range(n)], ["y"], name=f"{d.op_type}_n")
+        node = helper.make_node(d.op_type, [f"x{i}" for i in range(n)], ["y"], name=f"{d.op_type}_n",
+                                **REQUIRED_ATTRS.get(d.op_type, {}))
         c = run_node(CPU, node, xs, opset=opset)[0]
         if "cuda" in d.targets:
             g = run_node(GPU, node, xs, opset=opset)[0]
