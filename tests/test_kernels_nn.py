@@ -533,10 +533,16 @@ def test_softmax_cpu_passes_match_the_row_kernel(shape, axis, is_log):
     assert bits_equal(got, want)
 
 
-def test_softmax_declines_old_opset():
-    x = f32(2, 3)
+def test_softmax_old_opset_coerces_to_2d():
+    """Softmax-1/11 normalises over the flattened dims from ``axis`` on (not along one axis)."""
+    x = f32(2, 3, 4)
     node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
-    assert not supports(CPU, node, [x], opset=11).supported
+    assert supports(CPU, node, [x], opset=11).supported
+    got = run_node(CPU, node, [x], opset=11)[0]
+    flat = x.reshape(2, 12).astype(np.float64)
+    want = np.exp(flat - flat.max(1, keepdims=True))
+    want = (want / want.sum(1, keepdims=True)).reshape(2, 3, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("axis,sshape,bias", [(-1, None, True), (1, None, True), (1, None, False),
