@@ -45,7 +45,11 @@ changing the callers.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from .errors import ExecutionError, KernelError
 from .ir import shape_is_static
@@ -259,6 +263,35 @@ class NodeRunner:
         for st, names in zip(steps, frees):
             st.free = tuple(dict.fromkeys(names))
         self.steps = steps
+        self._check_memory()
+
+    def _check_memory(self) -> None:
+        """Refuse, before anything is allocated, a run whose intermediates would exceed the
+        memory budget (``$HETERO_EXPLORE_MEMORY_BUDGET``, default half the machine's memory):
+        the schedule of allocations and frees is known, so its peak is too."""
+        from .errors import MemoryBudgetError
+        from .inputs import _human, memory_budget
+        budget = memory_budget()
+        live, peak, at = 0, 0, None
+        sizes: dict[str, int] = {}
+        for st in self.steps:
+            for name, shape, dtype in st.out_specs:
+                if name:
+                    n = math.prod(shape) * np.dtype(dtype).itemsize
+                    sizes[name] = n
+                    live += n
+            if live > peak:
+                peak = live
+                if at is None and live > budget:
+                    at = st        # the first node whose outputs cross the budget
+            for name in st.free:
+                live -= sizes.pop(name, 0)
+        if peak > budget:
+            where = f"partition {self.partition}, " if self.partition is not None else ""
+            raise MemoryBudgetError(
+                f"{where}node {at.node.name!r} ({at.node.op_type}) on provider {self.provider.name!r}: the run would "
+                f"need {_human(peak)} of intermediate buffers at its peak, over the memory budget of {_human(budget)}; nothing "
+                "was allocated (raise the budget with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
 
     @classmethod
     def for_graph(cls, graph, provider, node_ids: Iterable[int] | None = None, keep: Iterable[str] | None = None,

@@ -275,3 +275,24 @@ def test_a_meter_counts_its_threads_allocations_and_their_frees_from_anywhere():
     p.close_meter(m)
     p.allocate((4,), np.float32)
     assert m.allocations == 1
+
+
+def test_a_run_over_the_memory_budget_is_refused_before_allocating(monkeypatch):
+    """ConstantOfShape([700000000]) -> ReduceSum: 2.8 GB that the loader leaves unfolded; executing
+    it is refused against the budget, naming the node, before anything is allocated."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    import hetero_explore as he
+    from hetero_explore.errors import MemoryBudgetError
+    shape = numpy_helper.from_array(np.array([700000000], np.int64), "shape")
+    g = helper.make_graph([helper.make_node("ConstantOfShape", ["shape"], ["big"], name="bomb"),
+                           helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)], "bomb", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], [shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    graph = he.load_model(m)
+    monkeypatch.setenv("HETERO_EXPLORE_MEMORY_BUDGET", "1G")
+    cpu = he.providers.cpu()
+    before = cpu.live_allocations
+    with pytest.raises(MemoryBudgetError, match=r"'bomb' \(ConstantOfShape\).*2\.6 GiB.*budget of 1\.0 GiB"):
+        he.execute_reference(graph, cpu, {})
+    assert cpu.live_allocations == before
