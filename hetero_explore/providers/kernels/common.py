@@ -100,6 +100,20 @@ def cuda_kernel(fn):
     return LazyKernel(fn, "cuda", False)
 
 
+def node_error(ctx, msg):
+    """A KernelError naming the node of ``ctx``."""
+    from ...errors import KernelError
+    return KernelError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {msg}")
+
+
+def prod(xs) -> int:
+    """The product of ``xs`` as a Python int (exact, unlike np.prod's int64)."""
+    p = 1
+    for v in xs:
+        p *= int(v)
+    return p
+
+
 def broadcast_strides(in_shape, out_shape) -> np.ndarray:
     """Element strides of an input broadcast to ``out_shape`` (0 on broadcast dims),
     as an int64 array of len(out_shape) (at least 1)."""

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from ...errors import KernelError
+from .common import node_error as _err, prod as _prod  # noqa: F401
 from .common import bcast_offset, copy_array, broadcast_strides, dual, flat, kernel_pair, shape_array, to_target
 from .pmath import exp_f32, log_f32, pow_f32, sqrt_f32
 from .opdef import ALL, OpList
@@ -41,17 +42,6 @@ OPS = OpList()
 register = OPS.register
 
 F32 = ("float32",)
-
-
-def _err(ctx, msg):
-    return KernelError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {msg}")
-
-
-def _prod(xs) -> int:
-    p = 1
-    for v in xs:
-        p *= int(v)
-    return p
 
 
 def _i64(*vals):
@@ -1452,7 +1442,6 @@ def _build_pad(ctx, target):
 
 register("Pad", dtypes=ALL, since=11, check=_check_pad,
          note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)
-
 
 
 # =============================================================================

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from ...errors import KernelError
+from .common import node_error as _err, prod as _prod  # noqa: F401
 from .common import bcast_offset, broadcast_strides, dual, flat, kernel_pair, shape_array, to_target
 from .opdef import OpList
 from .pmath import pow_f32, sqrt_f32
@@ -51,17 +52,6 @@ _JIT = dict(cache=True, error_model="numpy")
 
 # statistics modes
 MEANVAR, MVN, RMS, L1, L2 = 0, 1, 2, 3, 4
-
-
-def _err(ctx, msg):
-    return KernelError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {msg}")
-
-
-def _prod(xs) -> int:
-    p = 1
-    for v in xs:
-        p *= int(v)
-    return p
 
 
 @njit(**_JIT)

@@ -46,6 +46,7 @@ import numpy as np
 from numba import cuda, njit
 
 from ...errors import KernelError
+from .common import prod as _prod  # noqa: F401
 from .common import bcast_offset, copy_array, cpu_kernel, dual, flat, kernel_pair, to_target
 from .opdef import NUMERIC, OpList
 from .pmath import exp_f32, log_f32, sqrt_f32
@@ -150,8 +151,6 @@ def _max_item(o, x, lowest, kshape, kstrides, rshape, rstrides, n_outer, inner_n
     return acc
 
 
-
-
 _SUM = kernel_pair(
     "sum", "x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s",
     """
@@ -159,15 +158,11 @@ _SUM = kernel_pair(
     """, count="out.shape[0]", index="o", module=__name__)
 
 
-
-
 _MEAN = kernel_pair(
     "mean", "x, out, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count",
     """
     out[o] = _div(_sum_item(o, x, zero, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s), count)
     """, count="out.shape[0]", index="o", module=__name__)
-
-
 
 
 _MAX = kernel_pair(
@@ -619,13 +614,6 @@ def _arg_item(r, x, A, inner, is_min, last):
 _ARG = kernel_pair(
     "arg", "x, out, A, inner, is_min, last",
     "out[r] = _arg_item(r, x, A, inner, is_min, last)", count="out.shape[0]", index="r", module=__name__)
-
-
-def _prod(xs) -> int:
-    p = 1
-    for v in xs:
-        p *= int(v)
-    return p
 
 
 def _check_arg(ctx, target):
