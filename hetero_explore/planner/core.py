@@ -12,7 +12,7 @@ from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, P
 from ..expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
 from ..ir import Graph
 from ..providers import resolve_all
-from ..providers.base import node_context
+from ..providers.base import node_context, transfer_kind
 from .arrays import context_classes, graph_arrays
 from .partition import convex_partitions, lower_bounds, order_partitions
 from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
@@ -183,16 +183,6 @@ def _inline(graph: Graph, keys: list[tuple[str, str]]) -> Graph:
 
 
 # -- transfers -------------------------------------------------------------------
-def _kind(src_dev, dst_dev) -> str:
-    if src_dev == dst_dev:
-        return "same-device"
-    if src_dev.is_host and not dst_dev.is_host:
-        return "H2D"
-    if not src_dev.is_host and dst_dev.is_host:
-        return "D2H"
-    if src_dev.is_host and dst_dev.is_host:
-        return "H2H"
-    return "D2D"
 
 
 def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, unplaceable) -> Plan:
@@ -257,7 +247,7 @@ def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, u
             dparts = (part_l[st],) if en - st == 1 else tuple(dict.fromkeys(part_l[st:en]))
             recs.append((dparts[0], v, dp, dparts))
         recs.sort()
-        kinds = {(i, j): _kind(providers[i].device, providers[j].device)
+        kinds = {(i, j): transfer_kind(providers[i].device, providers[j].device)
                  for i in range(len(providers)) for j in range(len(providers))}
         dtype_names: dict = {}
         vprod = arr.value_producer.tolist()

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import PlanningError
+from ..providers.base import transfer_kind
 from .arrays import graph_arrays
 
 
@@ -96,16 +97,6 @@ def kernel_times(graph, providers, cost: CostModel) -> np.ndarray:
     return out
 
 
-def _kind(a, b) -> str:
-    if a == b:
-        return "same-device"
-    if a.is_host and not b.is_host:
-        return "H2D"
-    if not a.is_host and b.is_host:
-        return "D2H"
-    return "H2H" if a.is_host else "D2D"
-
-
 def estimate(plan, cost: CostModel | None = None) -> dict:
     """Estimated seconds of a plan: transfers (bytes / bandwidth + latency each) and
     kernels (per provider from FLOPs and bytes), with the bytes moved."""
@@ -162,7 +153,7 @@ class _TransferCost:
         b = int(self.vbytes[v])
         total = 0.0
         for d in dsts:
-            total += self.cost.transfer_seconds(max(b, 0), _kind(self.devs[src], self.devs[d]))
+            total += self.cost.transfer_seconds(max(b, 0), transfer_kind(self.devs[src], self.devs[d]))
         return total
 
     def delta(self, nodes, q: int) -> float:

@@ -43,6 +43,17 @@ class DeviceId:
         return cls(t.strip().lower(), int(i) if i else 0)
 
 
+def transfer_kind(src: DeviceId, dst: DeviceId) -> str:
+    """What moving a value from ``src`` to ``dst`` is: H2D, D2H, D2D, H2H or same-device."""
+    if src == dst:
+        return "same-device"
+    if src.is_host and not dst.is_host:
+        return "H2D"
+    if not src.is_host and dst.is_host:
+        return "D2H"
+    return "H2H" if src.is_host else "D2D"
+
+
 @dataclass(frozen=True)
 class KernelMatch:
     """The answer to "can this provider run this node?"."""
