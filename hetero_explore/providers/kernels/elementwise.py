@@ -869,26 +869,30 @@ _SHIFT_BUILD = {d: binary("BitShift", 11, INTS, tag=f"_{d.lower()}", add=False,
                 for d in ("LEFT", "RIGHT")}
 
 
-def _direction(ctx):
-    v = ctx.attrs.get("direction", None)
-    if isinstance(v, bytes):
-        v = v.decode()
-    return v
+def _by_string_attr(op: str, name: str, default, builds: dict):
+    """(check, build) for an op whose kernels are chosen by a string attribute: ``builds``
+    maps each accepted value to the build function of its kernels."""
+    choices = " or ".join(repr(k) for k in builds)
+
+    def value(ctx):
+        v = ctx.attrs.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
+    def check(ctx, target):
+        if value(ctx) not in builds:
+            return f"{op} {name} must be {choices}, got {value(ctx)!r}"
+        return None
+
+    def build(ctx, target):
+        v = value(ctx)
+        if v not in builds:
+            raise _err(ctx, f"attribute {name!r} must be {choices}, got {v!r}")
+        return builds[v](ctx, target)
+
+    return check, build
 
 
-def _check_shift(ctx, target):
-    if _direction(ctx) not in ("LEFT", "RIGHT"):
-        return f"BitShift direction must be 'LEFT' or 'RIGHT', got {_direction(ctx)!r}"
-    return None
-
-
-def _build_shift(ctx, target):
-    d = _direction(ctx)
-    if d not in _SHIFT_BUILD:
-        raise _err(ctx, f"attribute 'direction' must be 'LEFT' or 'RIGHT', got {d!r}")
-    return _SHIFT_BUILD[d](ctx, target)
-
-
+_check_shift, _build_shift = _by_string_attr("BitShift", "direction", None, _SHIFT_BUILD)
 OPS.add("BitShift", _build_shift, since=11, until=28, dtypes=INTS, check=_check_shift, family="binary",
         kernels=tuple(_SHIFT_BUILD["LEFT"].kernels) + tuple(_SHIFT_BUILD["RIGHT"].kernels),
         note="signed right shift is arithmetic; a shift < 0 or >= the width gives the sign fill (BitShift-28)")
@@ -1026,24 +1030,7 @@ _GELU_BUILD = {"none": unary("Gelu", 20, f32="gelu_f32(x)", add=False, tag="_erf
                "tanh": unary("Gelu", 20, f32="gelu_tanh_f32(x)", add=False, tag="_tanh")}
 
 
-def _approximate(ctx):
-    v = ctx.attrs.get("approximate", "none")
-    return v.decode() if isinstance(v, bytes) else v
-
-
-def _check_gelu(ctx, target):
-    if _approximate(ctx) not in _GELU_BUILD:
-        return f"Gelu approximate must be 'none' or 'tanh', got {_approximate(ctx)!r}"
-    return None
-
-
-def _build_gelu(ctx, target):
-    a = _approximate(ctx)
-    if a not in _GELU_BUILD:
-        raise _err(ctx, f"attribute 'approximate' must be 'none' or 'tanh', got {a!r}")
-    return _GELU_BUILD[a](ctx, target)
-
-
+_check_gelu, _build_gelu = _by_string_attr("Gelu", "approximate", "none", _GELU_BUILD)
 OPS.add("Gelu", _build_gelu, since=20, until=21, dtypes=FLOAT, check=_check_gelu, family="unary",
         kernels=tuple(_GELU_BUILD["none"].kernels) + tuple(_GELU_BUILD["tanh"].kernels),
         note="approximate='none': 0.5 x (1 + erf(x / sqrt 2)); 'tanh': the tanh form; pmath erf/tanh")
