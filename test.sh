@@ -1,10 +1,34 @@
 #!/usr/bin/env bash
-# Run the whole test suite (after setup.sh). Installs the headless browser the
-# browser tests use (Debian's chromium) when it is missing.
+# Run the whole test suite. Uses the active environment when one is active and is not
+# this checkout's .venv (a conda env from environment.yml, or another virtualenv);
+# otherwise .venv, created by setup.sh when missing. Installs what the tests need
+# (the package's [dev] extra) into that environment, and Debian's chromium for the
+# browser tests when it is missing.
+#   bash test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ ! -x .venv/bin/python ]; then
-  SKIP_DEMO=1 bash setup.sh
+ACTIVE="${CONDA_PREFIX:-${VIRTUAL_ENV:-}}"
+if [ -n "$ACTIVE" ] && [ "$(cd "$ACTIVE" 2>/dev/null && pwd)" != "$(pwd)/.venv" ] && command -v python >/dev/null 2>&1; then
+  PY="$(command -v python)"
+  echo "[test] using the active environment: $ACTIVE"
+  if ! "$PY" -c "import hetero_explore, pytest, hypothesis, onnxruntime" >/dev/null 2>&1; then
+    if [ -n "${CONDA_PREFIX:-}" ]; then
+      echo "[test] installing the package into it (conda provides the dependencies: environment.yml)"
+      "$PY" -m pip install -q -e . --no-deps
+    else
+      echo "[test] installing the package with its test extras into it"
+      "$PY" -m pip install -q -e '.[dev]'
+    fi
+  fi
+else
+  if [ ! -x .venv/bin/python ]; then
+    SKIP_DEMO=1 bash setup.sh
+  fi
+  PY=.venv/bin/python
+  if ! "$PY" -c "import pytest, hypothesis, onnxruntime, playwright, sklearn, skl2onnx, nbmake" >/dev/null 2>&1; then
+    echo "[test] installing the test tooling into .venv (the package's [dev] extra)"
+    "$PY" -m pip install -q -e '.[dev]'
+  fi
 fi
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   echo "[test] installing Debian's chromium for the browser tests"
@@ -12,4 +36,4 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 export NUMBA_ENABLE_CUDASIM="${NUMBA_ENABLE_CUDASIM:-1}"
-exec .venv/bin/python -m pytest -q "$@"
+exec "$PY" -m pytest -q "$@"
