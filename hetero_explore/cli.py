@@ -1,20 +1,24 @@
 """The ``hetero-explore`` command.
 
     hetero-explore plan MODEL [--providers gpu,cpu] [--deny gpu:Softmax ...]
-                              [--input-shape x=1,3,224,224 ...] [--dim batch=1] [--json]
-    hetero-explore report MODEL -o report.html [same options] [--execute]
+                              [--input-shape x=1,3,224,224 ...] [--dim batch=1] [--json] [--full]
+    hetero-explore report MODEL -o report.html [same options] [--execute [--inputs FILE.npz | --seed N]]
     hetero-explore demo [-o demo_report.html] [--no-execute]
     hetero-explore providers [--providers cpu,cuda,gpu]
+    hetero-explore warmup [--providers cpu]
+    hetero-explore --version
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import re
 import sys
 import time
 
-from .errors import HeteroExploreError, OutputWriteError
+from .errors import HeteroExploreError, OutputWriteError, UsageError
 
 #: characters a terminal may act on or that reorder or hide what is shown: C0 controls but
 #: tab (ESC starts CSI/OSC sequences; BS, CR, BEL, ...), DEL, C1 controls, soft hyphen,
@@ -61,9 +65,16 @@ def _say(text="", file=None) -> None:
 
 
 def _one_line(msg: str) -> str:
-    """A message on one line: its lines joined with ' | ' (then escaped by :func:`terminal_text`)."""
+    """A message on one line: its lines joined with ' | ' (then escaped by :func:`terminal_text`),
+    options spelled as CLI flags."""
     lines = [ln.strip() for ln in str(msg).split("\n") if ln.strip()]
-    return terminal_text(" | ".join(lines))
+    return terminal_text(cli_hint(" | ".join(lines)))
+
+
+#: rows of each table printed without --full
+MAX_TABLE_ROWS = 40
+#: longest cell printed without --full
+MAX_CELL = 60
 
 
 def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -104,16 +115,54 @@ def _parse_deny(text: str) -> tuple[str, list[str]]:
     return prov.strip(), [o.strip() for o in ops.split(",") if o.strip()]
 
 
-def build_providers(names: str, deny: list[tuple[str, list[str]]]):
+def _warn(text: str) -> None:
+    _say(f"warning: {text}", file=sys.stderr)
+
+
+def _close(word: str, choices, n: int = 3) -> str:
+    """`` (did you mean 'A', 'B'?)`` for the close matches of ``word`` among ``choices``, or ''."""
+    choices = list(choices)
+    folded = [c for c in choices if c.lower() == word.lower()]
+    close = folded or difflib.get_close_matches(word, choices, n=n, cutoff=0.6)
+    return f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def _onnx_op_types() -> set[str]:
+    import onnx.defs
+    return {s.name for s in onnx.defs.get_all_schemas_with_history()}
+
+
+def check_deny(deny: list[tuple[str, list[str]]], graph=None) -> None:
+    """``--deny`` op types must be op types: an unknown one (``conv`` for ``Conv``) is an
+    error naming the close matches; one the model does not have is a warning."""
+    known = _onnx_op_types()
+    model_ops = sorted({n.op_type for n in graph.nodes}) if graph is not None else []
+    known |= set(model_ops)
+    for prov, ops in deny:
+        for op in ops:
+            if op not in known:
+                raise UsageError(f"--deny {prov}:{op}: {op!r} is no ONNX op type"
+                                 f"{_close(op, model_ops + sorted(known - set(model_ops)))}; op types are "
+                                 "case-sensitive")
+            if graph is not None and op not in model_ops:
+                _warn(f"--deny {prov}:{op}: the model has no {op} node, so this changes nothing")
+
+
+def build_providers(names: str, deny: list[tuple[str, list[str]]], *, warn_unavailable: bool = True):
     from .providers import mask, resolve_all
     provs = resolve_all([n for n in names.split(",") if n.strip()])
     by_name = {p.name: i for i, p in enumerate(provs)}
     for prov, ops in deny:
         if prov not in by_name:
-            raise HeteroExploreError(f"--deny names provider {prov!r}, which is not in --providers "
-                                     f"({', '.join(by_name)})")
+            raise UsageError(f"--deny names provider {prov!r}, which is not in --providers "
+                             f"({', '.join(by_name)}){_close(prov, by_name)}")
         i = by_name[prov]
         provs[i] = mask(provs[i], deny=ops)
+    if warn_unavailable:
+        for p in provs:
+            ok, why = p.available()
+            if not ok:
+                _warn(f"provider {p.name!r} is unavailable ({why}): it plans, but the plan cannot execute on it")
     return provs
 
 
@@ -127,15 +176,35 @@ def _common(sp):
     sp.add_argument("--dim", action="append", type=_parse_dim, default=[], metavar="NAME=VALUE",
                     help="bind a symbolic dim by name (repeatable)")
     sp.add_argument("--no-fold", action="store_true", help="do not fold constant shape subgraphs")
+    sp.add_argument("--full", action="store_true", help="print every table row (default: the first "
+                    f"{MAX_TABLE_ROWS} of each, and lists cut to fit the terminal)")
 
 
 def _load_and_plan(args, model=None):
     from .loader import load_model
     from .planner import plan
+    check_deny(args.deny)                 # before loading: a typo fails fast
     g = load_model(model if model is not None else args.model, input_shapes=dict(args.input_shape) or None,
                    dim_values=dict(args.dim) or None, fold_constants=not args.no_fold)
+    check_deny(args.deny, g)
     provs = build_providers(args.providers, args.deny)
     return g, plan(g, provs)
+
+
+#: what the library's messages call a Python argument, as the command line spells it
+_CLI_SPELLING = (
+    ("load_model(model, input_shapes={...}) or dim_values={...}", "--input-shape NAME=D1,D2,... or --dim NAME=VALUE"),
+    ("load_model(model, input_shapes={...})", "--input-shape NAME=D1,D2,..."),
+    ("dim_values={...}", "--dim NAME=VALUE"),
+    ("fold_constants=False", "--no-fold"),
+)
+
+
+def cli_hint(text: str) -> str:
+    """``text`` with the library's Python spellings of options replaced by CLI flags."""
+    for py, flag in _CLI_SPELLING:
+        text = text.replace(py, flag)
+    return text
 
 
 def _cells_escaped(df):
@@ -150,25 +219,47 @@ def _cells_escaped(df):
     return df
 
 
-def _table_text(df) -> str:
-    return _cells_escaped(df).to_string(index=False)
+def _cut(v, width: int):
+    if isinstance(v, (list, tuple)):
+        v = ", ".join(map(str, v))
+    if isinstance(v, str) and len(v) > width:
+        return v[:width - 1] + "…"
+    return v
 
 
-def _print_tables(p, out=None):
+def _table_text(df, full: bool = True) -> str:
+    """``df`` as text, escaped; without ``full``, the first :data:`MAX_TABLE_ROWS` rows and
+    cells cut to :data:`MAX_CELL` characters, with a line saying what was left out."""
+    from .units import format_frame
+    n = len(df)
+    if not full:
+        df = df.head(MAX_TABLE_ROWS).copy()
+        for c in df.columns:
+            if df[c].dtype == object or str(df[c].dtype).startswith("str"):
+                df[c] = [_cut(v, MAX_CELL) for v in df[c]]
+    text = _cells_escaped(format_frame(df)).to_string(index=False)
+    if n > len(df):
+        text += f"\n… {n - len(df):,d} more row(s) of {n:,d} (--full prints them all)"
+    return text
+
+
+def _print_tables(p, out=None, full: bool = False):
     out = out or sys.stdout
     import pandas as pd
-    with pd.option_context("display.max_rows", 200, "display.max_columns", 20, "display.width", 160,
-                           "display.max_colwidth", 60):
+    with pd.option_context("display.max_rows", None, "display.max_columns", 20, "display.width", 160,
+                           "display.max_colwidth", None if full else MAX_CELL + 2):
+        _say("\nOps (node counts per provider):", file=out)
+        _say(_table_text(p.ops_df(), full), file=out)
         _say("\nPlacement:", file=out)
-        _say(_table_text(p.placement_df().drop(columns=["declined_by"])), file=out)
+        _say(_table_text(p.placement_df().drop(columns=["declined_by"]), full), file=out)
         _say("\nPartitions:", file=out)
-        _say(_table_text(p.partitions_df()), file=out)
+        _say(_table_text(p.partitions_df(), full), file=out)
         _say("\nTransfers:", file=out)
         t = p.transfers_df()
-        _say(_table_text(t) if len(t) else "(none)", file=out)
+        _say(_table_text(t, full) if len(t) else "(none)", file=out)
         if p.execution_blockers:
             _say("\nExecution blockers:", file=out)
-            _say(_table_text(p.blockers_df()), file=out)
+            _say(_table_text(p.blockers_df(), full), file=out)
 
 
 def cmd_plan(args) -> int:
@@ -176,9 +267,30 @@ def cmd_plan(args) -> int:
     if args.json:
         _say(p.to_json())  # json.dumps escapes controls and non-ASCII already; _say is belt and braces
     else:
-        _say(terminal_text(p.summary()))
-        _print_tables(p)
+        _say(_summary_text(p, args.full))
+        _print_tables(p, full=args.full)
     return 0
+
+
+def _summary_text(p, full: bool) -> str:
+    text = terminal_text(p.summary())
+    if full or len(text) <= 400:
+        return text
+    return text[:399] + "… (--full prints all of it)"
+
+
+def load_inputs(path: str) -> dict:
+    """Inputs from an ``.npz`` file (``numpy.savez``: one array per graph input name)."""
+    import numpy as np
+    from .errors import InputValidationError
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise InputValidationError(f"--inputs {path!r}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise InputValidationError(f"--inputs {path!r}: not a readable .npz file of arrays "
+                                   f"(numpy.savez(path, name=array, ...)): {e}") from None
 
 
 def _execute(p, inputs=None, seed=0):
@@ -204,14 +316,25 @@ def _write_report(p, output, run, diff) -> int:
 
 
 def cmd_report(args) -> int:
+    from .errors import (ExecutionError, HeterogeneousExecutionUnsupported, InputValidationError,
+                         ProviderUnavailableError)
     _, p = _load_and_plan(args)
     run = diff = None
+    rc_exec = 0
     if args.execute:
-        run, diff = _execute(p)
-    _say(terminal_text(p.summary()))
+        inputs = load_inputs(args.inputs) if args.inputs else None
+        try:
+            run, diff = _execute(p, inputs=inputs, seed=args.seed)
+        except (HeterogeneousExecutionUnsupported, ProviderUnavailableError, ExecutionError,
+                InputValidationError) as e:
+            # the report is still written: the plan is worth forwarding, and it says why nothing ran
+            _warn(f"nothing was executed: {type(e).__name__}: {_one_line(e)}")
+            rc_exec = 2
+    _say(_summary_text(p, args.full))
     if diff is not None:
         _say(_table_text(diff))
-    return _write_report(p, args.output, run, diff)
+    rc = _write_report(p, args.output, run, diff)
+    return rc or rc_exec
 
 
 def cmd_demo(args) -> int:
@@ -263,6 +386,28 @@ def cmd_warmup(args) -> int:
     return 0
 
 
+def version_text() -> str:
+    import platform
+    from . import __version__
+    parts = [f"hetero-explore {__version__}"]
+    deps = []
+    for mod in ("onnx", "numba", "numpy", "pandas"):
+        try:
+            deps.append(f"{mod} {__import__(mod).__version__}")
+        except Exception:  # noqa: BLE001 - a missing optional module is reported, not raised
+            deps.append(f"{mod} missing")
+    return f"{parts[0]} ({', '.join(deps)}, Python {platform.python_version()})"
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _say(version_text())
+        parser.exit(0)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its messages (which quote what was typed) escaped for the terminal."""
 
@@ -278,6 +423,7 @@ def main(argv=None) -> int:
     report it), 130 on Ctrl-C. argparse exits 2 on bad argument syntax."""
     ap = _Parser(prog="hetero-explore",
                                  description="Explore heterogeneous execution of ONNX models.")
+    ap.add_argument("--version", action=_VersionAction, help="print the versions and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("plan", help="place, partition and plan transfers; print the tables")
     sp.add_argument("model")
@@ -289,6 +435,9 @@ def main(argv=None) -> int:
     _common(sp)
     sp.add_argument("-o", "--output", required=True, help="HTML file to write")
     sp.add_argument("--execute", action="store_true", help="execute and include the byte-identity diff")
+    sp.add_argument("--inputs", metavar="FILE.npz", help="inputs for --execute (numpy.savez, one array per "
+                    "graph input); default: seeded random inputs")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     sp.set_defaults(fn=cmd_report)
     sp = sub.add_parser("demo", help="plan, execute and report the bundled demo model")
     sp.add_argument("--providers", default="gpu,cpu")
@@ -306,6 +455,8 @@ def main(argv=None) -> int:
     try:
         return args.fn(args)
     except HeteroExploreError as e:
+        if getattr(args, "json", False):     # a script reading --json gets JSON on failure too
+            _say(json.dumps({"error": {"type": type(e).__name__, "message": cli_hint(str(e))}}))
         _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

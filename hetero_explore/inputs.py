@@ -42,10 +42,8 @@ def memory_budget() -> int:
 
 
 def _human(n: int) -> str:
-    for unit, k in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k:
-            return f"{n / (1 << k):.1f} {unit}"
-    return f"{n} B"
+    from .units import human_bytes
+    return human_bytes(n)
 
 
 def random_inputs(graph, seed: int = 0, scale: float = 1.0, *, max_bytes: int | None = None

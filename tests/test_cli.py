@@ -222,3 +222,114 @@ def test_warmup_compiles_with_progress(capsys):
     assert rc == 0, err
     assert "compiling kernels (1/" in out and "demo on cpu" in out
     assert "kernels compiled into numba's cache" in out
+
+
+# -- issue 14: CLI quirks --------------------------------------------------------------------
+def test_version_names_the_package_and_its_dependencies(capsys):
+    import hetero_explore
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert out.startswith(f"hetero-explore {hetero_explore.__version__} (onnx ")
+    assert "numba " in out and "numpy " in out and "Python " in out
+
+
+@pytest.mark.parametrize("deny, close", [("gpu:conv", "'Conv'"), ("gpu:Relux", "'Relu'"), ("gpu:relu", "'Relu'")])
+def test_deny_of_an_unknown_op_is_an_error_naming_close_matches(capsys, deny, close):
+    rc, out, err = run_cli(capsys, "plan", DEMO, "--deny", deny)
+    assert rc == 2 and out == ""
+    assert err.startswith("error: UsageError: --deny ") and f"did you mean {close}" in err
+
+
+def test_deny_of_an_op_the_model_lacks_warns_and_plans(capsys):
+    rc, out, err = run_cli(capsys, "plan", DEMO, "--input-shape", "image=1,3,16,16", "--deny", "gpu:LSTM,Relu")
+    assert rc == 0
+    assert "warning: --deny gpu:LSTM: the model has no LSTM node" in err
+    assert "Relu" in out.splitlines()[0]          # the Relu denial still applied
+
+
+def test_deny_of_an_unknown_provider_suggests_the_close_one(capsys):
+    rc, _, err = run_cli(capsys, "plan", DEMO, "--deny", "gpx:Relu")
+    assert rc == 2 and "did you mean 'gpu'" in err
+
+
+def test_planning_on_an_unavailable_provider_warns(capsys, monkeypatch):
+    import importlib
+    cuda_mod = importlib.import_module("hetero_explore.providers.cuda")
+    monkeypatch.setattr(cuda_mod.NumbaCUDAProvider, "available", lambda self: (False, "no CUDA device here"))
+    rc, out, err = run_cli(capsys, "plan", DEMO, "--providers", "cuda,cpu", "--input-shape", "image=1,3,16,16")
+    assert rc == 0 and "cuda: 15 node(s)" in out.splitlines()[0]      # it still plans
+    assert "warning: provider 'cuda' is unavailable (no CUDA device here)" in err
+
+
+def test_json_failure_is_a_json_error_object(capsys):
+    rc, out, err = run_cli(capsys, "plan", "missing.onnx", "--json")
+    assert rc == 2
+    d = json.loads(out)
+    assert d["error"]["type"] == "ModelLoadError" and "not found" in d["error"]["message"]
+    assert err.startswith("error: ModelLoadError")
+
+
+def test_report_execute_on_a_model_that_cannot_execute_still_writes_the_report(capsys, tmp_path):
+    target = tmp_path / "r.html"
+    rc, out, err = run_cli(capsys, "report", DEMO, "-o", str(target), "--execute")
+    # (the demo's dims stay symbolic without --input-shape: nothing can run)
+    assert rc == 2
+    assert "warning: nothing was executed: " in err
+    assert "--input-shape NAME=D1,D2,..." in err and "input_shapes={" not in err   # hints name CLI flags
+    assert target.is_file() and "<!DOCTYPE html>" in target.read_text(encoding="utf-8")
+
+
+def test_report_execute_with_inputs_from_npz_and_seed(capsys, tmp_path):
+    import numpy as np
+    import hetero_explore as he
+    g = he.load_model(DEMO, input_shapes={"image": (1, 3, 16, 16)})
+    feeds = he.random_inputs(g, seed=7)
+    np.savez(tmp_path / "in.npz", **feeds)
+    for extra in (["--inputs", str(tmp_path / "in.npz")], ["--seed", "7"], ["--seed", "8"]):
+        rc, out, err = run_cli(capsys, "report", DEMO, "-o", str(tmp_path / "r.html"), "--execute",
+                               "--input-shape", "image=1,3,16,16", *extra)
+        assert rc == 0, err
+        assert "True" in out       # the byte-identity table
+    rc, _, err = run_cli(capsys, "report", DEMO, "-o", str(tmp_path / "r.html"), "--execute",
+                         "--input-shape", "image=1,3,16,16", "--inputs", str(tmp_path / "nope.npz"))
+    assert rc == 2 and "InputValidationError" in err and "no such file" in err
+
+
+def test_tables_fit_a_terminal_unless_full(capsys, tmp_path):
+    import onnx
+    from hetero_explore import models
+    path = tmp_path / "chain.onnx"
+    onnx.save(models.chain("tiny", layers=60), str(path))
+    rc, out, _ = run_cli(capsys, "plan", str(path), "--providers", "cpu")
+    assert rc == 0
+    assert "more row(s) of" in out and "--full prints them all" in out
+    assert max(len(line) for line in out.splitlines()) <= 400
+    rc, full, _ = run_cli(capsys, "plan", str(path), "--providers", "cpu", "--full")
+    assert rc == 0 and "more row(s) of" not in full and len(full.splitlines()) > len(out.splitlines())
+
+
+def test_units_are_formatted_in_one_place():
+    from hetero_explore.units import format_frame, human_bytes, human_seconds
+    import pandas as pd
+    assert human_bytes(16.0) == "16 B" and human_bytes(float("nan")) == "? B" and human_bytes(4096) == "4.0 KiB"
+    assert human_seconds(6.1522e-05) == "61.5 µs" and human_seconds(1.5) == "1.50 s"
+    assert human_seconds(0.0123) == "12.30 ms" and human_seconds(None) == "?"
+    df = format_frame(pd.DataFrame({"bytes": [16.0, None], "seconds": [6.1522e-05, 2.0], "name": ["a", "b"]}))
+    assert list(df["bytes"]) == ["16 B", "? B"] and list(df["seconds"]) == ["61.5 µs", "2.00 s"]
+    assert list(df["name"]) == ["a", "b"]
+
+
+def test_ops_table_counts_and_shares(capsys):
+    import hetero_explore as he
+    from hetero_explore.providers import resolve
+    g = he.load_model(DEMO, input_shapes={"image": (1, 3, 16, 16)})
+    p = he.plan(g, [he.mask(resolve("gpu"), deny=["Relu"]), "cpu"])
+    df = p.ops_df()
+    assert df["nodes"].sum() == len(g.nodes) and (df["gpu"] + df["cpu"] == df["nodes"]).all()
+    relu = df[df.op_type == "Relu"].iloc[0]
+    assert relu["gpu"] == 0 and relu["cpu"] == relu["nodes"] and relu["on_first"] == 0.0
+    assert "gpu: " in relu["declined"]
+    assert abs(df["share_of_nodes"].sum() - 100.0) < 1.0
+    assert "(%.1f%%)" % (100.0 * p.placement_counts()["cpu"] / len(g.nodes)) in p.summary()

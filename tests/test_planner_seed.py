@@ -41,7 +41,7 @@ CPU = lambda: VirtualProvider("cpu", "cpu:0", ops=["MatMul", "Relu", "Softmax"])
 
 def test_summary_text_in_the_seed_form():
     p = he.plan(he.load_model(chain_model()), [GPU(), CPU()])
-    assert p.summary() == ("3 partition(s) across 2 device(s); gpu: 2 node(s), cpu: 1 node(s); "
+    assert p.summary() == ("3 partition(s) across 2 device(s); gpu: 2 node(s) (66.7%), cpu: 1 node(s) (33.3%); "
                            "2 cross-provider transfer(s); ops forced onto a fallback provider: Softmax; "
                            "partitions per provider: gpu 2 (optimal), cpu 1 (optimal)")
     assert p.partitions_df().attrs["partition_bounds"]["gpu"] == {"partitions": 2, "lower_bound": 2,

@@ -221,8 +221,10 @@ class Plan:
 
     def summary(self) -> str:
         """One line in the seed's form."""
+        from .ops_table import share
         counts = self.placement_counts()
-        per = ", ".join(f"{name}: {c} node(s)" for name, c in counts.items() if c)
+        total = sum(counts.values())
+        per = ", ".join(f"{name}: {c} node(s) ({share(c, total):.1f}%)" for name, c in counts.items() if c)
         fb = self.fallback_ops()
         fb_text = ", ".join(fb) if fb else "none"
         n_dev = len(self.devices)
@@ -296,6 +298,12 @@ class Plan:
         return pd.DataFrame(rows, columns=["value", "dtype", "shape", "bytes", "from_provider",
                                            "to_provider", "from_device", "to_device", "kind",
                                            "from_partition", "to_partitions"])
+
+    def ops_df(self):
+        """Op type × provider node counts, shares and decline reasons
+        (:func:`hetero_explore.planner.ops_table.ops_df`)."""
+        from .ops_table import ops_df
+        return ops_df(self)
 
     def blockers_df(self):
         import pandas as pd

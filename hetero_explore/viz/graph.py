@@ -18,6 +18,7 @@ from collections import Counter
 import graphviz
 
 from ..errors import GraphvizNotFoundError, HeteroExploreError  # noqa: F401
+from ..units import human_bytes  # noqa: F401  (re-exported: viz.graph.human_bytes)
 from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, lighter,
                      provider_colors)
 
@@ -146,21 +147,7 @@ def _html_text(s, limit: int | None = MAX_LABEL) -> str:
     return html.escape(s, quote=True)
 
 
-# -- formatting --------------------------------------------------------------------------
-def human_bytes(n) -> str:
-    """``4096`` → ``4.0 KiB``; None → ``? B``."""
-    if n is None:
-        return "? B"
-    n = int(n)
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024.0
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
-    return f"{n} B"  # pragma: no cover
-
-
+# -- formatting (units: hetero_explore.units) ------------------------------------------
 def fmt_shape(shape) -> str:
     if shape is None:
         return "[?]"
