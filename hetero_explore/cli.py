@@ -304,10 +304,10 @@ def _execute(p, inputs=None, seed=0):
     return run, compare(run, ref)
 
 
-def _write_report(p, output, run, diff) -> int:
+def _write_report(p, output, run, diff, provenance=None) -> int:
     """Write the report; on failure say why and where the report was kept instead (exit 2)."""
     try:
-        path = p.to_html(output, run=run, diff=diff)
+        path = p.to_html(output, run=run, diff=diff, provenance=provenance)
     except OutputWriteError as e:
         _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
@@ -321,20 +321,30 @@ def cmd_report(args) -> int:
     _, p = _load_and_plan(args)
     run = diff = None
     rc_exec = 0
+    prov = {"command": command_line(args), "reference": "cpu"}
     if args.execute:
         inputs = load_inputs(args.inputs) if args.inputs else None
+        prov["inputs"] = (f"from {args.inputs}" if args.inputs else
+                          f"seeded random inputs (hetero_explore.random_inputs, seed {args.seed})")
         try:
             run, diff = _execute(p, inputs=inputs, seed=args.seed)
         except (HeterogeneousExecutionUnsupported, ProviderUnavailableError, ExecutionError,
                 InputValidationError) as e:
             # the report is still written: the plan is worth forwarding, and it says why nothing ran
+            prov["not_run"] = f"{type(e).__name__}: {cli_hint(str(e))}"
             _warn(f"nothing was executed: {type(e).__name__}: {_one_line(e)}")
             rc_exec = 2
     _say(_summary_text(p, args.full))
     if diff is not None:
         _say(_table_text(diff))
-    rc = _write_report(p, args.output, run, diff)
+    rc = _write_report(p, args.output, run, diff, prov)
     return rc or rc_exec
+
+
+def command_line(args) -> str:
+    """The command line that is running, as a shell would take it back."""
+    import shlex
+    return "hetero-explore " + shlex.join(getattr(args, "argv", None) or [])
 
 
 def cmd_demo(args) -> int:
@@ -358,7 +368,9 @@ def cmd_demo(args) -> int:
         _say("\nByte identity vs the cpu reference:")
         _say(_table_text(diff))
     _say()
-    rc = _write_report(p, args.output, run, diff)
+    rc = _write_report(p, args.output, run, diff,
+                       {"command": command_line(args), "reference": "cpu",
+                        "inputs": "the demo's bundled inputs (hetero_explore.demo.demo_inputs)"})
     if diff is not None and not bool(diff["byte_identical"].all()):
         _say("error: heterogeneous outputs differ from the reference", file=sys.stderr)
         return 1
@@ -452,6 +464,7 @@ def main(argv=None) -> int:
     sp.add_argument("--providers", default="cpu", help="providers to warm (default cpu; add cuda on a GPU)")
     sp.set_defaults(fn=cmd_warmup)
     args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.fn(args)
     except HeteroExploreError as e:

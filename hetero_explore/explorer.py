@@ -620,6 +620,8 @@ class Explorer:
         step = self._current
         guard_heterogeneous_fallback(plan)
         feeds = self.inputs if inputs is None else dict(inputs)
+        self._inputs_source = (f"seeded random inputs (hetero_explore.random_inputs, seed {self.seed})"
+                               if inputs is None else "given by the caller (Explorer.execute(inputs=...))")
         tick(1, f"running the plan ({len(plan.partitions)} partition(s))")
         run = run_plan(plan, feeds)
         tick(2, f"running the reference ({self.reference_provider.name})")
@@ -672,7 +674,10 @@ class Explorer:
         """Write the self-contained HTML report of the current plan (with the last run
         and diff when the plan was executed). Returns the path written."""
         plan = self.plan
-        plan.to_html(path, run=self.run, diff=self.diff)
+        prov = {"command": "hetero_explore: explore(...).export_html(...) from Python",
+                "reference": self.reference_provider.name,
+                "inputs": getattr(self, "_inputs_source", None)}
+        plan.to_html(path, run=self.run, diff=self.diff, provenance=prov)
         return os.fspath(path)
 
     def show(self):

@@ -52,22 +52,24 @@ def human_seconds(s) -> str:
     return f"{s * 1e9:.0f} ns"
 
 
-def _is_bytes(col: str) -> bool:
-    return col in BYTE_COLUMNS or col.endswith("_bytes")
+def is_byte_column(col: str) -> bool:
+    """Whether a column named ``col`` holds byte counts."""
+    return col in BYTE_COLUMNS or col.endswith("_bytes") or col.startswith("bytes")
 
 
-def _is_seconds(col: str) -> bool:
+def is_second_column(col: str) -> bool:
+    """Whether a column named ``col`` holds durations in seconds."""
     return col in SECOND_COLUMNS or col.endswith("_seconds") or col.endswith("_s")
 
 
 def format_frame(df):
     """A copy of ``df`` for display: byte columns as ``human_bytes``, second columns as
     ``human_seconds`` (by column name); other columns unchanged."""
-    cols = [c for c in df.columns if isinstance(c, str) and (_is_bytes(c) or _is_seconds(c))]
+    cols = [c for c in df.columns if isinstance(c, str) and (is_byte_column(c) or is_second_column(c))]
     if not cols:
         return df
     df = df.copy()
     for c in cols:
-        fmt = human_bytes if _is_bytes(c) else human_seconds
+        fmt = human_bytes if is_byte_column(c) else human_seconds
         df[c] = [v if isinstance(v, str) else fmt(v) for v in df[c]]
     return df

@@ -20,8 +20,11 @@ import stat
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from ..units import human_bytes, human_seconds, is_byte_column, is_second_column
 from .colors import provider_colors
-from .graph import GraphvizNotFoundError, fmt_shape, human_bytes, plan_to_graphviz
+from .graph import GraphvizNotFoundError, fmt_shape, plan_to_graphviz
 
 #: Columns whose cells take their provider's colour.
 PROVIDER_COLUMNS = frozenset({"provider", "from_provider", "to_provider", "src_provider", "dst_provider",
@@ -161,9 +164,13 @@ def _cell(col: str, v, cell_class=None) -> str:
     elif isinstance(v, bool):
         text = "✓ True" if v else "✗ False"
         sort = "1" if v else "0"
-    elif isinstance(v, numbers.Integral) and "bytes" in col:
+    elif isinstance(v, numbers.Real) and is_byte_column(col):
         text = human_bytes(v)
         sort = str(int(v))
+        classes.append("num")
+    elif isinstance(v, numbers.Real) and is_second_column(col):
+        text = human_seconds(v)
+        sort = repr(float(v))
         classes.append("num")
     elif isinstance(v, numbers.Integral):
         text = str(int(v))
@@ -396,11 +403,73 @@ def _diff_section(diff, cell_class=None) -> tuple[str, str]:
             return "ok" if v else "bad"
         return cell_class(col, v) if cell_class else None
 
-    return badge, (f"<p>{badge}</p>" if badge else "") + _table(df, "he-diff", cell_class=cls)
+    return badge, ((f"<p>{badge}</p>" if badge else "") + f'<p class="note">{_e(DIFF_MEANING)}</p>'
+                   + _table(df, "he-diff", cell_class=cls))
+
+
+#: what a byte-identity verdict means, spelled out in the report
+DIFF_MEANING = (
+    "Each row is one graph output. byte_identical is True when the heterogeneous run's output has exactly "
+    "the bytes of the single-provider reference run's output (same dtype, same shape, every element's bit "
+    "pattern equal, NaN payloads included) — not merely close within a tolerance. When it is False, n_diff "
+    "counts the elements that differ, max_abs and max_ulp measure the largest difference, and the first "
+    "differing index and the node or transfer blamed for it say where to look.")
+
+
+def versions() -> dict[str, str]:
+    """Versions of this package and what it computes with (for reports and bug reports)."""
+    import platform
+    from .. import __version__
+    out = {"hetero_explore": __version__}
+    for mod in ("onnx", "numba", "numpy", "pandas"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - an optional module that is missing is reported as such
+            out[mod] = "missing"
+    out["Python"] = platform.python_version()
+    return out
+
+
+def _about_section(plan, run, diff, provenance: dict) -> str:
+    """Date, how the report was made, versions, the inputs and the reference: what a colleague
+    needs to trust (or reproduce) what the report shows."""
+    import datetime
+
+    import pandas as pd
+
+    made = provenance.get("command") or "hetero_explore: Plan.to_html(...) / Explorer.export_html(...) from Python"
+    rows = [("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")),
+            ("made by", made)]
+    rows += [(f"{k} version", v) for k, v in versions().items()]
+    rows.append(("providers (priority order)", ", ".join(p.name for p in plan.providers)))
+    rows.append(("placement policy", plan.policy))
+    if diff is not None:
+        rows.append(("reference run", f"single provider {provenance.get('reference', 'cpu')!s}, same inputs"))
+    if provenance.get("not_run"):
+        rows.append(("execution", f"nothing was executed: {provenance['not_run']}"))
+    elif run is None:
+        rows.append(("execution", "not executed (plan only)"))
+    out = [_kv(rows)]
+    inputs = getattr(run, "inputs", None) if run is not None else None
+    if inputs:
+        source = provenance.get("inputs") or "given by the caller"
+        out.append(f"<h3>Inputs</h3><p class=\"note\">{_e(source)}</p>")
+        recs = []
+        for name, a in inputs.items():
+            a = np.asarray(a)
+            rec = {"input": name, "dtype": a.dtype.name, "shape": str(tuple(a.shape)), "elements": int(a.size)}
+            if a.size and a.dtype.kind in "fiub":
+                rec.update(min=float(a.min()), max=float(a.max()))
+            else:
+                rec.update(min=None, max=None)
+            recs.append(rec)
+        out.append(_table(pd.DataFrame(recs, columns=["input", "dtype", "shape", "elements", "min", "max"]),
+                          "he-inputs"))
+    return "".join(out)
 
 
 def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = None, level: str = "auto",
-                 layout: str = "auto", max_rows: int = MAX_ROWS):
+                 layout: str = "auto", max_rows: int = MAX_ROWS, provenance: dict | None = None):
     """Write a self-contained HTML report of ``plan`` (return the HTML when ``path`` is None).
 
     Args:
@@ -413,6 +482,10 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         level: DAG level, as in :meth:`Plan.to_graphviz`.
         layout: partition-level layout, as in :func:`plan_to_graphviz`.
         max_rows: longest table shown.
+        provenance: what the "About" section says beyond the date and versions:
+            ``command`` (the command line or API call that made it), ``inputs`` (where the
+            inputs came from, e.g. "seeded random inputs, seed 0"), ``reference`` (the
+            reference provider's name) and ``not_run`` (why nothing was executed).
 
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
@@ -446,7 +519,10 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     if diff is not None:
         diff_badge, diff_html = _diff_section(diff, prov_cls)
     sections = [
+        ("about", "About this report", _about_section(plan, run, diff, dict(provenance or {}))),
         ("providers", "Providers (priority order)", _provider_section(plan)),
+        ("ops", "Ops per provider", _table(plan.ops_df(), "he-ops", cell_class=prov_cls, max_rows=max_rows,
+                                           filter=True)),
         ("model", "Model", _model_section(plan)),
         ("dag", "DAG", _dag_section(plan, level, layout)),
         ("placement", "Placement", _table(plan.placement_df(), "he-placement", cell_class=prov_cls,

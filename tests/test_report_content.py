@@ -1,0 +1,63 @@
+"""What the HTML report tells a colleague (issue 14): date, how it was made, versions, the
+inputs and their seed, the reference provider, the per-op table, what the diff means, and
+why nothing ran when nothing could."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hetero_explore as he
+from hetero_explore.cli import main
+
+DEMO = str(Path(__file__).resolve().parents[1] / "hetero_explore" / "data" / "demo.onnx")
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+@pytest.fixture(scope="module")
+def executed():
+    ex = he.explore(DEMO, providers=["gpu", "cpu"], input_shapes={"image": (1, 3, 16, 16)}, seed=3)
+    ex.deny("gpu", ["Relu"])
+    ex.execute()
+    return ex
+
+
+def test_report_says_when_what_and_with_which_versions(executed, tmp_path):
+    import numba
+    import onnx
+    path = executed.export_html(tmp_path / "r.html")
+    text = _text(Path(path).read_text(encoding="utf-8"))
+    assert re.search(r"date \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", text)
+    assert "export_html" in text                                       # how it was made
+    assert f"onnx version {onnx.__version__}" in text and f"numba version {numba.__version__}" in text
+    assert f"numpy version {np.__version__}" in text and "Python version" in text
+    assert "seed 3" in text                                            # the inputs' seed
+    assert "reference run single provider cpu" in text
+    inp = executed.inputs["image"]
+    assert f"image float32 {tuple(inp.shape)} {inp.size}" in text      # the inputs table
+    assert "Ops per provider" in text and "Relu ai.onnx" in text
+    assert "not merely close within a tolerance" in text               # what the verdict means
+
+
+def test_report_from_the_cli_names_its_command_line_and_why_nothing_ran(capsys, tmp_path):
+    target = tmp_path / "r.html"
+    rc = main(["report", DEMO, "-o", str(target), "--execute"])
+    capsys.readouterr()
+    assert rc == 2
+    text = _text(target.read_text(encoding="utf-8"))
+    assert f"made by hetero-explore report {DEMO} -o {target} --execute" in text
+    assert "execution nothing was executed: InputValidationError" in text
+
+
+def test_seconds_and_bytes_are_formatted_in_report_tables(executed, tmp_path):
+    html = Path(executed.export_html(tmp_path / "r.html")).read_text(encoding="utf-8")
+    timings = html[html.find('id="he-timings"'):]
+    timings = timings[:timings.find("</table>")]
+    assert timings and not re.search(r">\d\.\d+e-0\d<", timings)      # no 6.1522e-05
+    assert re.search(r">[\d.]+ (µs|ms|s)<", timings)
