@@ -176,6 +176,8 @@ def _common(sp):
     sp.add_argument("--dim", action="append", type=_parse_dim, default=[], metavar="NAME=VALUE",
                     help="bind a symbolic dim by name (repeatable)")
     sp.add_argument("--no-fold", action="store_true", help="do not fold constant shape subgraphs")
+    sp.add_argument("--strict", action="store_true", help="fail when a node no provider supports (default: "
+                    "place it on the unplaced lane, show the rest and list it as an execution blocker)")
     sp.add_argument("--full", action="store_true", help="print every table row (default: the first "
                     f"{MAX_TABLE_ROWS} of each, and lists cut to fit the terminal)")
 
@@ -188,7 +190,12 @@ def _load_and_plan(args, model=None):
                    dim_values=dict(args.dim) or None, fold_constants=not args.no_fold)
     check_deny(args.deny, g)
     provs = build_providers(args.providers, args.deny)
-    return g, plan(g, provs)
+    p = plan(g, provs, strict=getattr(args, "strict", False))
+    unplaced = p.placement_counts().get("unplaced", 0)
+    if unplaced:
+        _warn(f"{unplaced} node(s) no provider supports sit on the unplaced lane (see the execution blockers); "
+              "the plan cannot execute")
+    return g, p
 
 
 #: what the library's messages call a Python argument, as the command line spells it

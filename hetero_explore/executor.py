@@ -626,7 +626,7 @@ def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = Fal
 
     if isinstance(graph, Plan):
         graph = graph.graph
-    p = make_plan(graph, [resolve(provider)])
+    p = make_plan(graph, [resolve(provider)], strict=True)   # a reference runs every node, or nothing
     if len(p.partitions) > 1:  # pragma: no cover - one provider is always one convex partition
         raise ExecutionError(f"a one-provider plan has {len(p.partitions)} partitions")
     return HeterogeneousExecutor(p, kind="reference", keep_constants=False).run(

@@ -58,8 +58,8 @@ def test_unbound_symbolic_dims_are_blockers_not_crashes(capsys):
     (["plan", DEMO, "--deny", "npu:Relu"], "not in --providers"),
     (["plan", DEMO, "--input-shape", "nope=1,2"], "not a graph input"),
     # (gpu alone now plans the demo: its Clip is expanded into onnx's function body)
-    (["plan", DEMO, "--providers", "gpu", "--deny", "gpu:GatherND", "--input-shape", "image=1,3,16,16"],
-     "no provider supports node"),
+    (["plan", DEMO, "--providers", "gpu", "--deny", "gpu:GatherND", "--input-shape", "image=1,3,16,16",
+      "--strict"], "no provider supports node"),
 ])
 def test_errors_exit_2_with_a_message(capsys, argv, needle):
     rc, _, err = run_cli(capsys, *argv)
@@ -127,7 +127,7 @@ def test_plan_escapes_model_strings_for_the_terminal(capsys, tmp_path):
 
 def test_error_path_escapes_model_strings(capsys, tmp_path):
     model = _hostile_cli_model(tmp_path / "hostile.onnx")
-    rc, out, err = run_cli(capsys, "plan", model, "--providers", "gpu", "--deny", "gpu:Relu")
+    rc, out, err = run_cli(capsys, "plan", model, "--providers", "gpu", "--deny", "gpu:Relu", "--strict")
     assert rc == 2
     _no_raw_controls(out + err)
     assert err.startswith("error: UnsupportedNodeError: ") and err.count("\n") == 1  # one line
@@ -333,3 +333,13 @@ def test_ops_table_counts_and_shares(capsys):
     assert "gpu: " in relu["declined"]
     assert abs(df["share_of_nodes"].sum() - 100.0) < 1.0
     assert "(%.1f%%)" % (100.0 * p.placement_counts()["cpu"] / len(g.nodes)) in p.summary()
+
+
+def test_a_node_no_provider_supports_is_shown_on_the_unplaced_lane(capsys):
+    rc, out, err = run_cli(capsys, "plan", DEMO, "--providers", "gpu", "--deny", "gpu:GatherND",
+                           "--input-shape", "image=1,3,16,16", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["placement"] == {"gpu": 16, "unplaced": 1}     # (Clip expands into 2 nodes)
+    assert d["execution_blockers"][0]["kind"] == "unplaceable"
+    assert "1 node(s) no provider supports sit on the unplaced lane" in err

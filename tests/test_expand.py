@@ -136,7 +136,7 @@ def test_attention_expands_and_plans_heterogeneously_on_capability_providers():
                           "becomes a plain passing test")
 def test_attention_executes_byte_identical_and_matches_onnxruntime():
     m = attention_model()
-    p = he.plan(he.load_model(m), [mask(resolve("cuda"), deny=["Softmax"]), "cpu"])
+    p = he.plan(he.load_model(m), [mask(resolve("cuda"), deny=["Softmax"]), "cpu"], strict=True)
     rng = np.random.default_rng(1)
     feeds = {n: rng.standard_normal((1, 2, 4, 8)).astype(np.float32) for n in ("q", "k", "v")}
     check_against_reference_and_ort(p, m, feeds)
@@ -144,7 +144,7 @@ def test_attention_executes_byte_identical_and_matches_onnxruntime():
 
 def test_attention_error_names_the_model_node_and_the_body_op_missing():
     with pytest.raises(UnsupportedNodeError) as e:
-        he.plan(he.load_model(attention_model()), ["cpu"])
+        he.plan(he.load_model(attention_model()), ["cpu"], strict=True)
     msg = str(e.value)
     assert e.value.node_name == "attn" and e.value.op_type == "Attention"
     assert "its onnx function body was expanded, but no provider supports the body's node 'attn/" in msg
@@ -213,7 +213,7 @@ def test_no_body_before_its_opset_and_unknown_ops():
         expand.function_body(g, g.nodes[0])
     npu = VirtualProvider("npu", "npu:0", ops=["Relu"])
     with pytest.raises(UnsupportedNodeError, match="needs opset 18 or later"):
-        he.plan(g, [npu])
+        he.plan(g, [npu], strict=True)
     assert not expand.has_function_body("Relu", "", 13)
     assert expand.has_function_body("Mish", "", 18) and not expand.has_function_body("Mish", "", 17)
 

@@ -152,13 +152,21 @@ def test_everything_disabled_is_an_error_kept_in_history(ex):
     assert ex.error is None and ex.plan.provider_names == ["cpu"]
 
 
-def test_an_op_no_provider_supports_names_the_node(ex):
+def test_an_op_no_provider_supports_sits_on_the_unplaced_lane(ex):
     ex.deny("gpu", "Conv").deny("cpu", "Conv")
+    p = ex.replan()                                   # the model still opens and shows
+    pl = p.placement_df()
+    conv = pl[pl.op_type == "Conv"]
+    assert len(conv) and set(conv["provider"]) == {"unplaced"}
+    assert set(pl[pl.op_type != "Conv"]["provider"]) <= {"gpu", "cpu"}
+    first = p.execution_blockers[0]
+    assert first.kind == "unplaceable" and first.where == "conv1"
+    assert "gpu: " in first.detail and "cpu: " in first.detail     # each provider's reason
+    assert "unplaced: " in p.summary()
+    with pytest.raises(HeterogeneousExecutionUnsupported, match="unplaceable"):
+        ex.execute()                                   # execution still fails closed
     with pytest.raises(UnsupportedNodeError, match="conv1"):
-        ex.replan()
-    df = ex.history_df()
-    assert df["result"].iloc[-1].startswith("UnsupportedNodeError")
-    assert df["partitions"].isna().iloc[-1]
+        hx.plan(ex.graph, ex._provider_list(), strict=True)     # scripts that want the error
 
 
 def test_add_and_remove_a_virtual_provider(ex):

@@ -65,9 +65,21 @@ def test_tables_have_the_documented_columns():
     assert d["fallback_ops"] == {"Softmax": 1}
 
 
+def test_unsupported_node_sits_on_the_unplaced_lane_unless_strict():
+    p = he.plan(he.load_model(chain_model()), [GPU(), mask(CPU(), deny=["Softmax"])])
+    assert p.provider_names == ["gpu", "cpu", "unplaced"]
+    assert p.placement_counts() == {"gpu": 2, "cpu": 0, "unplaced": 1}
+    b = p.execution_blockers[0]
+    assert (b.kind, b.where) == ("unplaceable", "sm")
+    assert "gpu: Softmax not in gpu's op table" in b.detail and "cpu: Softmax denied by mask" in b.detail
+    assert not p.executable
+    with pytest.raises(he.HeterogeneousExecutionUnsupported, match="unplaceable"):
+        he.guard_heterogeneous_fallback(p)
+
+
 def test_unsupported_node_error_names_node_op_domain_opset_and_reasons():
     with pytest.raises(he.UnsupportedNodeError) as e:
-        he.plan(he.load_model(chain_model()), [GPU(), mask(CPU(), deny=["Softmax"])])
+        he.plan(he.load_model(chain_model()), [GPU(), mask(CPU(), deny=["Softmax"])], strict=True)
     msg = str(e.value)
     for part in ("'sm'", "Softmax", "ai.onnx", "opset 17", "gpu: Softmax not in gpu's op table",
                  "cpu: Softmax denied by mask"):

@@ -126,18 +126,15 @@ def test_enable_toggle(app, ex):
 
 
 # -- errors are shown, never raised -----------------------------------------------------------------
-def test_unsupported_op_is_shown_and_the_app_recovers(app, ex):
+def test_unsupported_op_is_shown_on_the_unplaced_lane_and_the_app_recovers(app, ex):
     app.deny_selects["gpu"].value = ("Conv",)
     app.deny_selects["cpu"].value = ("Conv",)
-    err = value(app.error_html)
-    assert "cannot be planned" in err and "no provider supports node &#x27;conv1&#x27;" in err
-    assert app.error.startswith("UnsupportedNodeError")
-    # the views keep the last plan that worked, and say so
-    assert "last plan that worked" in value(app.summary_html)
-    assert "showing plan #1" in view(app, "Partitions")
-    assert app.execute_button.disabled
+    assert app.error == ""                     # the model still opens: nothing refused
+    assert "unplaced: " in value(app.summary_html)
+    assert "unplaced" in view(app, "Placement") and "unplaceable" in value(app.summary_html) + view(app, "Placement") + view(app, "Partitions")
+    assert not ex.plan.executable              # it cannot execute
     app.deny_selects["cpu"].value = ()
-    assert app.error == "" and value(app.error_html) == ""
+    assert app.error == "" and "unplaced" not in value(app.summary_html)
     assert not app.execute_button.disabled
 
 

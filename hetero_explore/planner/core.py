@@ -348,6 +348,12 @@ def _escape_path(u: int, v: int, node_partition, succs, budget) -> list[int] | N
 
 def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
     out: list[Blocker] = []
+    for nid in unplaceable:          # first: what no provider takes
+        node = graph.nodes[nid]
+        if _blocker_kind(graph, node) is None:
+            reasons = "; ".join(f"{p}: {r}" for p, r in declined[nid].items())
+            out.append(Blocker("unplaceable", node.name, f"no provider supports {node.op_type} ({reasons}); "
+                               "it sits on the unplaced lane"))
     present = {sig[1] for sig in graph_arrays(graph).signatures}
     risky = present & (CONTROL_FLOW | SEQUENCE_OPS | {"EPContext"})
     for node in (graph.nodes if risky else ()):
@@ -361,11 +367,6 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
         elif kind == "ep-context":
             out.append(Blocker(kind, node.name, "EPContext nodes hold another runtime's compiled "
                                "binary; it cannot be executed here. Use the model before compilation"))
-    for nid in unplaceable:
-        node = graph.nodes[nid]
-        if _blocker_kind(graph, node) is None:
-            reasons = "; ".join(f"{p}: {r}" for p, r in declined[nid].items())
-            out.append(Blocker("unplaceable", node.name, f"no provider supports {node.op_type} ({reasons})"))
     sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"]
     if sym:
         head = ", ".join(repr(s) for s in sym[:5]) + (" ..." if len(sym) > 5 else "")
@@ -376,14 +377,19 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
 
 
 # -- public entry points ------------------------------------------------------------
-def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=None) -> Plan:
+def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=None, *,
+         strict: bool = False) -> Plan:
     """Place, partition and plan transfers for ``graph`` on ``providers`` (front = highest priority).
 
     ``graph`` may be a loaded :class:`Graph` or anything :func:`load_model` accepts.
-    Raises :class:`UnsupportedNodeError` when no provider supports a node that
-    execution could run at all; control flow, sequence and EPContext nodes that no
-    provider supports are instead placed on the last provider and listed as
-    execution blockers, so that such a model can still be shown.
+    Planning never refuses to show a model: a node no provider supports (after
+    function inlining and expansion) is placed on the ``unplaced`` lane
+    (:class:`~hetero_explore.providers.unplaced.UnplacedLane`, appended to the plan's
+    providers) and listed first among the execution blockers with each provider's
+    reason, so execution fails closed. With ``strict=True`` such a node raises
+    :class:`UnsupportedNodeError` instead. Control flow, sequence and EPContext nodes
+    that no provider supports are placed on the last provider and listed as
+    execution blockers.
 
     ``policy`` names a placement policy of :data:`~hetero_explore.planner.policies.POLICIES`:
     ``"priority"`` (the seed's first-fit, the default) or ``"min-transfer"`` (may move
@@ -398,7 +404,13 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
     provs = resolve_all(providers)
     inlined: list[str] = []
     expanded_roots: dict[str, tuple] = {}  # model node name -> (graph, node id, reasons) before expanding
-    for _ in range(MAX_INLINE_ROUNDS):
+    graph0 = graph
+    no_expand: set[str] = set()   # model nodes whose expansion did not make them placeable
+    rounds = 0
+    while True:
+        rounds += 1
+        if rounds > MAX_INLINE_ROUNDS:
+            break
         assignment, declined, unplaceable = place(graph, provs)
         fn_keys = []
         to_expand = []
@@ -410,15 +422,26 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
                 if key not in fn_keys:
                     fn_keys.append(key)
             elif _blocker_kind(graph, node) is None:
-                (hard if expandable(graph, node) else to_expand).append(nid)
+                (hard if node.name in no_expand or expandable(graph, node) else to_expand).append(nid)
         if fn_keys:
             old = graph
             graph = _inline(graph, fn_keys)
             carry_expansions(old, graph)
             inlined += [f"{d}::{n}" if d else n for d, n in fn_keys]
             continue
-        if hard:
-            raise _hard_error(graph, hard[0], declined, expanded_roots)
+        if hard and (strict or not to_expand):
+            if strict:
+                raise _hard_error(graph, hard[0], declined, expanded_roots)
+            origin = graph.info.get("expanded_from", {})
+            roots = {origin.get(graph.nodes[n].name) for n in hard} - {None} - no_expand
+            if roots:
+                # an expansion that leaves body nodes unplaceable shows worse than the model's
+                # own node: plan again from the start without expanding those model nodes
+                no_expand |= roots
+                graph, inlined, expanded_roots, rounds = graph0, [], {}, 0
+                continue
+            provs, assignment = _with_unplaced_lane(provs, assignment, hard)
+            to_expand = []
         if to_expand:
             for nid in to_expand:
                 name = graph.nodes[nid].name
@@ -438,6 +461,16 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
                                 f"rounds (inlined so far: {inlined}; expanded: "
                                 f"{list(dict.fromkeys(graph.info.get('expanded_from', {}).values()))[:5]}); the model's "
                                 "functions may be recursive")
+
+
+def _with_unplaced_lane(provs, assignment, hard):
+    """``provs`` + the unplaced lane, with the ``hard`` nodes assigned to it."""
+    from ..providers.unplaced import UnplacedLane, is_unplaced
+    if not any(is_unplaced(p) for p in provs):
+        provs = [*provs, UnplacedLane()]
+    assignment = assignment.copy()
+    assignment[np.asarray(hard, dtype=np.int64)] = len(provs) - 1
+    return provs, assignment
 
 
 def _hard_error(graph: Graph, nid: int, declined, expanded_roots: dict, note: str = "") -> UnsupportedNodeError:

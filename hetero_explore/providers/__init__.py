@@ -110,7 +110,11 @@ def resolve_all(providers) -> list[ExecutionProvider]:
     if not out:
         raise ArgumentValueError("the provider list is empty; give at least one provider, e.g. ['cpu']")
     seen = set()
+    from .unplaced import UNPLACED, is_unplaced
     for p in out:
+        if p.name == UNPLACED and not is_unplaced(p):
+            raise ArgumentValueError(f"the provider name {UNPLACED!r} is reserved for the lane of nodes no "
+                                     "provider supports; name the provider differently")
         if p.name in seen:
             raise ArgumentValueError(f"two providers are named {p.name!r}; provider names must be unique")
         seen.add(p.name)

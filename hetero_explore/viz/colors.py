@@ -20,6 +20,7 @@ KNOWN: dict[str, str] = {
     "cpu": "#9ecae1",   # blue
     "cuda": "#a1d99b",  # green
     "gpu": "#fdae6b",   # orange
+    "unplaced": "#ef3b2c",  # red: the nodes no provider supports
 }
 
 #: Palette for every other name (pastels, distinct from the known colours).
