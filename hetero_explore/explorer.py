@@ -33,6 +33,7 @@ import numpy as np
 
 from .errors import ArgumentTypeError, ArgumentValueError, PlanningError
 from .ir import Graph
+from .plandiff import PlanComparison, compare_plans  # noqa: F401  (re-exported: the Changes view's diff)
 from .providers import ExecutionProvider, MaskedProvider, resolve
 
 #: plans kept per configuration (toggling back and forth re-plans instantly)
@@ -130,130 +131,6 @@ class Step:
         deny = "; ".join(f"{p} denies {', '.join(ops)}" for p, ops in self.denied.items())
         pol = "" if self.policy == "priority" else f" policy {self.policy}"
         return f"#{self.index}: [{', '.join(self.order)}]" + (f" ({deny})" if deny else "") + pol
-
-
-@dataclass(frozen=True)
-class PlanComparison:
-    """What changed between two plans (``a`` → ``b``)."""
-
-    a: Any
-    """The earlier plan."""
-    b: Any
-    """The later plan."""
-    moved: Any
-    """DataFrame: node, op_type, from_provider, to_provider (nodes matched by name)."""
-    partitions_added: Any
-    """DataFrame of partitions in ``b`` not in ``a`` (same provider and nodes)."""
-    partitions_removed: Any
-    """DataFrame of partitions in ``a`` not in ``b``."""
-    transfers_added: Any
-    """DataFrame of transfers in ``b`` not in ``a`` (same value, source and destination)."""
-    transfers_removed: Any
-    """DataFrame of transfers in ``a`` not in ``b``."""
-    bytes_before: int | None
-    """Bytes moved by ``a``'s transfers (None when a shape is unknown)."""
-    bytes_after: int | None
-    """Bytes moved by ``b``'s transfers."""
-
-    @property
-    def bytes_delta(self) -> int | None:
-        if self.bytes_before is None or self.bytes_after is None:
-            return None
-        return self.bytes_after - self.bytes_before
-
-    @property
-    def changed(self) -> bool:
-        return bool(len(self.moved) or len(self.partitions_added) or len(self.partitions_removed)
-                    or len(self.transfers_added) or len(self.transfers_removed))
-
-    def summary(self) -> str:
-        if not self.changed:
-            return "no change: same placement, partitions and transfers"
-        d = self.bytes_delta
-        delta = "unknown" if d is None else f"{d:+,d} B"
-        return (f"{len(self.moved)} node(s) moved; partitions +{len(self.partitions_added)} "
-                f"-{len(self.partitions_removed)}; transfers +{len(self.transfers_added)} "
-                f"-{len(self.transfers_removed)}; transfer bytes {_fmt_bytes(self.bytes_before)} → "
-                f"{_fmt_bytes(self.bytes_after)} ({delta})" + self._policy_note())
-
-    def _policy_note(self) -> str:
-        """What a change of placement policy saved, by the planner's cost model."""
-        pa, pb = getattr(self.a, "policy", None), getattr(self.b, "policy", None)
-        if pa == pb or not hasattr(self.a, "estimate"):
-            return ""
-        ea, eb = self.a.estimate(), self.b.estimate()
-        return (f"; policy {pa} → {pb}: estimated time {ea['total_seconds'] * 1e3:.3f} → "
-                f"{eb['total_seconds'] * 1e3:.3f} ms (transfers {ea['transfer_seconds'] * 1e3:.3f} → "
-                f"{eb['transfer_seconds'] * 1e3:.3f} ms)")
-
-    def to_dict(self) -> dict:
-        return {"summary": self.summary(), "moved": self.moved.to_dict("records"),
-                "partitions_added": self.partitions_added.to_dict("records"),
-                "partitions_removed": self.partitions_removed.to_dict("records"),
-                "transfers_added": self.transfers_added.to_dict("records"),
-                "transfers_removed": self.transfers_removed.to_dict("records"),
-                "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
-                "bytes_delta": self.bytes_delta}
-
-    def __repr__(self) -> str:
-        return f"PlanComparison({self.summary()})"
-
-    def _repr_html_(self) -> str:
-        from .viz.widget import render_changes
-        return render_changes(self)
-
-
-def _fmt_bytes(n) -> str:
-    if n is None:
-        return "unknown"
-    n = int(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,d} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def compare_plans(a, b) -> PlanComparison:
-    """What changed from plan ``a`` to plan ``b``: nodes that moved (matched by
-    name), partitions and transfers added or removed, and the transfer-bytes delta."""
-    import pandas as pd
-
-    def placement(p):
-        return {n.name: (n.op_type, p.providers[p.assignment[n.id]].name) for n in p.graph.nodes}
-
-    pa, pb = placement(a), placement(b)
-    moved = [{"node": name, "op_type": op, "from_provider": pa[name][1], "to_provider": prov}
-             for name, (op, prov) in pb.items() if name in pa and pa[name][1] != prov]
-
-    def parts(p):
-        nodes = p.graph.nodes
-        out = {}
-        for part in p.partitions:
-            names = tuple(nodes[i].name for i in part.node_ids)
-            out[(part.provider, names)] = {
-                "partition": part.id, "provider": part.provider, "device": part.device,
-                "n_nodes": part.n_nodes, "first_node": names[0] if names else "",
-                "last_node": names[-1] if names else ""}
-        return out
-
-    def transfers(p):
-        return {(t.value, t.src_provider, t.dst_provider): {
-            "value": t.value, "from_provider": t.src_provider, "to_provider": t.dst_provider,
-            "kind": t.kind, "bytes": t.nbytes} for t in p.transfers}
-
-    part_cols = ["partition", "provider", "device", "n_nodes", "first_node", "last_node"]
-    tr_cols = ["value", "from_provider", "to_provider", "kind", "bytes"]
-    ka, kb = parts(a), parts(b)
-    ta, tb = transfers(a), transfers(b)
-    return PlanComparison(
-        a=a, b=b,
-        moved=pd.DataFrame(moved, columns=["node", "op_type", "from_provider", "to_provider"]),
-        partitions_added=pd.DataFrame([v for k, v in kb.items() if k not in ka], columns=part_cols),
-        partitions_removed=pd.DataFrame([v for k, v in ka.items() if k not in kb], columns=part_cols),
-        transfers_added=pd.DataFrame([v for k, v in tb.items() if k not in ta], columns=tr_cols),
-        transfers_removed=pd.DataFrame([v for k, v in ta.items() if k not in tb], columns=tr_cols),
-        bytes_before=a.transfer_bytes, bytes_after=b.transfer_bytes)
 
 
 # -- the explorer ----------------------------------------------------------------------
