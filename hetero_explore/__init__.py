@@ -6,12 +6,14 @@ Public API::
     load_model, plan, execute, execute_reference, compare
     classify_placement, guard_heterogeneous_fallback, random_inputs
     providers (cpu, cuda, virtual_gpu, VirtualProvider, mask, ...)
+    sweep, compare_sweeps, save_sweep, load_sweep   # many models × provider lists, on Dask
 """
 
 from . import providers
 from .compare import compare
 from .errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
-                     InputValidationError, InvalidModelError, KernelError, ModelLoadError, PlanningError,
+                     InputValidationError, InvalidModelError, KernelError, MissingDependencyError, ModelLoadError,
+                     PlanningError,
                      ProviderUnavailableError, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
 from .executor import RunResult, execute, execute_reference
 from .explorer import Explorer, explore
@@ -21,6 +23,7 @@ from .loader import load_model
 from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, guard_heterogeneous_fallback,
                       plan)
 from .providers import VirtualProvider, mask
+from .fleet import compare_sweeps, load_sweep, save_sweep, sweep
 
 __version__ = "0.1.0"
 
@@ -31,5 +34,6 @@ __all__ = [
     "HeteroExploreError", "ModelLoadError", "InvalidModelError", "ShapeBindingError", "UnsupportedNodeError",
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
-    "TransferCountMismatch", "GraphvizNotFoundError",
+    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError",
+    "sweep", "compare_sweeps", "save_sweep", "load_sweep",
 ]

@@ -6,6 +6,9 @@
     hetero-explore demo [-o demo_report.html] [--no-execute]
     hetero-explore providers [--providers cpu,cuda,gpu]
     hetero-explore warmup [--providers cpu]
+    hetero-explore sweep MODELS... [--providers gpu,cpu --providers cpu ...] [--mask gpu:Softmax;cpu:Erf ...]
+                         [--execute] [--scheduler ADDRESS | --workers N | --in-process] -o results.parquet
+                         [--html sweep.html] [--compare before.parquet]
     hetero-explore --version
 """
 
@@ -427,6 +430,53 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+def _parse_mask(text: str) -> dict:
+    out: dict[str, list[str]] = {}
+    for part in (p for p in text.split(";") if p.strip()):
+        prov, ops = _parse_deny(part)
+        out.setdefault(prov, []).extend(ops)
+    if not out:
+        raise argparse.ArgumentTypeError(f"--mask wants PROVIDER:OP[,OP][;PROVIDER:OP...] (got {text!r})")
+    return out
+
+
+def cmd_sweep(args) -> int:
+    from .fleet import IN_PROCESS, compare_sweeps, load_sweep, save_sweep, sweep
+    masks = [{}] + args.mask if args.mask else None
+    for m in args.mask:
+        check_deny(list(m.items()))
+    client = IN_PROCESS if args.in_process else args.scheduler
+
+    def progress(done, total, row):
+        state = "ok" if row["ok"] else f"{row['error_type']}"
+        _say(f"[{done}/{total}] {row['name']} on {row['providers']}"
+             + (f" [{row['mask']}]" if row["mask"] else "") + f": {state}", file=sys.stderr)
+
+    df = sweep(args.models, providers=args.providers or ["gpu,cpu"], masks=masks, execute=args.execute,
+               client=client, workers=args.workers, seed=args.seed, progress=progress)
+    path = save_sweep(df, args.output)
+    n_err = int((~df["ok"].astype(bool)).sum())
+    _say(f"{len(df):,} row(s) ({n_err:,} failed) in {df.attrs['elapsed_seconds']:.1f} s on "
+         f"{df.attrs['workers'] or 1} worker(s); written to {terminal_text(path)}")
+    cols = ["name", "providers", "mask", "ok", "nodes", "partitions", "transfers", "transfer_bytes",
+            "share_off_first", "byte_identical", "error_type"]
+    _say(_table_text(df[cols], args.full))
+    comparison = None
+    if args.compare:
+        comparison = compare_sweeps(load_sweep(args.compare), df)
+        _say("\nCompared with " + terminal_text(args.compare) + ":")
+        _say(_table_text(comparison[["name", "providers", "mask", "status", "moved", "bytes_delta"]], args.full))
+    if args.html:
+        from .viz.sweep_report import sweep_to_html
+        try:
+            written = sweep_to_html(df, args.html, comparison=comparison, command=command_line(args))
+        except OutputWriteError as e:
+            _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
+            return 2
+        _say(f"sweep report written to {terminal_text(written)}")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its messages (which quote what was typed) escaped for the terminal."""
 
@@ -470,6 +520,23 @@ def main(argv=None) -> int:
     sp = sub.add_parser("warmup", help="compile the kernels into numba's on-disk cache (setup.sh runs this)")
     sp.add_argument("--providers", default="cpu", help="providers to warm (default cpu; add cuda on a GPU)")
     sp.set_defaults(fn=cmd_warmup)
+    sp = sub.add_parser("sweep", help="plan (and execute) many models x provider lists on Dask; one table back")
+    sp.add_argument("models", nargs="+", help="model files, globs or directories (searched for *.onnx)")
+    sp.add_argument("--providers", action="append", default=[], metavar="P1,P2",
+                    help="a provider list in priority order (repeatable; default gpu,cpu)")
+    sp.add_argument("--mask", action="append", type=_parse_mask, default=[], metavar="PROVIDER:OP[,OP][;...]",
+                    help="a deny mask to sweep besides no mask (repeatable)")
+    sp.add_argument("--execute", action="store_true", help="execute, check byte identity, time warm runs")
+    sp.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler to run on (default: a local "
+                    "cluster of worker processes)")
+    sp.add_argument("--workers", type=int, help="worker processes of the local cluster (default: the cores)")
+    sp.add_argument("--in-process", action="store_true", help="no Dask: run the sweep here in a loop")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    sp.add_argument("-o", "--output", required=True, help="results file: .parquet, .csv or .json")
+    sp.add_argument("--html", metavar="FILE.html", help="also write a self-contained sweep report")
+    sp.add_argument("--compare", metavar="BEFORE", help="an earlier sweep's results file to diff against")
+    sp.add_argument("--full", action="store_true", help="print every row")
+    sp.set_defaults(fn=cmd_sweep)
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:

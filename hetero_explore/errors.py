@@ -105,3 +105,7 @@ class OutputWriteError(HeteroExploreError, OSError):
 
 class GraphvizNotFoundError(HeteroExploreError, RuntimeError):
     """Graphviz's ``dot`` executable is missing, so a graph cannot be rendered."""
+
+
+class MissingDependencyError(HeteroExploreError, ImportError):
+    """An optional dependency a feature needs is not installed (the message says which extra)."""
