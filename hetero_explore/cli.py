@@ -347,6 +347,13 @@ def cmd_report(args) -> int:
     _say(_summary_text(p, args.full))
     if diff is not None:
         _say(_table_text(diff))
+    if run is not None and args.trace:
+        try:
+            run.to_chrome_trace(args.trace)
+            _say(f"trace written to {terminal_text(args.trace)} (Perfetto: ui.perfetto.dev, or chrome://tracing)")
+        except OSError as e:
+            _warn(f"cannot write the trace to {args.trace!r}: {e.strerror or e}")
+            rc_exec = rc_exec or 2
     rc = _write_report(p, args.output, run, diff, prov)
     return rc or rc_exec
 
@@ -507,6 +514,8 @@ def main(argv=None) -> int:
     sp.add_argument("--inputs", metavar="FILE.npz", help="inputs for --execute (numpy.savez, one array per "
                     "graph input); default: seeded random inputs")
     sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    sp.add_argument("--trace", metavar="RUN.json", help="with --execute: also write the run's timeline as a "
+                    "Trace Event Format file (open it in Perfetto or chrome://tracing)")
     sp.set_defaults(fn=cmd_report)
     sp = sub.add_parser("demo", help="plan, execute and report the bundled demo model")
     sp.add_argument("--providers", default="gpu,cpu")

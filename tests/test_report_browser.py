@@ -107,9 +107,10 @@ def test_report_sections_providers_and_metadata(masked_plan):
 
 
 def test_report_writes_a_file(tiny_plan, tmp_path):
-    path = tiny_plan.to_html(tmp_path / "sub" / "plan.html")
+    when = {"date": "2026-01-01 00:00:00 UTC"}     # the one thing that changes between two calls
+    path = tiny_plan.to_html(tmp_path / "sub" / "plan.html", provenance=when)
     assert path == tmp_path / "sub" / "plan.html" and path.is_file()
-    assert path.read_text(encoding="utf-8") == tiny_plan.to_html()  # deterministic
+    assert path.read_text(encoding="utf-8") == tiny_plan.to_html(provenance=when)  # deterministic
 
 
 @needs_dot

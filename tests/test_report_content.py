@@ -61,3 +61,35 @@ def test_seconds_and_bytes_are_formatted_in_report_tables(executed, tmp_path):
     timings = timings[:timings.find("</table>")]
     assert timings and not re.search(r">\d\.\d+e-0\d<", timings)      # no 6.1522e-05
     assert re.search(r">[\d.]+ (µs|ms|s)<", timings)
+
+
+def test_report_has_a_timeline_of_the_run(executed, tmp_path):
+    html = Path(executed.export_html(tmp_path / "r.html")).read_text(encoding="utf-8")
+    svg = html[html.find('<svg xmlns="http://www.w3.org/2000/svg" class="he-timeline"'):]
+    svg = svg[:svg.find("</svg>")]
+    run = executed.run
+    assert svg and svg.count('class="he-step he-partition"') == len(run.plan.partitions)
+    assert svg.count('class="he-step he-transfer"') == sum(1 for e in run.events if e.kind == "transfer")
+    for dev in {e.device for e in run.events}:
+        assert f">{dev}</text>" in svg                      # one lane per device
+
+
+def test_cli_trace_is_perfetto_json(capsys, tmp_path):
+    import json
+    trace = tmp_path / "run.json"
+    rc = main(["report", DEMO, "-o", str(tmp_path / "r.html"), "--execute", "--input-shape", "image=1,3,16,16",
+               "--deny", "gpu:Relu", "--trace", str(trace)])
+    capsys.readouterr()
+    assert rc == 0
+    doc = json.loads(trace.read_text())
+    steps = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert any(e["cat"] == "partition" for e in steps) and any(e["cat"] == "transfer" for e in steps)
+    assert all(e["dur"] >= 0 for e in steps)
+
+
+def test_timing_stats_give_p50_and_p90_per_step(executed):
+    from hetero_explore.viz.timeline import timing_stats
+    runs = [executed.run.rerun(keep_intermediates=False) for _ in range(5)]
+    df = timing_stats(runs)
+    assert (df["runs"] == 5).all() and (df["p90_seconds"] >= df["p50_seconds"]).all()
+    assert {"partition", "transfer", "run"} <= set(df["kind"])

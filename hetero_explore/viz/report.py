@@ -378,6 +378,9 @@ def _run_section(run, cell_class=None) -> str:
                 out.append(f'<p>{_e(f())}</p>')
             except Exception:
                 pass
+    if getattr(run, "events", None):
+        from .timeline import timeline_svg
+        out.append("<h3>Timeline</h3>" + timeline_svg(run))
     if df is None:
         out.append(f"<pre>{_e(repr(run))}</pre>")
     else:
@@ -438,7 +441,8 @@ def _about_section(plan, run, diff, provenance: dict) -> str:
     import pandas as pd
 
     made = provenance.get("command") or "hetero_explore: Plan.to_html(...) / Explorer.export_html(...) from Python"
-    rows = [("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")),
+    date = provenance.get("date") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    rows = [("date", date),
             ("made by", made)]
     rows += [(f"{k} version", v) for k, v in versions().items()]
     rows.append(("providers (priority order)", ", ".join(p.name for p in plan.providers)))
@@ -485,7 +489,8 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         provenance: what the "About" section says beyond the date and versions:
             ``command`` (the command line or API call that made it), ``inputs`` (where the
             inputs came from, e.g. "seeded random inputs, seed 0"), ``reference`` (the
-            reference provider's name) and ``not_run`` (why nothing was executed).
+            reference provider's name), ``not_run`` (why nothing was executed) and ``date``
+            (default: now, UTC).
 
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
