@@ -359,6 +359,13 @@ class Plan:
         from ..viz.graph import plan_to_graphviz
         return plan_to_graphviz(self, level=level, show_initializers=show_initializers, **kw)
 
+    def to_model_explorer(self, path, run=None) -> list:
+        """Node data (provider, partition, and with ``run`` partition seconds) for Google's
+        Model Explorer, one JSON file per metric beside ``path``
+        (:mod:`hetero_explore.viz.model_explorer`)."""
+        from ..viz.model_explorer import to_model_explorer
+        return to_model_explorer(self, path, run)
+
     def to_html(self, path=None, run=None, diff=None, **kw):
         from ..viz.report import plan_to_html
         return plan_to_html(self, path, run=run, diff=diff, **kw)

@@ -1,0 +1,67 @@
+"""Export a plan as node data for Google's Model Explorer (its "overlay" JSON).
+
+Model Explorer colours a model's nodes by a *node data* file: ``{graph id: {"results":
+{key: {"value": number, "bgColor": css}}, "thresholds" / "gradient": ...}}`` (see
+``model_explorer/node_data_builder.py`` in google-ai-edge/model-explorer), where a key is a
+node's id or any of its output tensor names. ONNX node ids depend on the adapter, so the
+keys here are the output tensor names, which every ONNX adapter keeps; a node with no
+output is keyed by its name. One file per metric, each loadable on its own:
+
+* ``<stem>.provider.json`` — the provider index (0 = highest priority), coloured as in
+  this tool's DAG;
+* ``<stem>.partition.json`` — the partition id, coloured by its provider;
+* ``<stem>.partition_seconds.json`` — with a run: the seconds of the node's partition in
+  that run (a partition's nodes share it: kernels are timed per partition), on a gradient.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .colors import provider_colors
+
+GRADIENT = [{"stop": 0, "bgColor": "#f7fbff"}, {"stop": 1, "bgColor": "#08306b"}]
+
+
+def _keys(node) -> list[str]:
+    outs = [o for o in node.outputs if o]
+    return outs or [node.name]
+
+
+def node_data(plan, run=None) -> dict[str, dict]:
+    """metric name → Model Explorer node data (a dict, ready for ``json.dump``)."""
+    graph_id = plan.graph.name or "main_graph"
+    colors = provider_colors(plan.provider_names)
+    prov, part, secs = {}, {}, {}
+    part_seconds = {}
+    if run is not None:
+        for e in getattr(run, "events", ()):
+            if e.kind == "partition":
+                part_seconds[e.partition] = part_seconds.get(e.partition, 0.0) + e.seconds
+    for n in plan.graph.nodes:
+        pi = int(plan.assignment[n.id])
+        p = plan.providers[pi]
+        pid = int(plan.node_partition[n.id])
+        for k in _keys(n):
+            prov[k] = {"value": pi, "bgColor": colors[p.name]}
+            part[k] = {"value": pid, "bgColor": colors[p.name]}
+            if pid in part_seconds:
+                secs[k] = {"value": part_seconds[pid]}
+    out = {"provider": {graph_id: {"results": prov}}, "partition": {graph_id: {"results": part}}}
+    if secs:
+        out["partition_seconds"] = {graph_id: {"results": secs, "gradient": GRADIENT}}
+    return out
+
+
+def to_model_explorer(plan, path, run=None) -> list[Path]:
+    """Write :func:`node_data` next to ``path`` (``model.onnx`` or ``out/model``: the files
+    are ``model.provider.json``, ...); returns the paths written."""
+    from .report import write_text_safely
+    base = Path(path)
+    stem = base.name[:-5] if base.name.endswith(".onnx") else (base.stem if base.suffix == ".json" else base.name)
+    written = []
+    for metric, data in node_data(plan, run).items():
+        written.append(write_text_safely(base.with_name(f"{stem}.{metric}.json"),
+                                         json.dumps(data, indent=1, sort_keys=True), what="Model Explorer node data"))
+    return written
