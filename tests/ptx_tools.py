@@ -79,7 +79,7 @@ def stats(p):
 '''
 
 
-def run_script(script: str, stdin: str | None = None, timeout: float = 300) -> dict:
+def run_script(script: str, stdin: str | None = None, timeout: float = 900) -> dict:
     """Run ``script`` (``PRELUDE`` + a body that prints one JSON object last) with the
     simulator off; its JSON result, or ``pytest.skip`` where libNVVM is unavailable."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
