@@ -261,6 +261,21 @@ def _real_op(domain: str, op: str) -> bool:
     return onnx.defs.has(op, domain)
 
 
+def _schema_versions_in(domain: str, op: str, since: int, until: int | None) -> list[int]:
+    """onnx's schema versions of ``op`` within ``since..until`` (its schema history)."""
+    import onnx.defs
+    out = set()
+    top = until or (onnx.defs.onnx_opset_version() if domain == "" else 10)
+    for n in range(since, top + 1):
+        try:
+            v = onnx.defs.get_schema(op, n, domain).since_version
+        except Exception:
+            continue
+        if since <= v <= top:
+            out.add(v)
+    return sorted(out)
+
+
 def _dom(d: str) -> str:
     return "" if d in ("", "ai.onnx") else d
 
@@ -422,6 +437,16 @@ def build(name: str, src_dir: Path) -> dict:
         if not _real_op(e["domain"], e["op"]):
             fixes.append(f"{e['op']} ({e['domain'] or 'ai.onnx'}) is not an op onnx defines: left out")
             continue
+        rows = []
+        for v in e["versions"]:
+            if v["since"] is not None and not _schema_versions_in(e["domain"], e["op"], v["since"], v["until"]):
+                fixes.append(f"{e['op']} row {v['since']}-{v['until'] or ''}: onnx has no schema version of "
+                             "the op there; row left out")
+                continue
+            rows.append(v)
+        if not rows:
+            continue
+        e["versions"] = rows
         kept.append(e)
     conds = CONDITIONS.get(name, {})
     by_op = {e["op"]: e for e in kept if e["domain"] == ""}

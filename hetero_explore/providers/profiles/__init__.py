@@ -173,7 +173,7 @@ def check_condition(c: Condition, ctx: KernelContext) -> str:
                 const = _is_const(ctx, i)
                 if not const:
                     why = "is not a constant initializer" if const is False else "cannot be told constant"
-                    return f"input {i} ({node.inputs[i]!r}) {why}"
+                    return f"input {i} {why}"
         return ""
     if k == "attr_in":
         a = p["attr"]
@@ -203,7 +203,7 @@ def check_condition(c: Condition, ctx: KernelContext) -> str:
     if k == "outputs_absent":
         for o in p["outputs"]:
             if o < len(node.outputs) and node.outputs[o]:
-                return f"output {o} ({node.outputs[o]!r}) is used"
+                return f"output {o} is used"
         return ""
     if k == "const_or_attr":
         i, a = p["input"], p["attr"]
