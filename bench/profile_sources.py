@@ -81,7 +81,8 @@ SOURCES = {
         url=f"https://github.com/{ORT}/blob/9969c9a116aaf0c7464582d8a99951e42b423b40/"
             "tools/ci_build/github/apple/coreml_supported_mlprogram_ops.md",
         version="onnxruntime main at commit 9969c9a (ModelFormat=MLProgram, Core ML 5+)",
-        title="onnxruntime CoreML execution provider, MLProgram format"),
+        title="onnxruntime CoreML execution provider, MLProgram format",
+        copy="the whole file, copied by hand from a stored copy of that commit (no clone at hand)"),
     "nnapi": dict(
         ep="NnapiExecutionProvider", device="npu:0", parser="ep_notes",
         file="nnapi_supported_ops.md", repository=ORT, path="tools/ci_build/github/android/nnapi_supported_ops.md",
@@ -95,7 +96,8 @@ SOURCES = {
         branch="gh-pages", commit=None,
         url="https://onnxruntime.ai/docs/execution-providers/QNN-ExecutionProvider.html#supported-onnx-operators",
         version="onnxruntime docs (gh-pages) as read in 2026-12; the table cites ORT 1.18.0 and QAIRT SDK 2.48",
-        title="onnxruntime QNN execution provider (Qualcomm)"),
+        title="onnxruntime QNN execution provider (Qualcomm)",
+        copy="the 'Supported ONNX operators' table only, copied by hand from a stored copy of the page"),
     "openvino": dict(
         ep="OpenVINOExecutionProvider", device="igpu:0", parser="openvino_coverage", column="GPU",
         file="openvino_ep_support_coverage.md", repository=ORT,
@@ -103,7 +105,8 @@ SOURCES = {
         commit="2f66a5061e8e60ea6da50a5253c1cc391b301f54",
         url="https://onnxruntime.ai/docs/execution-providers/OpenVINO-ExecutionProvider.html#support-coverage",
         version="onnxruntime 1.16.0 with OpenVINO 2023.1 (OpenVINO EP v5.1); the table's GPU column (Intel GPUs)",
-        title="onnxruntime OpenVINO execution provider on an Intel GPU"),
+        title="onnxruntime OpenVINO execution provider on an Intel GPU",
+        copy="the 'Support Coverage' table only, copied by hand from a stored copy of the page at that commit"),
 }
 
 # -- conditions encoded from the notes ------------------------------------------------
@@ -481,7 +484,8 @@ def build(name: str, src_dir: Path) -> dict:
         "device": s["device"],
         "version": s["version"],
         "source": {k: s.get(k) for k in ("repository", "path", "branch", "commit", "url")}
-                  | {"sha256": hashlib.sha256(raw).hexdigest(), "file": s["file"]},
+                  | {"sha256": hashlib.sha256(raw).hexdigest(), "file": s["file"],
+                     "file_is": s.get("copy", "the file at that commit, as git shows it")},
         "derived": f"bench/profile_sources.py ({s['parser']}): {how}. Conditions encoded from the notes are "
                    "listed under each op with the note's text they enforce; fragments of a note that no "
                    "condition encodes are listed as unchecked (accepted, with the note in the answer).",
