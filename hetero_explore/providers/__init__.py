@@ -3,6 +3,8 @@ providers and masks, and name resolution (``"cpu"``, ``"cuda"``, ``"gpu"``)."""
 
 from __future__ import annotations
 
+import functools
+
 from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
 from .cpu import NumbaCPUProvider
 from .cuda import NumbaCUDAProvider
@@ -74,6 +76,11 @@ def register_provider(name: str, factory) -> None:
 for _name, _factory in (("cpu", cpu), ("cuda", cuda), ("gpu", virtual_gpu)):
     register_provider(_name, _factory)
 
+# capability profiles of real execution providers (coreml, tensorrt, ort-cuda, ...): see .profiles
+from .profiles import PROFILE_NAMES, ProfileProvider, profile_provider  # noqa: E402
+for _name in PROFILE_NAMES:
+    register_provider(_name, functools.partial(profile_provider, _name))
+
 
 def known_names() -> tuple:
     return tuple(PROVIDERS)
@@ -125,5 +132,5 @@ __all__ = [
     "NumbaCPUProvider", "NumbaCUDAProvider", "VirtualGPUProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
     "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
     "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
-    "PROVIDERS", "register_provider", "known_names",
+    "PROVIDERS", "register_provider", "known_names", "PROFILE_NAMES", "ProfileProvider", "profile_provider",
 ]
