@@ -366,12 +366,16 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
         if _blocker_kind(graph, node) is None:
             reasons = "; ".join(f"{p}: {r}" for p, r in declined[nid].items())
             out.append(Blocker("unplaceable", node.name, f"no provider supports {node.op_type} ({reasons})"))
-    sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"]
+    # symbolic and data-dependent shapes execute: the node runner computes them at run time
+    # (hetero_explore.shapes); a value whose element type is unknown cannot be allocated
+    sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"
+           and graph.values[n].dtype is None]
     if sym:
         head = ", ".join(repr(s) for s in sym[:5]) + (" ..." if len(sym) > 5 else "")
         out.append(Blocker("symbolic-shape", sym[0],
-                           f"{len(sym)} value(s) have symbolic or unknown shapes ({head}); bind them "
-                           "with load_model(model, input_shapes={...}) or dim_values={...}"))
+                           f"{len(sym)} value(s) have an unknown element type ({head}); shapes are computed at "
+                           "run time, element types must be known when the model is loaded (declare them "
+                           "in the model)"))
     return out
 
 
