@@ -30,6 +30,9 @@ register = OPS.register
 
 HOST = ("cpu",)
 _FLOATS = ("float32",)
+#: the last opset checked: the schema versions after 21 (TopK-24, Compress-28, Unique-28) only add
+#: bfloat16, which is not claimed (onnx 1.23's schema history)
+UNTIL = 28
 
 
 def _where(ctx) -> str:
@@ -52,7 +55,7 @@ def _nonzero_infer(ctx, arrays):
     return [((x.ndim, int(np.count_nonzero(x))), np.dtype(np.int64))]
 
 
-@register("NonZero", dtypes=ALL, since=9, until=21, targets=HOST, shape_inputs=(0,), infer=_nonzero_infer,
+@register("NonZero", dtypes=ALL, since=9, until=UNTIL, targets=HOST, shape_inputs=(0,), infer=_nonzero_infer,
           data_dependent_output=True,
           note="indices of the non-zero elements in row-major order (count pass, then fill); host only")
 def _build_nonzero(ctx, target):
@@ -83,7 +86,7 @@ def _compress_infer(ctx, arrays):
     return [(shape, np.dtype(ctx.in_dtypes[0]))]
 
 
-@register("Compress", dtypes=ALL, since=9, until=21, targets=HOST, shape_inputs=(1,), infer=_compress_infer,
+@register("Compress", dtypes=ALL, since=9, until=UNTIL, targets=HOST, shape_inputs=(1,), infer=_compress_infer,
           data_dependent_output=True,
           note="np.compress along axis (flattened without one); a shorter condition drops the tail; host only")
 def _build_compress(ctx, target):
@@ -121,7 +124,7 @@ def _unique_infer(ctx, arrays):
     return [(y.shape, x.dtype), (idx.shape, i64), (inv.shape, i64), (cnt.shape, i64)][:len(ctx.out_shapes)]
 
 
-@register("Unique", dtypes=NUMERIC, since=11, until=21, targets=HOST, shape_inputs=(0,), infer=_unique_infer,
+@register("Unique", dtypes=NUMERIC, since=11, until=UNTIL, targets=HOST, shape_inputs=(0,), infer=_unique_infer,
           data_dependent_output=True,
           note="np.unique (sorted, or in order of first occurrence with sorted=0), with axis; NaNs are one "
                "value; host only")
@@ -231,7 +234,7 @@ def _nms_infer(ctx, arrays):
     return [((int(_nms(*args, np.empty((0, 3), np.int64))), 3), np.dtype(np.int64))]
 
 
-@register("NonMaxSuppression", dtypes=_FLOATS, since=10, until=21, targets=HOST, shape_inputs=(0, 1, 2, 3, 4),
+@register("NonMaxSuppression", dtypes=_FLOATS, since=10, until=UNTIL, targets=HOST, shape_inputs=(0, 1, 2, 3, 4),
           infer=_nms_infer, data_dependent_output=True,
           note="onnxruntime's greedy per-class selection (float32 IoU, ties: lower box index first); host only")
 def _build_nms(ctx, target):
@@ -261,7 +264,7 @@ def topk(x, k, axis, largest: bool):
     return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
 
 
-@register("TopK", dtypes=NUMERIC, since=10, until=21, targets=HOST,
+@register("TopK", dtypes=NUMERIC, since=10, until=UNTIL, targets=HOST,
           note="sorted top-k (largest/smallest) along axis; ties: lower index first; k may be computed at "
                "run time; host only")
 def _build_topk(ctx, target):
