@@ -333,3 +333,72 @@ def test_dynamic_kernels_are_cached_per_signature():
             assert out["y"].shape == tuple(s)
             kernels.append(runner.kernels[0])
     assert kernels[0] is kernels[2] and kernels[0] is not kernels[1]
+
+
+# -- declared shapes that disagree with the computation (hypothesis) ---------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_UNARY = ("Relu", "Neg", "Abs", "Floor")   # exact in every runtime: results compare bit for bit
+
+
+@st.composite
+def lying_graphs(draw):
+    """A small chain (unary ops, Transpose, Reshape by a run-time shape input) whose declared
+    intermediate/output types are sometimes wrong (shape, rank or dtype)."""
+    a, b = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    shape = (a, b)
+    nodes, ins, feeds, true_shapes = [], [_vi("x", T.FLOAT, list(shape))], {}, {}
+    x = np.random.default_rng(a * 7 + b).standard_normal(shape).astype(np.float32)
+    feeds["x"] = x
+    cur = "x"
+    for i in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(_UNARY + ("Transpose", "Reshape")))
+        out = f"v{i}"
+        if kind == "Transpose":
+            nodes.append(h.make_node("Transpose", [cur], [out]))
+            shape = shape[::-1]
+        elif kind == "Reshape":
+            n = int(np.prod(shape))
+            target = draw(st.sampled_from([(n,), (1, n), (n, 1), (n + 1,), (2, n), (-1,), (0, n)]))
+            s = f"s{i}"
+            ins.append(_vi(s, T.INT64, [len(target)]))
+            feeds[s] = np.array(target, np.int64)
+            nodes.append(h.make_node("Reshape", [cur, s], [out]))
+            shape = tuple(n if d == -1 else d for d in target) if target != (0, n) else (shape[0], n)
+        else:
+            nodes.append(h.make_node(kind, [cur], [out]))
+        true_shapes[out] = shape
+        cur = out
+    names = list(true_shapes)
+    lies = draw(st.lists(st.tuples(st.sampled_from(names),
+                                   st.lists(st.integers(1, 6), min_size=0, max_size=3),
+                                   st.sampled_from([T.FLOAT, T.FLOAT, T.INT64])), max_size=3))
+    declared = {}
+    for name, dims, et in lies:
+        declared[name] = (et, dims)
+    outs = [_vi(cur, *declared.pop(cur)) if cur in declared else _vi(cur, T.FLOAT, None)]
+    vi = [_vi(n, et, dims) for n, (et, dims) in declared.items()]
+    truth = _model(nodes, ins, [h.make_tensor_value_info(cur, T.FLOAT, None)])
+    lying = _model(nodes, ins, outs, vi=vi)
+    return truth, lying, feeds, cur
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lying_graphs())
+def test_declared_shapes_that_disagree_never_crash_nor_give_a_wrong_buffer(case):
+    truth, lying, feeds, out = case
+    try:
+        want = _ort(truth, feeds)[out]
+    except Exception:  # an invalid run-time shape: ours must fail typed, checked below
+        want = None
+    cpu = P.cpu()
+    before = cpu.live_allocations
+    try:
+        got = he.execute_reference(he.load_model(lying, check=False), cpu, feeds)[out]
+    except HeteroExploreError:
+        got = None
+    assert cpu.live_allocations == before
+    if got is not None:
+        assert want is not None, "a run that onnxruntime refuses gave an answer"
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
