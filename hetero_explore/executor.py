@@ -192,6 +192,16 @@ class RunResult:
         df = pd.DataFrame(rows, columns=cols)
         return df.astype({"partition": "Int64", "nodes": "Int64", "bytes": "Int64"})
 
+    def value_shapes_df(self):
+        """One row per value whose shape the plan could not promise (symbolic dims, run-time shape
+        inputs, data-dependent ops): the planned shape, the shape this run computed, dtype, bytes."""
+        import pandas as pd
+        vals = self.graph.values
+        rows = [{"value": n, "planned_shape": vals[n].shape if n in vals else None, "shape": tuple(s),
+                 "dtype": np.dtype(d).name, "bytes": int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize}
+                for n, (s, d) in self.value_shapes.items()]
+        return pd.DataFrame(rows, columns=["value", "planned_shape", "shape", "dtype", "bytes"])
+
     def releases_df(self):
         import pandas as pd
         return pd.DataFrame([r.__dict__ for r in self.releases],

@@ -402,3 +402,12 @@ def test_declared_shapes_that_disagree_never_crash_nor_give_a_wrong_buffer(case)
     if got is not None:
         assert want is not None, "a run that onnxruntime refuses gave an answer"
         assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_the_run_shows_the_shapes_and_bytes_the_plan_could_not_know():
+    g = he.load_model(dynamic_axes_model())
+    plan = he.plan(g, ["cpu"])
+    run = he.execute(plan, {"x": np.ones((3, 3, 4), np.float32)})
+    df = run.value_shapes_df().set_index("value")
+    assert df.loc["f", "shape"] == (3, 12) and df.loc["f", "bytes"] == 3 * 12 * 4
+    assert df.loc["f", "planned_shape"] == ("batch", 12)
