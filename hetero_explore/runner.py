@@ -216,7 +216,7 @@ class Step:
     """One node, ready to run: its kernel and everything the run checks."""
 
     __slots__ = ("node", "kernel", "ctx", "inputs", "outputs", "checks", "out_specs", "infer", "free",
-                 "dynamic", "shape_inputs", "op_infer", "shape_cache", "kernel_cache")
+                 "dynamic", "shape_inputs", "op_infer", "shape_cache", "kernel_cache", "known_in", "known_out")
 
     def __init__(self, ctx: KernelContext, kernel, infer, dynamic: bool = False):
         node = ctx.node
@@ -240,11 +240,14 @@ class Step:
         self.free: tuple[str, ...] = ()
         #: output shapes computed at run time (see the module docs); ``kernel`` is then None
         self.dynamic = dynamic
+        #: what the plan knows of each checked input's and each output's shape (see _known)
+        self.known_in = tuple(_known(shape) for _, _, shape, _ in self.checks) if dynamic else ()
+        self.known_out = tuple(_known(shape) for _, shape, _ in self.out_specs) if dynamic else ()
         #: indices of the inputs whose values decide the output shapes (read on the host)
         self.shape_inputs: tuple[int, ...] = ()
         #: the op definition with its own run-time shape function (data-dependent ops), or None
         self.op_infer = None
-        #: (input signature, shape-input values) → output (shape, dtype) list (onnx's inference)
+        #: (input signature, shape-input values) → (output specs, kernel, output bytes), checked
         self.shape_cache: dict = {}
         #: (input signature, shape-input values, output specs) → kernel built for them
         self.kernel_cache: dict = {}
@@ -254,13 +257,25 @@ def _same_dtype(a, b) -> bool:
     return a is b or a == b
 
 
-def _fits(planned, actual) -> bool:
-    """Does ``actual`` (a concrete shape) agree with every dim ``planned`` knows?"""
+def _known(planned):
+    """What a planned shape promises: None (nothing) or (rank, ((axis, dim), ...) of its static dims)."""
     if planned is None:
+        return None
+    return len(planned), tuple((a, int(p)) for a, p in enumerate(planned)
+                               if isinstance(p, (int, np.integer)) and p >= 0)
+
+
+def _fits(known, actual) -> bool:
+    """Does ``actual`` (a concrete shape) agree with what :func:`_known` says the plan knows?"""
+    if known is None:
         return True
-    if len(planned) != len(actual):
+    rank, dims = known
+    if len(actual) != rank:
         return False
-    return all(not isinstance(p, (int, np.integer)) or p < 0 or p == a for p, a in zip(planned, actual))
+    for a, d in dims:
+        if actual[a] != d:
+            return False
+    return True
 
 
 def _is_dynamic(ctx: KernelContext, outs) -> bool:
@@ -412,9 +427,9 @@ class NodeRunner:
         """A dynamic step's output specs and kernel, from its actual inputs (see the module docs)."""
         from . import shapes
         node = st.node
-        for i, name, shape, dtype in st.checks:
+        for (i, name, shape, dtype), known in zip(st.checks, st.known_in):
             b = ins[i]
-            if not _fits(shape, b.shape) or (dtype is not None and not _same_dtype(b.dtype, dtype)):
+            if not _fits(known, b.shape) or (dtype is not None and not _same_dtype(b.dtype, dtype)):
                 raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
         in_shapes = tuple(None if b is None else b.shape for b in ins)
         in_dtypes = tuple(None if b is None else b.dtype for b in ins)
@@ -432,12 +447,13 @@ class NodeRunner:
             else:
                 vkey = tuple((k, v.dtype.str, v.shape, v.tobytes()) for k, v in values.items())
                 key = (in_shapes, in_dtypes, vkey)
-                got = st.shape_cache.get(key)
-                if got is None:
-                    got = shapes.infer_outputs(node, in_shapes, in_dtypes, values)
-                    if len(st.shape_cache) >= DYNAMIC_CACHE_SIZE:
-                        st.shape_cache.clear()
-                    st.shape_cache[key] = got
+                hit = st.shape_cache.get(key)
+                if hit is not None:   # the same signature as an earlier run: checked then
+                    specs, kernel, need = hit
+                    self._check_budget(st, specs, need, ledger)
+                    st.kernel = kernel
+                    return specs, kernel
+                got = shapes.infer_outputs(node, in_shapes, in_dtypes, values)
         except KernelError:
             raise
         except ValueError as e:  # the op's own shape function rejected the data
@@ -446,7 +462,8 @@ class NodeRunner:
         except shapes.RuntimeShapeError as e:
             raise self._error(RuntimeShapeError, f"cannot compute its output shapes: {e}", st) from e
         specs = []
-        for (name, pshape, pdtype), g in zip(st.out_specs, list(got) + [None] * len(st.out_specs)):
+        for (name, pshape, pdtype), known, g in zip(st.out_specs, st.known_out,
+                                                    list(got) + [None] * len(st.out_specs)):
             if not name:
                 specs.append((name, None, None))
                 continue
@@ -454,17 +471,11 @@ class NodeRunner:
                 raise self._error(RuntimeShapeError, f"cannot compute the shape of its output {name!r}", st)
             shape, dtype = g
             dtype = pdtype if dtype is None else dtype
-            if not _fits(pshape, shape) or (pdtype is not None and not _same_dtype(dtype, pdtype)):
+            if not _fits(known, shape) or (pdtype is not None and not _same_dtype(dtype, pdtype)):
                 raise self._mismatch(st, "output", name, (pshape, pdtype), (shape, dtype), computed=True)
             specs.append((name, shape, np.dtype(dtype)))
         need = sum(math.prod(s) * d.itemsize for n, s, d in specs if n)
-        if ledger.live_bytes + need > self.budget:
-            from .inputs import _human
-            where = f"partition {self.partition}, " if self.partition is not None else ""
-            raise MemoryBudgetError(f"{where}node {node.name!r} ({node.op_type}) on provider {self.provider.name!r} would allocate {_human(need)} for its outputs (shapes "
-                              f"{[s for n, s, _ in specs if n]} computed at run time) with {_human(ledger.live_bytes)} "
-                              f"live, over the memory budget of {_human(self.budget)}; nothing was allocated (raise "
-                              "it with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
+        self._check_budget(st, specs, need, ledger)
         kkey = (in_shapes, in_dtypes, vkey, tuple(specs))
         kernel = st.kernel_cache.get(kkey)
         if kernel is None:
@@ -475,7 +486,24 @@ class NodeRunner:
                 st.kernel_cache.clear()
             st.kernel_cache[kkey] = kernel
         st.kernel = kernel
+        if st.op_infer is None:
+            if len(st.shape_cache) >= DYNAMIC_CACHE_SIZE:
+                st.shape_cache.clear()
+            st.shape_cache[key] = (specs, kernel, need)
         return specs, kernel
+
+    def _check_budget(self, st: Step, specs, need: int, ledger: Ledger) -> None:
+        """Refuse, before allocating, outputs that would take the run's live bytes over the budget."""
+        if ledger.live_bytes + need <= self.budget:
+            return
+        from .inputs import _human
+        node = st.node
+        where = f"partition {self.partition}, " if self.partition is not None else ""
+        raise MemoryBudgetError(
+            f"{where}node {node.name!r} ({node.op_type}) on provider {self.provider.name!r} would allocate "
+            f"{_human(need)} for its outputs (shapes {[s for n, s, _ in specs if n]} computed at run time) with "
+            f"{_human(ledger.live_bytes)} live, over the memory budget of {_human(self.budget)}; nothing was "
+            "allocated (raise it with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
 
     def run(self, env: Mapping[str, Any], ledger: Ledger, record: dict | None = None,
             shapes: dict | None = None) -> dict[str, Any]:
