@@ -410,8 +410,8 @@ class NodeRunner:
 
     def _mismatch(self, st, what, name, planned, actual, computed: bool = False):
         if computed:
-            msg = (f"computes its {what} {name!r} from its run-time inputs as {_spec(*actual)}, but the plan has "
-                   f"{_spec(*planned)} (from load-time inference or the model's declared shapes); the "
+            msg = (f"computes its {what} {name!r} from its run-time inputs as {_spec(*actual)}, but it was planned "
+                   f"as {_spec(*planned)} (by load-time inference or the model's declared shapes); the "
                    "model's declaration does not hold for these inputs")
         else:
             msg = (f"got {what} {name!r} as {_spec(*actual)}, but the kernel was built for {_spec(*planned)}; "
@@ -556,5 +556,5 @@ class NodeRunner:
 
 
 def _spec(shape, dtype) -> str:
-    name = "?" if dtype is None else getattr(dtype, "name", dtype)
+    name = "?" if dtype is None else np.dtype(dtype).name
     return f"{name} {tuple(shape) if shape is not None else '(?)'}"
