@@ -5,7 +5,8 @@ onnx ≥ 1.23 generates its ~1,900 node cases in memory
 expanded-function) model, data sets of inputs and expected outputs, and a
 tolerance. For a provider, a case is
 
-* **claimed** when its model loads with static shapes and the provider
+* **claimed** when its model loads (with static shapes, or failing that with
+  shapes the run computes, see below) and the provider
   supports every node (``provider.supports``) -- after the nodes it declines
   whose op onnx defines by a function body are expanded into that body, as the
   planner does (:mod:`hetero_explore.expand`; the ``expanded`` column lists the
@@ -26,6 +27,9 @@ How models are loaded (so that kernels, not the loader, answer the case):
   ``fold_fallback=True`` (default) retries with folding on, as a runtime's graph
   optimizer would; a model that folds away entirely is not claimed. The
   ``folded`` column counts the nodes folded at load time.
+* when no form of a case loads with static shapes, the same forms are tried again
+  with shapes left to the run (data-dependent ops such as NonZero, shapes that
+  come from run-time values): the node runner computes them as the nodes run.
 * many cases pass shape parameters as graph inputs (Reshape's ``shape``,
   Slice's ``starts``, Range's scalars ...). That can leave output shapes
   unknown to static shape inference, or make a provider decline the node (CUDA
@@ -196,10 +200,14 @@ def _expand_declined(graph, provider):
     return graph, list(dict.fromkeys(expanded))
 
 
-def _claim(graph, provider) -> str | None:
-    """None when ``provider`` supports every node, else why not."""
-    if graph.symbolic_values:
+def _claim(graph, provider, dynamic: bool = False) -> str | None:
+    """None when ``provider`` supports every node, else why not. Shapes must be static
+    after loading unless ``dynamic`` (then the run computes them; element types must be known)."""
+    if graph.symbolic_values and not dynamic:
         return f"symbolic or unknown shapes after loading: {graph.symbolic_values[:3]}"
+    untyped = [n for n in graph.symbolic_values if graph.values[n].dtype is None]
+    if untyped:
+        return f"unknown element types after loading: {untyped[:3]}"
     for node in graph.nodes:
         ctx = node_context(graph, node)
         try:
@@ -310,7 +318,10 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
             forms = [(c, fold_constants) for c in _attempts(names, inputs, const_params)]
             if fold_fallback and not fold_constants:
                 forms += [(c, True) for c, _ in forms]
-            for const, fold in forms:
+            # static forms first; then, when none is claimed, the same forms with shapes left to the
+            # run (symbolic or data-dependent: the node runner computes them, hetero_explore.shapes)
+            forms = [(c, f, False) for c, f in forms] + [(c, f, True) for c, f in forms]
+            for const, fold, dynamic in forms:
                 try:
                     g = _load(case, names, inputs, const, fold)
                 except (HeteroExploreError, onnx.checker.ValidationError) as e:
@@ -323,7 +334,7 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                     return _row(case, status="skipped: size cap",
                                 reason=f"a value has {_max_elements(g)} elements > {max_elements}")
                 try:
-                    why = _claim(g, provider)
+                    why = _claim(g, provider, dynamic)
                     ex: list[str] = []
                     if why is not None:
                         try:
@@ -332,7 +343,7 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                             why = f"{why}; expanding it into its onnx function body failed: {e}"
                         else:
                             if ex:
-                                why2 = _claim(g2, provider)
+                                why2 = _claim(g2, provider, dynamic)
                                 if why2 is None and fold and not g2.nodes:
                                     why2 = "every node of the expansion folds away at load time"
                                 elif why2 is None and max_elements is not None and \

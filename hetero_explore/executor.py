@@ -22,9 +22,10 @@ Two layers:
 
 Everything that could stop a run is checked when the executor is created,
 before anything runs: execution blockers of the plan, providers that cannot
-execute here, every kernel of every partition, kernels that may return a view
-or have data-dependent output sizes at a partition boundary, and the plan's
-transfers against what the partitions read. Every buffer a run allocates is
+execute here, every kernel of every partition (a node whose output shapes are
+computed at run time: its capability; its kernel is built for the actual
+shapes when it runs), kernels that may return a view at a partition boundary,
+and the plan's transfers against what the partitions read. Every buffer a run allocates is
 freed when the run ends, successfully or not, and what the run allocated on
 each provider (counted by a meter of the run's thread, see
 :class:`~hetero_explore.runner.Ledger`) is checked to be all freed (the
@@ -158,6 +159,9 @@ class RunResult:
     """With ``keep_intermediates``: transfer index → host copy of the destination's realisation."""
     staged_values: dict | None = field(repr=False, default=None)
     """With ``keep_intermediates``: (value, partition) → host copy of a staged input or initializer."""
+    value_shapes: dict = field(default_factory=dict)
+    """Value name → (shape, dtype) computed at run time, for every output of a node whose shapes
+    the plan could not promise (symbolic dims, run-time shape inputs, data-dependent ops)."""
     _executor: Any = field(repr=False, default=None)
 
     @property
@@ -187,6 +191,16 @@ class RunResult:
                  "bytes": e.bytes, "start_s": e.start, "seconds": e.seconds} for e in self.events]
         df = pd.DataFrame(rows, columns=cols)
         return df.astype({"partition": "Int64", "nodes": "Int64", "bytes": "Int64"})
+
+    def value_shapes_df(self):
+        """One row per value whose shape the plan could not promise (symbolic dims, run-time shape
+        inputs, data-dependent ops): the planned shape, the shape this run computed, dtype, bytes."""
+        import pandas as pd
+        vals = self.graph.values
+        rows = [{"value": n, "planned_shape": vals[n].shape if n in vals else None, "shape": tuple(s),
+                 "dtype": np.dtype(d).name, "bytes": int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize}
+                for n, (s, d) in self.value_shapes.items()]
+        return pd.DataFrame(rows, columns=["value", "planned_shape", "shape", "dtype", "bytes"])
 
     def releases_df(self):
         import pandas as pd
@@ -385,17 +399,15 @@ class HeterogeneousExecutor:
             members = set(part.node_ids)
             crossing = {o for o in part.outputs if any(c not in members for c in vals[o].consumers)}
             for st in ex.steps:
-                k = st.kernel
+                # data-dependent output sizes may cross: the runner computes them before it
+                # allocates and transfers copy the buffer's actual shape
+                k = st.kernel if st.kernel is not None else ex.provider
                 hit = [o for o in st.outputs if o in crossing]
                 if not hit:
                     continue
                 if getattr(k, "may_alias_input", False):
                     problems.append(f"node {st.node.name!r} ({st.node.op_type}) on {ex.provider.name} may "
                                     f"return a view of its input, and its output {hit[0]!r} crosses from "
-                                    f"partition {part.id} to another partition")
-                if getattr(k, "data_dependent_output", False):
-                    problems.append(f"node {st.node.name!r} ({st.node.op_type}) on {ex.provider.name} has a "
-                                    f"data-dependent output size, and its output {hit[0]!r} crosses from "
                                     f"partition {part.id} to another partition")
         if problems:
             raise HeterogeneousExecutionUnsupported(
@@ -503,6 +515,7 @@ class HeterogeneousExecutor:
         record = {} if keep_intermediates else None
         trec = {} if keep_intermediates else None
         srec = {} if keep_intermediates else None
+        dyn_shapes: dict = {}
         performed = 0
         clock = time.perf_counter
         t_run = clock()
@@ -549,7 +562,7 @@ class HeterogeneousExecutor:
                         env[name] = auth[name]
                     for name, ti in s.remote:
                         env[name] = real[ti]
-                    auth.update(ex.run(env, ledger, record))
+                    auth.update(ex.run(env, ledger, record, dyn_shapes))
                     if s.sync:
                         prov.synchronize()
                     for buf in transient:
@@ -592,7 +605,8 @@ class HeterogeneousExecutor:
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
                          transfers_performed=performed, releases=releases, allocations=ledger.allocations,
                          wall_seconds=wall, inputs=feeds, constant_bytes=self.constant_bytes if kept else {},
-                         intermediates=record, transfer_values=trec, staged_values=srec, _executor=self)
+                         intermediates=record, transfer_values=trec, staged_values=srec,
+                         value_shapes=dyn_shapes, _executor=self)
 
 
 # -- public entry points --------------------------------------------------------------

@@ -23,6 +23,22 @@ out, for each value the nodes produce, after which node it is freed. A run:
    frees each value it produced right after its last consumer (values it is
    asked to keep are returned instead).
 
+**Run-time shapes.** A node whose output shapes the plan cannot promise is
+*dynamic* (decided once, when the runner is built): a shape input
+(:data:`hetero_explore.shapes.SHAPE_INPUTS`: Reshape's ``shape``, Range's
+bounds, Split's sizes ...) that is not a constant, a shape of the plan that is
+symbolic or unknown, or a data-dependent op (``OpDef.infer``: NonZero,
+Unique ...). For such a node the run reads the shape inputs on the host,
+computes the output shapes and dtypes from the actual inputs
+(:func:`hetero_explore.shapes.infer_outputs`, onnx's per-node inference, or the
+op's own function), checks them against every dim the plan knows (a mismatch is
+a :class:`ShapeMismatchError` naming the node, the planned and the actual
+shape), checks the memory budget, and only then allocates; its kernel is built
+for the actual shapes (a context whose ``const`` answers the run-time shape
+inputs) and cached by that signature. Its capability was checked when the
+runner was built. Every other node keeps the static path above: no per-run
+inference.
+
 Conventions the kernels rely on:
 
 * an absent optional input (empty name) is passed as ``None``;
@@ -51,12 +67,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ExecutionError, KernelError
+from .errors import ExecutionError, KernelError, MemoryBudgetError
 from .ir import shape_is_static
 from .providers.base import KernelContext, node_context, present_outputs
 
-__all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "AllocationLeak",
-           "memory_owners"]
+__all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "RuntimeShapeError",
+           "AllocationLeak", "memory_owners"]
+
+#: kernels (and output shapes) cached per dynamic node; the cache is emptied when it is full
+DYNAMIC_CACHE_SIZE = 64
 
 
 class NodeExecutionError(ExecutionError):
@@ -81,6 +100,11 @@ class ShapeMismatchError(NodeExecutionError):
         self.value = value
         self.planned = planned
         self.actual = actual
+
+
+class RuntimeShapeError(NodeExecutionError):
+    """A node's output shapes cannot be computed from its run-time inputs (invalid shape
+    values, a shape onnx cannot infer). Names the node, op and provider."""
 
 
 class AllocationLeak(ExecutionError):
@@ -118,12 +142,14 @@ class Ledger:
     that kept a buffer it was not asked to) and :meth:`peak_bytes` the run's peak
     per device."""
 
-    __slots__ = ("live", "allocations", "frees", "meters")
+    __slots__ = ("live", "allocations", "frees", "meters", "live_bytes")
 
     def __init__(self, owners: Iterable = ()):
         self.live: dict[int, Any] = {}
         self.allocations = 0
         self.frees = 0
+        #: bytes of the buffers the ledger holds now (what a dynamic allocation is checked against)
+        self.live_bytes = 0
         #: (owner, meter) per memory owner, opened when the ledger is entered
         self.meters: list = [(o, None) for o in owners]
 
@@ -143,17 +169,20 @@ class Ledger:
         buf = provider.allocate(shape, dtype)
         self.live[id(buf)] = buf
         self.allocations += 1
+        self.live_bytes += buf.nbytes
         return buf
 
     def adopt(self, buf):
         """Take ownership of a buffer allocated elsewhere (freed with the run)."""
         self.live[id(buf)] = buf
         self.allocations += 1
+        self.live_bytes += buf.nbytes
         return buf
 
     def free(self, buf) -> None:
         if self.live.pop(id(buf), None) is not None:
             self.frees += 1
+            self.live_bytes -= buf.nbytes
             buf.provider.free(buf)
 
     def free_all(self) -> int:
@@ -186,9 +215,10 @@ class Ledger:
 class Step:
     """One node, ready to run: its kernel and everything the run checks."""
 
-    __slots__ = ("node", "kernel", "ctx", "inputs", "outputs", "checks", "out_specs", "infer", "free")
+    __slots__ = ("node", "kernel", "ctx", "inputs", "outputs", "checks", "out_specs", "infer", "free",
+                 "dynamic", "shape_inputs", "op_infer", "shape_cache", "kernel_cache", "known_in", "known_out")
 
-    def __init__(self, ctx: KernelContext, kernel, infer):
+    def __init__(self, ctx: KernelContext, kernel, infer, dynamic: bool = False):
         node = ctx.node
         self.node = node
         self.kernel = kernel
@@ -208,10 +238,61 @@ class Step:
         self.infer = infer
         #: values to free after this step
         self.free: tuple[str, ...] = ()
+        #: output shapes computed at run time (see the module docs); ``kernel`` is then None
+        self.dynamic = dynamic
+        #: what the plan knows of each checked input's and each output's shape (see _known)
+        self.known_in = tuple(_known(shape) for _, _, shape, _ in self.checks) if dynamic else ()
+        self.known_out = tuple(_known(shape) for _, shape, _ in self.out_specs) if dynamic else ()
+        #: indices of the inputs whose values decide the output shapes (read on the host)
+        self.shape_inputs: tuple[int, ...] = ()
+        #: the op definition with its own run-time shape function (data-dependent ops), or None
+        self.op_infer = None
+        #: (input signature, shape-input values) → (output specs, kernel, output bytes), checked
+        self.shape_cache: dict = {}
+        #: (input signature, shape-input values, output specs) → kernel built for them
+        self.kernel_cache: dict = {}
 
 
 def _same_dtype(a, b) -> bool:
     return a is b or a == b
+
+
+def _known(planned):
+    """What a planned shape promises: None (nothing) or (rank, ((axis, dim), ...) of its static dims)."""
+    if planned is None:
+        return None
+    return len(planned), tuple((a, int(p)) for a, p in enumerate(planned)
+                               if isinstance(p, (int, np.integer)) and p >= 0)
+
+
+def _fits(known, actual) -> bool:
+    """Does ``actual`` (a concrete shape) agree with what :func:`_known` says the plan knows?"""
+    if known is None:
+        return True
+    rank, dims = known
+    if len(actual) != rank:
+        return False
+    for a, d in dims:
+        if actual[a] != d:
+            return False
+    return True
+
+
+def _is_dynamic(ctx: KernelContext, outs) -> bool:
+    """Must this node's output shapes be computed at run time? (see the module docs)"""
+    from . import shapes
+    node = ctx.node
+    if any(n and (i >= len(ctx.in_shapes) or not shape_is_static(ctx.in_shapes[i]))
+           for i, n in enumerate(node.inputs)):
+        return True
+    if any(n and (d is None or s is None or not shape_is_static(s))
+           for n, s, d in zip(outs, ctx.out_shapes, ctx.out_dtypes)):
+        return True
+    if len(ctx.out_shapes) < sum(1 for _ in outs):
+        return True
+    if shapes.op_infer(node) is not None:
+        return True
+    return any(ctx.const(i) is None for i in shapes.shape_inputs(node))
 
 
 class NodeRunner:
@@ -235,15 +316,25 @@ class NodeRunner:
         self.provider = provider
         self.partition = partition
         self.outputs = tuple(keep)
+        from . import shapes
         steps: list[Step] = []
         for ctx in contexts:
             node = ctx.node
-            outs = present_outputs(node)
-            if any(s is not None and not shape_is_static(s) for s in ctx.in_shapes) or any(
-                    n and (d is None or s is None or not shape_is_static(s))
-                    for n, s, d in zip(outs, ctx.out_shapes, ctx.out_dtypes)):
-                raise KernelError(f"node {node.name!r} ({node.op_type}) has symbolic or unknown shapes or "
-                                  "dtypes; bind them with load_model(model, input_shapes={...}) to execute")
+            if _is_dynamic(ctx, present_outputs(node)):
+                # capability now (nothing runs before every node is known to be runnable); the
+                # kernel is built for the actual shapes when the node runs
+                m = provider.supports(ctx)
+                if not m.supported:
+                    raise KernelError(f"{provider.name}: cannot run node {node.name!r} ({node.op_type}, "
+                                      f"opset {ctx.opset}): {m.reason}")
+                st = Step(ctx, None, None, dynamic=True)
+                st.shape_inputs = shapes.shape_inputs(node)
+                st.op_infer = shapes.op_infer(node)
+                if st.op_infer is not None and st.op_infer.shape_inputs is not None:
+                    st.shape_inputs = tuple(i for i in st.op_infer.shape_inputs
+                                            if i < len(node.inputs) and node.inputs[i])
+                steps.append(st)
+                continue
             kernel = provider.get_kernel(ctx)
             steps.append(Step(ctx, kernel, getattr(kernel, "infer_shapes", None) or infer_shapes))
         last: dict[str, int] = {}
@@ -269,14 +360,13 @@ class NodeRunner:
         """Refuse, before anything is allocated, a run whose intermediates would exceed the
         memory budget (``$HETERO_EXPLORE_MEMORY_BUDGET``, default half the machine's memory):
         the schedule of allocations and frees is known, so its peak is too."""
-        from .errors import MemoryBudgetError
         from .inputs import _human, memory_budget
-        budget = memory_budget()
+        self.budget = budget = memory_budget()
         live, peak, at = 0, 0, None
         sizes: dict[str, int] = {}
         for st in self.steps:
             for name, shape, dtype in st.out_specs:
-                if name:
+                if name and dtype is not None and shape_is_static(shape):  # dynamic ones: when allocated
                     n = math.prod(shape) * np.dtype(dtype).itemsize
                     sizes[name] = n
                     live += n
@@ -303,7 +393,13 @@ class NodeRunner:
 
     @property
     def kernels(self) -> list:
+        """The kernels built so far (a dynamic node's: the last one it ran with, else None)."""
         return [st.kernel for st in self.steps]
+
+    @property
+    def dynamic_nodes(self) -> list[str]:
+        """Names of the nodes whose output shapes are computed at run time."""
+        return [st.node.name for st in self.steps if st.dynamic]
 
     def _error(self, cls, message, st, **kw):
         node = st.node
@@ -312,40 +408,140 @@ class NodeRunner:
                    partition=self.partition, node=node.name, op_type=node.op_type, provider=self.provider.name,
                    **kw)
 
-    def _mismatch(self, st, what, name, planned, actual):
-        return self._error(
-            ShapeMismatchError,
-            f"got {what} {name!r} as {_spec(*actual)}, but the kernel was built for {_spec(*planned)}; the plan's "
-            "shapes do not hold at run time (re-load the model with the input shapes it is run with)",
-            st, value=name, planned=planned, actual=actual)
+    def _mismatch(self, st, what, name, planned, actual, computed: bool = False):
+        if computed:
+            msg = (f"computes its {what} {name!r} from its run-time inputs as {_spec(*actual)}, but it was planned "
+                   f"as {_spec(*planned)} (by load-time inference or the model's declared shapes); the "
+                   "model's declaration does not hold for these inputs")
+        else:
+            msg = (f"got {what} {name!r} as {_spec(*actual)}, but the kernel was built for {_spec(*planned)}; "
+                   "the plan's shapes do not hold at run time (re-load the model with the input shapes it is "
+                   "run with)")
+        return self._error(ShapeMismatchError, msg, st, value=name, planned=planned, actual=actual)
 
-    def run(self, env: Mapping[str, Any], ledger: Ledger, record: dict | None = None) -> dict[str, Any]:
+    def _host(self, buf) -> np.ndarray:
+        data = buf.data
+        return data if isinstance(data, np.ndarray) else self.provider.copy_to_host(buf)
+
+    def _prepare(self, st: Step, ins, ledger: Ledger):
+        """A dynamic step's output specs and kernel, from its actual inputs (see the module docs)."""
+        from . import shapes
+        node = st.node
+        for (i, name, shape, dtype), known in zip(st.checks, st.known_in):
+            b = ins[i]
+            if not _fits(known, b.shape) or (dtype is not None and not _same_dtype(b.dtype, dtype)):
+                raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+        in_shapes = tuple(None if b is None else b.shape for b in ins)
+        in_dtypes = tuple(None if b is None else b.dtype for b in ins)
+        values = {node.inputs[i]: self._host(ins[i]) for i in st.shape_inputs if ins[i] is not None}
+        try:
+            if st.op_infer is not None:   # data-dependent: counted from the data, every run
+                arrays = [values.get(n) if n else None for n in node.inputs]
+                ctx = shapes.RuntimeContext(st.ctx, in_shapes, in_dtypes, st.ctx.out_shapes,
+                                            st.ctx.out_dtypes, {})
+                got = [None if o is None else (tuple(int(d) for d in o[0]),
+                                               np.dtype(o[1]) if o[1] is not None else None)
+                       for o in st.op_infer.infer(ctx, arrays)]
+                vkey = ()
+                values = {}
+            else:
+                vkey = tuple((k, v.dtype.str, v.shape, v.tobytes()) for k, v in values.items())
+                key = (in_shapes, in_dtypes, vkey)
+                hit = st.shape_cache.get(key)
+                if hit is not None:   # the same signature as an earlier run: checked then
+                    specs, kernel, need = hit
+                    self._check_budget(st, specs, need, ledger)
+                    st.kernel = kernel
+                    return specs, kernel
+                got = shapes.infer_outputs(node, in_shapes, in_dtypes, values)
+        except KernelError:
+            raise
+        except ValueError as e:  # the op's own shape function rejected the data
+            raise self._error(RuntimeShapeError, f"cannot compute its output shapes from the run-time "
+                                                 f"inputs: {e}", st) from e
+        except shapes.RuntimeShapeError as e:
+            raise self._error(RuntimeShapeError, f"cannot compute its output shapes: {e}", st) from e
+        specs = []
+        for (name, pshape, pdtype), known, g in zip(st.out_specs, st.known_out,
+                                                    list(got) + [None] * len(st.out_specs)):
+            if not name:
+                specs.append((name, None, None))
+                continue
+            if g is None:
+                raise self._error(RuntimeShapeError, f"cannot compute the shape of its output {name!r}", st)
+            shape, dtype = g
+            dtype = pdtype if dtype is None else dtype
+            if not _fits(known, shape) or (pdtype is not None and not _same_dtype(dtype, pdtype)):
+                raise self._mismatch(st, "output", name, (pshape, pdtype), (shape, dtype), computed=True)
+            specs.append((name, shape, np.dtype(dtype)))
+        need = sum(math.prod(s) * d.itemsize for n, s, d in specs if n)
+        self._check_budget(st, specs, need, ledger)
+        kkey = (in_shapes, in_dtypes, vkey, tuple(specs))
+        kernel = st.kernel_cache.get(kkey)
+        if kernel is None:
+            ctx = shapes.RuntimeContext(st.ctx, [s for s in in_shapes], [d for d in in_dtypes],
+                                        [s for _, s, _ in specs], [d for _, _, d in specs], values)
+            kernel = self.provider.get_kernel(ctx)
+            if len(st.kernel_cache) >= DYNAMIC_CACHE_SIZE:
+                st.kernel_cache.clear()
+            st.kernel_cache[kkey] = kernel
+        st.kernel = kernel
+        if st.op_infer is None:
+            if len(st.shape_cache) >= DYNAMIC_CACHE_SIZE:
+                st.shape_cache.clear()
+            st.shape_cache[key] = (specs, kernel, need)
+        return specs, kernel
+
+    def _check_budget(self, st: Step, specs, need: int, ledger: Ledger) -> None:
+        """Refuse, before allocating, outputs that would take the run's live bytes over the budget."""
+        if ledger.live_bytes + need <= self.budget:
+            return
+        from .inputs import _human
+        node = st.node
+        where = f"partition {self.partition}, " if self.partition is not None else ""
+        raise MemoryBudgetError(
+            f"{where}node {node.name!r} ({node.op_type}) on provider {self.provider.name!r} would allocate "
+            f"{_human(need)} for its outputs (shapes {[s for n, s, _ in specs if n]} computed at run time) with "
+            f"{_human(ledger.live_bytes)} live, over the memory budget of {_human(self.budget)}; nothing was "
+            "allocated (raise it with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
+
+    def run(self, env: Mapping[str, Any], ledger: Ledger, record: dict | None = None,
+            shapes: dict | None = None) -> dict[str, Any]:
         """Run every node on the buffers in ``env`` (value name → buffer); returns the kept
-        buffers. With ``record``, each node output is also copied to the host into it."""
+        buffers. With ``record``, each node output is also copied to the host into it; with
+        ``shapes``, the (shape, dtype) of every output a dynamic node produced goes into it."""
         provider = self.provider
         vals = dict(env)
         for st in self.steps:
             ins = [vals[n] if n else None for n in st.inputs]
-            for i, name, shape, dtype in st.checks:
-                b = ins[i]
-                if b.shape != shape or not _same_dtype(b.dtype, dtype):
-                    raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+            if st.dynamic:
+                specs, kernel = self._prepare(st, ins, ledger)
+                if shapes is not None:
+                    for name, shape, dtype in specs:
+                        if name:
+                            shapes[name] = (shape, dtype)
+            else:
+                specs, kernel = st.out_specs, st.kernel
+                for i, name, shape, dtype in st.checks:
+                    b = ins[i]
+                    if b.shape != shape or not _same_dtype(b.dtype, dtype):
+                        raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
             try:
                 if st.infer is not None:
-                    shapes = st.infer(st.ctx, [None if b is None else b.data for b in ins])
-                    if shapes is not None:
-                        for (name, shape, dtype), got in zip(st.out_specs, shapes):
+                    got_shapes = st.infer(st.ctx, [None if b is None else b.data for b in ins])
+                    if got_shapes is not None:
+                        for (name, shape, dtype), got in zip(st.out_specs, got_shapes):
                             if name and tuple(got) != shape:
                                 raise self._mismatch(st, "output", name, (shape, dtype), (tuple(got), dtype))
                 outs = []
-                for name, shape, dtype in st.out_specs:
+                for name, shape, dtype in specs:
                     if not name:
                         outs.append(ABSENT)
                         continue
                     buf = ledger.allocate(provider, shape, dtype)
                     vals[name] = buf
                     outs.append(buf)
-                st.kernel.run(ins, outs)
+                kernel.run(ins, outs)
                 if record is not None:
                     for name, buf in zip(st.outputs, outs):
                         if name:
@@ -360,5 +556,5 @@ class NodeRunner:
 
 
 def _spec(shape, dtype) -> str:
-    name = getattr(dtype, "name", dtype)
+    name = "?" if dtype is None else np.dtype(dtype).name
     return f"{name} {tuple(shape) if shape is not None else '(?)'}"

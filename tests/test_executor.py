@@ -458,8 +458,18 @@ def _data_dependent_relu(op, k):
     return k
 
 
-@pytest.mark.parametrize("tweak, needle", [(_aliasing_relu, "view of its input"),
-                                           (_data_dependent_relu, "data-dependent output size")])
+def test_data_dependent_outputs_may_cross_partition_boundaries():
+    # the runner computes such shapes before it allocates, and transfers copy the actual buffer
+    g = graph_of("chain")
+    npu = _Tweaked("npu", "npu:0", ["Relu"], _data_dependent_relu)
+    cpu = P.cpu()
+    x = random_inputs(g)
+    run = execute(he.plan(g, [npu, cpu]), x)
+    assert run.transfers_performed > 0
+    assert bool(he.compare(run, he.execute_reference(g, "cpu", x))["byte_identical"].all())
+
+
+@pytest.mark.parametrize("tweak, needle", [(_aliasing_relu, "view of its input")])
 def test_boundary_kernels_that_cannot_be_honoured_fail_closed(tweak, needle):
     g = graph_of("chain")
     npu = _Tweaked("npu", "npu:0", ["Relu"], tweak)
@@ -473,12 +483,21 @@ def test_boundary_kernels_that_cannot_be_honoured_fail_closed(tweak, needle):
 
 
 def test_execution_blockers_fail_closed():
+    from onnx import helper
     m = models.chain("tiny")
     m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     g = he.load_model(m)
     plan = he.plan(g, ["cpu"])
+    assert not plan.execution_blockers        # symbolic dims execute (shapes computed at run time)
+    assert execute(plan, {"x": np.zeros((2, 8), np.float32)}).outputs
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])
+    ep = helper.make_model(helper.make_graph(
+        [helper.make_node("EPContext", ["x"], ["y"], domain="com.microsoft", name="ctx")], "g", [x],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    plan = he.plan(he.load_model(ep, check=False), ["cpu"])
     assert plan.execution_blockers
-    with pytest.raises(HeterogeneousExecutionUnsupported, match="symbolic") as e:
+    with pytest.raises(HeterogeneousExecutionUnsupported, match="EPContext") as e:
         execute(plan, {"x": np.zeros((2, 8), np.float32)})
     assert e.value.blockers
 

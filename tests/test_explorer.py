@@ -274,12 +274,13 @@ def test_execute_with_given_inputs_and_reference_cache(ex):
     assert ex.byte_identical
 
 
-def test_execution_fails_closed_on_symbolic_shapes():
+def test_execution_on_symbolic_shapes_takes_the_callers_shapes():
     e = hx.explore(cnn_model("batch"), providers=["gpu", "cpu"])  # batch left symbolic
-    assert not e.plan.executable
-    with pytest.raises(HeterogeneousExecutionUnsupported, match="symbolic"):
-        e.execute(inputs={"image": np.zeros((1, 3, 16, 16), np.float32)})
-    assert e.run is None
+    assert e.plan.executable
+    for n in (1, 2):
+        e.execute(inputs={"image": np.random.default_rng(n).standard_normal((n, 3, 16, 16)).astype(np.float32)})
+        assert e.byte_identical
+        assert next(iter(e.run.outputs.values())).shape[0] == n
 
 
 def test_default_providers_execute_on_the_simulator():

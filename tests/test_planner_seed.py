@@ -190,12 +190,12 @@ def test_symbolic_batch_bound_through_input_shapes_folds_shape_subgraph():
     assert p.executable
 
 
-def test_unbound_symbolic_batch_is_reported_and_blocks_execution():
+def test_unbound_symbolic_batch_is_reported_and_executes():
     g = he.load_model(_dynamic_reshape_model())
     assert "x" in g.symbolic_values and "y" in g.symbolic_values
     p = he.plan(g, [VirtualProvider("cpu", "cpu:0", ops=["Relu", "Reshape", "Shape", "Gather", "Unsqueeze",
                                                           "Concat"])])
-    assert [b.kind for b in p.execution_blockers] == ["symbolic-shape"]
+    assert p.execution_blockers == ()   # shapes are computed at run time (hetero_explore.shapes)
     assert p.transfer_bytes == 0
     g2 = he.load_model(_dynamic_reshape_model(), dim_values={"batch": 5})
     assert g2.values["y"].shape == (5, 32)

@@ -367,12 +367,16 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
         elif kind == "ep-context":
             out.append(Blocker(kind, node.name, "EPContext nodes hold another runtime's compiled "
                                "binary; it cannot be executed here. Use the model before compilation"))
-    sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"]
+    # symbolic and data-dependent shapes execute: the node runner computes them at run time
+    # (hetero_explore.shapes); a value whose element type is unknown cannot be allocated
+    sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"
+           and graph.values[n].dtype is None]
     if sym:
         head = ", ".join(repr(s) for s in sym[:5]) + (" ..." if len(sym) > 5 else "")
         out.append(Blocker("symbolic-shape", sym[0],
-                           f"{len(sym)} value(s) have symbolic or unknown shapes ({head}); bind them "
-                           "with load_model(model, input_shapes={...}) or dim_values={...}"))
+                           f"{len(sym)} value(s) have an unknown element type ({head}); shapes are computed at "
+                           "run time, element types must be known when the model is loaded (declare them "
+                           "in the model)"))
     return out
 
 

@@ -10,8 +10,10 @@ checked at opset 13 for ConstantOfShape (version 9) also runs opset-9 models,
 derived from the schema history rather than typed by hand. Further, which
 dtypes, how attributes and constant inputs become kernel parameters (the
 ``build`` function validates them and raises :class:`KernelError`), extra
-support conditions (``check``), the output-shape function where the op has one
-of its own, and a one-line semantics note for the provider's op table.
+support conditions (``check``), the output-shape functions where the op has its
+own (``shape`` at load time, ``infer`` at run time; every other op's run-time
+shapes come from onnx's per-node inference, :mod:`hetero_explore.shapes`),
+and a one-line semantics note for the provider's op table.
 
 From a definition the code derives the provider's registry entry and op-table
 row and the parameters of the tests; its kernels come from
@@ -93,6 +95,14 @@ class OpDef:
     """``check(ctx, target) -> None | reason``: extra support conditions (attributes, constants)."""
     shape: Callable | None = None
     """``shape(ctx) -> list of output shapes`` where the op computes its own (else inference's)."""
+    infer: Callable | None = None
+    """``infer(ctx, arrays) -> [(shape, dtype)]`` per present output: the output shapes computed
+    from the run-time inputs (``ctx`` has the actual input shapes; ``arrays`` are host copies of
+    the inputs in ``shape_inputs``, None elsewhere), for ops whose output size depends on their
+    data (NonZero, Unique ...). None: onnx's per-node inference (:mod:`hetero_explore.shapes`)."""
+    shape_inputs: tuple | None = None
+    """Indices of the inputs whose values decide the output shapes (read on the host at run time
+    when they are not constants); None: :data:`hetero_explore.shapes.SHAPE_INPUTS`."""
     may_alias_input: bool = False
     """The kernel may return a view of an input."""
     data_dependent_output: bool = False
