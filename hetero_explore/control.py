@@ -168,6 +168,86 @@ def child_graph(parent: Graph, sub: onnx.GraphProto, types: dict | None = None, 
     return g
 
 
+def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Static shapes for Loop-carried outputs that onnx's inference leaves without one.
+
+    onnx infers a Loop's carried outputs with their element type only. When the body, inferred
+    with the carried inputs at their initial shapes, gives every carried output back the same
+    static shape, that shape is a fixed point of the loop and holds after any number of
+    iterations: it is written into the model (and inference runs again for the nodes
+    downstream). A carried value whose shape changes (a growing Concat) keeps an unknown shape,
+    and the plan fails closed on it."""
+    from .loader import infer_shapes
+
+    g = m.graph
+    loops = [n for n in g.node if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
+    if not loops:
+        return m
+    types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    for t in g.initializer:
+        types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+
+    def static(t):
+        return (t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape")
+                and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim))
+
+    changed = False
+    for n in loops:
+        body = next((a.g for a in n.attribute if a.name == "body"), None)
+        carried_in = list(n.input[2:])
+        n_c = len(carried_in)
+        outs = list(n.output[:n_c])
+        if body is None or all(not o or static(types.get(o)) for o in outs):
+            continue
+        init = [types.get(x) for x in carried_in]
+        if not all(static(t) for t in init):
+            continue
+        sub_types = {body.input[0].name: helper.make_tensor_type_proto(onnx.TensorProto.INT64, []),
+                     body.input[1].name: helper.make_tensor_type_proto(onnx.TensorProto.BOOL, [])}
+        sub_types.update({vi.name: t for vi, t in zip(body.input[2:], init)})
+        for x in outer_names(body):
+            if x in types:
+                sub_types.setdefault(x, types[x])
+        g2 = onnx.GraphProto()
+        g2.CopyFrom(body)
+        formal = {vi.name for vi in g2.input}
+        for x in outer_names(body):
+            if x not in formal and x in types:
+                vi = g2.input.add()
+                vi.name = x
+                vi.type.CopyFrom(types[x])
+        for vi in g2.input:
+            if vi.name in sub_types:
+                vi.type.CopyFrom(sub_types[vi.name])
+        del g2.value_info[:]
+        for o in g2.output:
+            if o.type.HasField("tensor_type"):
+                et = o.type.tensor_type.elem_type
+                o.type.ClearField("tensor_type")
+                o.type.tensor_type.elem_type = et
+        probe = helper.make_model(g2, opset_imports=list(m.opset_import))
+        probe.ir_version = m.ir_version
+        probe.functions.extend(m.functions)
+        try:
+            probe = infer_shapes(probe)
+        except HeteroExploreError:
+            continue
+        got = [o.type for o in probe.graph.output[1:1 + n_c]]
+        for o, t0, t1 in zip(outs, init, got):
+            if not o or static(types.get(o)) or not static(t1):
+                continue
+            if [d.dim_value for d in t0.tensor_type.shape.dim] != [d.dim_value for d in t1.tensor_type.shape.dim]:
+                continue
+            vi = next((v for v in list(g.value_info) + list(g.output) if v.name == o), None)
+            if vi is None:
+                vi = g.value_info.add()
+                vi.name = o
+            vi.type.CopyFrom(t1)
+            types[o] = t1
+            changed = True
+    return infer_shapes(m) if changed else m
+
+
 def subgraph_path(node, attr: str, prefix: str = "") -> str:
     return f"{prefix}{node.name}/{attr}"
 
