@@ -344,7 +344,7 @@ def _dict_vectorizer(ctx, target):
     return run
 
 
-@_ml_reg("CastMap", note="map values in key order as a dense tensor (cast_to, map_form, max_map)")
+@_ml_reg("CastMap", check=lambda ctx, target: _cast_map_check(ctx, target), note="map values in key order as a dense tensor (cast_to, map_form, max_map)")
 def _cast_map(ctx, target):
     cast_to = ctx.attrs.get("cast_to", "TO_FLOAT")
     map_form = ctx.attrs.get("map_form", "DENSE")
