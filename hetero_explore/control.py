@@ -374,7 +374,9 @@ class SubgraphExecutor:
     def run(self, env: dict, ledger, consts: dict, stats: _Stats) -> dict:
         """Run on ``env`` (input name → buffer); returns output name → buffer (a buffer of
         ``env`` itself when the subgraph passes an input through)."""
-        where: dict[str, dict] = {name: {id(_owner(b.provider)): b} for name, b in env.items()}
+        # buffers are allocated by the providers themselves (masks forward), so a buffer's
+        # provider is its memory owner
+        where: dict[str, dict] = {name: {id(b.provider): b} for name, b in env.items()}
         graph = self.graph
         for runner, prov, owner, names, sync in self.parts:
             penv = {}
@@ -556,9 +558,19 @@ class ControlKernel(Kernel):
         ledger.check_leaks()
 
     def _read(self, buf):
+        d = buf.data
+        if isinstance(d, np.ndarray) and d.size == 1:
+            return d.item()
         if not buf.device.is_host:
             self.stats.scalar_reads += 1
         return _scalar(buf)
+
+    def _set_scalar(self, buf, value) -> None:
+        """Write a scalar into a buffer of the home provider (in place on host memory)."""
+        if isinstance(buf.data, np.ndarray):
+            buf.data[()] = value
+        else:
+            self.provider.copy_from_host(np.asarray(value, dtype=buf.dtype).reshape(buf.shape), buf)
 
     def _host_scalar(self, ledger, value, dtype, shape=()):
         buf = ledger.allocate(self.provider, shape, dtype)
@@ -595,23 +607,35 @@ class ControlKernel(Kernel):
         outs = [o.name for o in sub.output]
         n_scan = len(outs) - 1 - n_c
         scans = [_ScanOut(dst, 0) for dst in outputs[n_c:n_c + n_scan]]
-        fixed = {id(b) for b in consts.values()}
+        # the iteration number and condition: two scalars on the home provider, rewritten in place
+        # every iteration (kernels never write their inputs; a body that passes one through as a
+        # carried value gets a copy, below)
+        it_buf = self._host_scalar(ledger, 0, np.int64)
+        cond_buf = self._host_scalar(ledger, True, np.bool_)
+        fixed = {id(it_buf), id(cond_buf)}
         it = 0
         while (trip is None or it < trip) and cond:
-            formal = {names[0]: self._host_scalar(ledger, it, np.int64),
-                      names[1]: self._host_scalar(ledger, cond, np.bool_)}
+            self._set_scalar(it_buf, it)
+            self._set_scalar(cond_buf, cond)
+            formal = {names[0]: it_buf, names[1]: cond_buf}
             formal.update(zip(names[2:], carried))
             env = self._env("body", inputs, formal)
             ex = self._executor("body", env)
             res = ex.run(env, ledger, consts, self.stats)
             cond = bool(self._read(res[outs[0]]))
             carried = [res[n] for n in outs[1:1 + n_c]]
+            for j, b in enumerate(carried):
+                if id(b) in fixed:  # the iteration number or condition carried out: keep a copy
+                    carried[j] = c = ledger.allocate(b.provider, b.shape, b.dtype)
+                    copy_into(b, c)
             for k, sc in enumerate(scans):
-                sc.write(it, res[outs[1 + n_c + k]], self, f"scan output {outs[1 + n_c + k]!r}")
+                sc.write(it, res[outs[1 + n_c + k]], self, outs[1 + n_c + k])
             # free what this iteration made, except the carried values and the staged constants
-            keep = {id(b) for b in carried} | {id(b) for b in consts.values()} | fixed
-            for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
-                ledger.free(b)
+            keep = fixed.union(map(id, carried), map(id, consts.values()))
+            live = ledger.live
+            if len(live) > len(keep):
+                for b in [b for k_, b in live.items() if k_ not in keep]:
+                    ledger.free(b)
             it += 1
             self.stats.iterations += 1
         for k, sc in enumerate(scans):
@@ -655,8 +679,7 @@ class ControlKernel(Kernel):
             res = ex.run(env, ledger, consts, self.stats)
             states = [res[n] for n in outs[:n_s]]
             for k, sc in enumerate(scans):
-                sc.write(steps - 1 - t if odirs[k] else t, res[outs[n_s + k]], self,
-                         f"scan output {outs[n_s + k]!r}")
+                sc.write(steps - 1 - t if odirs[k] else t, res[outs[n_s + k]], self, outs[n_s + k])
             keep = {id(b) for b in states} | {id(b) for b in consts.values()}
             for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
                 ledger.free(b)
@@ -732,10 +755,11 @@ class _ScanOut:
         self.axis = axis
         self.host = dst.data if isinstance(dst.data, np.ndarray) else np.empty(dst.shape, dst.dtype)
 
-    def write(self, index: int, src, kernel, what: str) -> None:
-        view = np.moveaxis(self.host, self.axis, 0)
+    def write(self, index: int, src, kernel, name: str) -> None:
+        view = self.host if self.axis == 0 else np.moveaxis(self.host, self.axis, 0)
         if index >= view.shape[0] or tuple(src.shape) != view.shape[1:] or src.dtype != self.dst.dtype:
             n = kernel.node
+            what = f"scan output {name!r}"
             raise ControlFlowError(
                 f"node {n.name!r} ({n.op_type}): {what} of iteration {index} is {src.dtype} {src.shape}, but "
                 f"the plan allocated {self.dst.dtype} {self.dst.shape} for all iterations (load-time shape "
