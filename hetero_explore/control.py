@@ -253,10 +253,12 @@ def subgraph_path(node, attr: str, prefix: str = "") -> str:
 
 
 # -- child plans ------------------------------------------------------------------------------
-def plan_children(graph: Graph, providers, policy: str = "priority", prefix: str = "") -> tuple[dict, list]:
+def plan_children(graph: Graph, providers, policy: str = "priority", prefix: str = "",
+                  blocked: frozenset = frozenset()) -> tuple[dict, list]:
     """Plans of the subgraphs of every control node of ``graph`` over ``providers``:
     ({path: Plan}, blockers of the parent from them). A subgraph that cannot be planned is a
-    blocker, not an error, so that the model still shows."""
+    blocker, not an error, so that the model still shows; nodes named in ``blocked`` (already
+    blockers of the parent: no provider claims them) add no blockers of their subgraphs."""
     from .planner import plan as make_plan
     from .planner.plan import Blocker
 
@@ -269,9 +271,12 @@ def plan_children(graph: Graph, providers, policy: str = "priority", prefix: str
                 g = child_graph(graph, sub, where=path)
                 p = make_plan(g, providers, policy)
             except HeteroExploreError as e:
-                blockers.append(Blocker("control-flow", path, f"the subgraph cannot be planned: {e}"))
+                if node.name not in blocked:
+                    blockers.append(Blocker("control-flow", path, f"the subgraph cannot be planned: {e}"))
                 continue
             children[path] = p
+            if node.name in blocked:
+                continue
             for b in p.execution_blockers:
                 if b.kind == "symbolic-shape":
                     continue  # subgraphs are specialised to their run-time shapes

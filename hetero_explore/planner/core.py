@@ -458,7 +458,8 @@ def _with_children(p: Plan, provs, policy: str) -> Plan:
 
     from ..control import plan_children
     t = time.perf_counter()
-    children, blockers = plan_children(p.graph, provs, policy)
+    forced = frozenset(p.graph.nodes[i].name for i in p.forced)
+    children, blockers = plan_children(p.graph, provs, policy, blocked=forced)
     return replace(p, children=children, execution_blockers=tuple(p.execution_blockers) + tuple(blockers),
                    plan_seconds=p.plan_seconds + time.perf_counter() - t)
 
