@@ -423,7 +423,7 @@ def bind_runner(runner, providers, policy: str = "priority") -> None:
     for st in runner.steps:
         k = st.kernel
         if isinstance(k, ControlKernel):
-            k.bind(providers, policy)
+            k.bind(providers, policy, home=runner.provider)
 
 
 # -- the control kernel -------------------------------------------------------------------------
@@ -453,9 +453,13 @@ class ControlKernel(Kernel):
         self._lock = threading.Lock()
         self.stats = _Stats()
 
-    def bind(self, providers, policy: str = "priority") -> None:
+    def bind(self, providers, policy: str = "priority", home=None) -> None:
+        """Plan the subgraphs over ``providers``; ``home`` is the plan's provider the node is
+        placed on (a mask or a virtual provider, whose kernels came from another provider)."""
         self.providers = tuple(providers)
         self.policy = policy
+        if home is not None:
+            self.provider = home
         self._cache.clear()
         self._by_value.clear()
 
