@@ -114,6 +114,11 @@ def test_plan_tables_carry_subgraph_paths_and_no_blockers():
     paths = set(p.placement_df()["subgraph"])
     assert paths == {"", "Loop_0/body", "Loop_0/body/If_in_loop/then_branch", "Loop_0/body/If_in_loop/else_branch"}
     assert "subgraph" in p.partitions_df().columns and "subgraph" in p.transfers_df().columns
+    import json
+    d = json.loads(p.to_json())
+    assert set(d["subgraphs"]["Loop_0/body"]["subgraphs"]) == {"If_in_loop/then_branch", "If_in_loop/else_branch"}
+    svg = p.to_graphviz(level="node").source
+    assert "Loop_0/body" in svg and "If_in_loop/then_branch" in svg  # nested clusters
     # the Loop reads x from the outer scope: an implicit input of the control node
     loop = next(n for n in g.nodes if n.op_type == "Loop")
     assert loop.implicit_inputs == ("x", "two") or "x" in loop.implicit_inputs

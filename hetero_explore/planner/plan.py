@@ -366,6 +366,7 @@ class Plan:
                            for r in self.expansions],
             "folded_nodes": list(self.graph.folded_nodes),
             "plan_seconds": self.plan_seconds,
+            "subgraphs": {path: child.to_dict() for path, child in self.children.items()},
         }
 
     def to_json(self, **kw) -> str:
