@@ -51,9 +51,69 @@ def ulp_distance(a, b) -> np.ndarray:
     return np.where(oa >= ob, ua - ub, ub - ua)
 
 
+def _host(x):
+    """A sequence / map / optional (a list, dict or None; or the 0-d object array holding one)
+    as its Python value, else None-marker ``_NOT_HOST``."""
+    if isinstance(x, np.ndarray) and x.dtype == object and x.ndim == 0:
+        x = x[()]
+    if x is None or isinstance(x, (list, tuple, dict)):
+        return x
+    return _NOT_HOST
+
+
+_NOT_HOST = object()
+
+
+def _kind(x) -> str:
+    return "optional (empty)" if x is None else ("map" if isinstance(x, dict) else "sequence")
+
+
+def _diff_host(a, b) -> dict:
+    """:func:`diff_arrays` element by element through sequences, maps and optionals: the counts
+    add up, the maxima are over elements, the first index starts with the element's index (or key)."""
+    out = {"byte_identical": False, "n_diff": None, "max_abs": None, "max_ulp": None, "first_diff_index": None}
+    ha, hb = _host(a), _host(b)
+    if ha is _NOT_HOST or hb is _NOT_HOST or _kind(ha) != _kind(hb):
+        out["detail"] = f"a {_kind(ha) if ha is not _NOT_HOST else 'tensor'} vs a " \
+                        f"{_kind(hb) if hb is not _NOT_HOST else 'tensor'}"
+        return out
+    if ha is None:
+        return {**out, "byte_identical": True, "n_diff": 0}
+    if isinstance(ha, dict):
+        if set(ha) != set(hb):
+            out["detail"] = f"map keys {sorted(map(str, ha))} vs {sorted(map(str, hb))}"
+            return out
+        keys = sorted(ha, key=str)
+        pairs = [(k, ha[k], hb[k]) for k in keys]
+    else:
+        if len(ha) != len(hb):
+            out["detail"] = f"a sequence of {len(ha)} vs {len(hb)} element(s)"
+            return out
+        pairs = list(zip(range(len(ha)), ha, hb))
+    n = 0
+    for k, x, y in pairs:
+        d = _diff_host(x, y) if _host(x) is not _NOT_HOST or _host(y) is not _NOT_HOST else diff_arrays(x, y)
+        if d["n_diff"] is None:
+            out["detail"] = f"element {k!r}: {d.get('detail', 'differs')}"
+            out["first_diff_index"] = (k,)
+            return out
+        n += d["n_diff"]
+        for key in ("max_abs", "max_ulp"):
+            if d[key] is not None:
+                out[key] = d[key] if out[key] is None else max(out[key], d[key])
+        if d["n_diff"] and out["first_diff_index"] is None:
+            out["first_diff_index"] = (k,) + tuple(d["first_diff_index"] or ())
+    out["n_diff"] = n
+    out["byte_identical"] = n == 0
+    return out
+
+
 def diff_arrays(a, b) -> dict:
     """How ``a`` differs from ``b``: byte_identical, n_diff (elements), max_abs, max_ulp
-    (floats only) and first_diff_index (C order), compared bit for bit."""
+    (floats only) and first_diff_index (C order), compared bit for bit. Sequences (lists), maps
+    (dicts) and optionals (None) are compared element by element (see :func:`_diff_host`)."""
+    if _host(a) is not _NOT_HOST or _host(b) is not _NOT_HOST:
+        return _diff_host(a, b)
     a, b = np.asarray(a), np.asarray(b)
     out = {"byte_identical": False, "n_diff": None, "max_abs": None, "max_ulp": None,
            "first_diff_index": None}
@@ -121,6 +181,10 @@ def compare(run, reference, *, blame: bool = False):
     for name in a:
         d = diff_arrays(a[name], b[name])
         d.pop("detail", None)
+        h = _host(a[name])
+        if h is not _NOT_HOST:  # a sequence / map / optional
+            rows.append({"output": name, "dtype": _kind(h), "shape": (len(h),) if h is not None else (), **d})
+            continue
         rows.append({"output": name, "dtype": str(np.asarray(a[name]).dtype),
                      "shape": tuple(np.shape(a[name])), **d})
     cols = ["output", "dtype", "shape", "byte_identical", "n_diff", "max_abs", "max_ulp", "first_diff_index"]
@@ -179,7 +243,8 @@ def _how(x, y) -> str:
     if d["n_diff"] is None:
         return f"has {d.get('detail', 'a different dtype or shape')}"
     ulp = f", max {d['max_ulp']} ULP" if d["max_ulp"] is not None else ""
-    return f"differs in {d['n_diff']} of {np.asarray(x).size} element(s){ulp}, first at {d['first_diff_index']}"
+    size = "its" if _host(x) is not _NOT_HOST else f"{np.asarray(x).size}"
+    return f"differs in {d['n_diff']} of {size} element(s){ulp}, first at {d['first_diff_index']}"
 
 
 def first_divergence(run, reference) -> dict:

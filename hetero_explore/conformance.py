@@ -155,7 +155,8 @@ def _prepare(model: onnx.ModelProto, consts: dict, scalars) -> onnx.ModelProto:
 def _attempts(names, arrays, const_params):
     """Which inputs to turn into constants, in the order tried: none, then the small
     integer inputs, then all small inputs."""
-    small = [n for n, a in zip(names, arrays) if a.size <= CONST_PARAM_MAX_ELEMENTS and a.ndim <= 1]
+    small = [n for n, a in zip(names, arrays) if _is_tensor(a) and a.size <= CONST_PARAM_MAX_ELEMENTS
+             and a.ndim <= 1]
     ints = [n for n in small if arrays[names.index(n)].dtype.kind in "iu"]
     attempts = [()]
     if const_params:
@@ -173,9 +174,10 @@ def _load(case, names, arrays, const, fold_constants):
     ``input_shapes``: the loader's binding clears the declared shape and then adds
     no dims, which leaves a scalar input with an unknown shape (a loader bug)."""
     consts = {n: arrays[names.index(n)] for n in const}
-    scalars = {n for n, a in zip(names, arrays) if a.ndim == 0 and n not in consts}
+    scalars = {n for n, a in zip(names, arrays) if _is_tensor(a) and a.ndim == 0 and n not in consts}
     model = _prepare(case.model, consts, scalars) if consts or scalars else case.model
-    shapes = {n: tuple(a.shape) for n, a in zip(names, arrays) if n not in consts and n not in scalars}
+    shapes = {n: tuple(a.shape) for n, a in zip(names, arrays)
+              if _is_tensor(a) and n not in consts and n not in scalars}
     return load_model(model, input_shapes=shapes, fold_constants=fold_constants)
 
 
@@ -224,13 +226,54 @@ class _ClaimCrash(Exception):
 
 
 def _as_array(a):
-    """A data-set entry as a numpy array (TensorProtos converted), or None when it is
-    not a tensor (a sequence, an optional, a map)."""
+    """A data-set entry as a numpy array (TensorProtos converted); sequences as lists, maps as
+    dicts, empty optionals as None (host values, see :mod:`hetero_explore.sequences`)."""
     if isinstance(a, onnx.TensorProto):
         return numpy_helper.to_array(a)
     if isinstance(a, (np.ndarray, np.generic)):
         return np.asarray(a)
-    return None
+    if isinstance(a, (list, tuple)):
+        return [_as_array(x) for x in a]
+    if isinstance(a, dict):
+        return dict(a)
+    if isinstance(a, onnx.SequenceProto):
+        return [_as_array(x) for x in numpy_helper.to_list(a)]
+    if isinstance(a, onnx.OptionalProto):
+        return _as_array(numpy_helper.to_optional(a))
+    return a
+
+
+def _is_tensor(a) -> bool:
+    return isinstance(a, np.ndarray)
+
+
+def compare_values(expected, actual, rtol: float, atol: float) -> str | None:
+    """:func:`compare_outputs`, element by element through sequences (lists), maps (dicts) and
+    optionals (None)."""
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)):
+            return f"a {type(actual).__name__}, expected a sequence"
+        if len(actual) != len(expected):
+            return f"a sequence of {len(actual)} element(s), expected {len(expected)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            why = compare_values(e, a, rtol, atol)
+            if why:
+                return f"element {i}: {why}"
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            return f"map keys {sorted(actual) if isinstance(actual, dict) else type(actual).__name__}, " \
+                   f"expected {sorted(expected)}"
+        for k in expected:
+            why = compare_values(expected[k], actual[k], rtol, atol)
+            if why:
+                return f"key {k!r}: {why}"
+        return None
+    if expected is None:
+        return None if actual is None else f"a {type(actual).__name__}, expected an empty optional"
+    if actual is None or isinstance(actual, (list, dict)):
+        return f"a {type(actual).__name__}, expected a tensor"
+    return compare_outputs(expected, actual, rtol, atol)
 
 
 def _row(case, **kw):
@@ -295,12 +338,9 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
             return _row(case, status="unclaimed", reason=f"{blocker}: no kernel on {provider.name}")
         data_sets = [([_as_array(a) for a in ins], [_as_array(a) for a in outs])
                      for ins, outs in case.data_sets]
-        for inputs, outputs in data_sets:
-            if any(a is None for a in list(inputs) + list(outputs)):
-                return _row(case, status="unclaimed",
-                            reason="non-tensor inputs or outputs (sequence/optional/map)")
         if max_elements is not None:
-            biggest = max((a.size for ins, outs in data_sets for a in list(ins) + list(outs)), default=0)
+            biggest = max((a.size for ins, outs in data_sets for a in list(ins) + list(outs) if _is_tensor(a)),
+                          default=0)
             if biggest > max_elements:
                 return _row(case, status="skipped: size cap",
                             reason=f"a tensor has {biggest} elements > {max_elements}")
@@ -375,12 +415,13 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                             const_inputs=",".join(const_used), folded=folded, expanded=xs,
                             seconds=time.perf_counter() - t0)
             if record is not None:
-                record.append({k: np.asarray(v) for k, v in got.items()})
+                record.append({k: (np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v)
+                               for k, v in got.items()})
             rtol = min(RTOL, case.rtol)
             atol = min(ATOL, case.atol)
             out_names = [o.name for o in case.model.graph.output]
             for name, exp in zip(out_names, expected):
-                why = compare_outputs(exp, got[name], rtol, atol)
+                why = compare_values(exp, got[name], rtol, atol)
                 if why:
                     return _row(case, claimed=True, status="failed", error=f"output {name!r}: {why}",
                                 const_inputs=",".join(const_used), folded=folded, expanded=xs,

@@ -328,6 +328,10 @@ class HeterogeneousExecutor:
         # every kernel of the plan, before anything runs
         self.parts = [NodeRunner.for_graph(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
                                            partition=p.id) for p in plan.partitions]
+        # control-flow hook: control kernels plan their subgraphs over this plan's providers
+        from .control import bind_runner
+        for r in self.parts:
+            bind_runner(r, plan.providers, plan.policy)
         self._check_boundaries()
         self._schedule()
         self.owners = memory_owners([plan.providers[i] for i in used])
@@ -602,6 +606,9 @@ class HeterogeneousExecutor:
                 outputs[name] = np.array(graph.initializer(name), copy=True)
             else:  # pragma: no cover - the planner lists every produced graph output
                 raise ExecutionError(f"graph output {name!r} was not produced by the run")
+        if any(graph.values[n].is_host_value for n in outputs):  # sequences/maps/optionals as Python values
+            from .control import host_outputs
+            outputs = host_outputs(graph, outputs)
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
                          transfers_performed=performed, releases=releases, allocations=ledger.allocations,
                          wall_seconds=wall, inputs=feeds, constant_bytes=self.constant_bytes if kept else {},

@@ -86,6 +86,11 @@ def expandable(graph, node) -> str | None:
     s = _schema(node.op_type, node.domain, node.opset)
     if s is None:
         return f"no onnx schema for {node.op_type} at opset {node.opset}"
+    if node.implicit_inputs or node.subgraphs or any(
+            graph.values[x].is_host_value for x in node.inputs if x and x in graph.values):
+        # SequenceMap's context-dependent body: onnx's builder crashed the process (SIGSEGV) on
+        # the backend cases; nodes with subgraphs or sequence inputs run as they are (control.py)
+        return f"{node.op_type} has a subgraph or sequence inputs: it is not expanded"
     plain = _body_version(s.function_opset_versions, node.opset)
     ctx = _body_version(s.context_dependent_function_opset_versions, node.opset)
     if plain is None and ctx is None:

@@ -137,7 +137,8 @@ def _fold_round(m: onnx.ModelProto, provider, budget: int, res: FoldResult) -> d
     for node in graph.nodes:
         outs = [o for o in present_outputs(node)]
         if (node.domain != "" or node.op_type in NONDETERMINISTIC_OPS or not any(outs)
-                or _has_subgraph(node.proto) or graph.function_for(node) is not None):
+                or _has_subgraph(node.proto) or graph.function_for(node) is not None
+                or any(o and graph.values[o].is_host_value for o in outs)):  # sequences are no initializers
             continue
         present = [i for i in node.inputs if i]
         all_const = all(graph.is_constant(i) for i in present)

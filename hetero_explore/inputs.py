@@ -174,10 +174,16 @@ def validate_inputs(graph, inputs) -> dict[str, np.ndarray]:
     for n in names:
         if n not in feeds:
             continue
+        v = vals[n]
+        if v.is_host_value:  # a sequence, optional or map: a Python value on the host
+            from .sequences import as_host_input
+            a = as_host_input(n, feeds[n], v.type_str, problems)
+            if a is not None:
+                out[n] = a
+            continue
         a = _as_array(n, feeds[n], problems)
         if a is None:
             continue
-        v = vals[n]
         bad_dtype = v.dtype is not None and a.dtype != v.dtype
         bad_shape = v.shape is not None and (len(v.shape) != a.ndim or any(
             isinstance(d, (int, np.integer)) and d != s for d, s in zip(v.shape, a.shape)))

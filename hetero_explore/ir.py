@@ -30,6 +30,64 @@ def np_to_onnx_dtype(dtype) -> int:
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
+#: the dtype of a host value (a sequence, map or optional): its buffer is a 0-d object array on a
+#: host provider holding the Python value (a list of arrays, a dict, or None / the element)
+HOST_DTYPE = np.dtype(object)
+
+#: TypeProto fields of values that are held as host values, not tensors
+HOST_TYPE_FIELDS = ("sequence_type", "map_type", "optional_type")
+
+
+def type_str(t: onnx.TypeProto | None) -> str:
+    """A short ONNX type string: ``tensor(float)``, ``seq(tensor(int64))``, ``map(int64,tensor(float))``,
+    ``optional(seq(tensor(float)))``."""
+    if t is None:
+        return "?"
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        et = t.tensor_type.elem_type
+        return f"tensor({onnx.TensorProto.DataType.Name(et).lower() if et else '?'})"
+    if kind == "sequence_type":
+        return f"seq({type_str(t.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({type_str(t.optional_type.elem_type)})"
+    if kind == "map_type":
+        kt = t.map_type.key_type
+        return f"map({onnx.TensorProto.DataType.Name(kt).lower() if kt else '?'},{type_str(t.map_type.value_type)})"
+    return kind or "?"
+
+
+def subgraph_attrs(proto: onnx.NodeProto) -> list[tuple[str, onnx.GraphProto]]:
+    """(attribute name, GraphProto) of every subgraph of a node (``GRAPHS`` attributes as ``name[i]``)."""
+    out = []
+    for a in proto.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append((a.name, a.g))
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend((f"{a.name}[{i}]", g) for i, g in enumerate(a.graphs))
+    return out
+
+
+def outer_names(g: onnx.GraphProto) -> list[str]:
+    """Names a subgraph reads from enclosing scopes (its own and its nested subgraphs' reads and
+    outputs that it does not define itself), in first-use order."""
+    defined = {vi.name for vi in g.input} | {t.name for t in g.initializer} | {
+        t.values.name for t in g.sparse_initializer}
+    for n in g.node:
+        defined.update(o for o in n.output if o)
+    used: dict[str, None] = {}
+    for n in g.node:
+        for i in n.input:
+            if i:
+                used.setdefault(i, None)
+        for _, sg in subgraph_attrs(n):
+            for i in outer_names(sg):
+                used.setdefault(i, None)
+    for o in g.output:
+        used.setdefault(o.name, None)
+    return [u for u in used if u not in defined]
+
+
 def shape_is_static(shape) -> bool:
     return shape is not None and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape)
 
@@ -44,10 +102,13 @@ def nbytes_of(dtype, shape) -> int | None:
 class Value:
     """A named tensor value: dtype, shape, who produces it and who uses it."""
 
-    __slots__ = ("name", "dtype", "shape", "producer", "consumers", "kind", "elem_type")
+    __slots__ = ("name", "dtype", "shape", "producer", "consumers", "kind", "elem_type", "type_proto")
 
-    def __init__(self, name: str, elem_type: int = 0, shape=None, kind: str = "intermediate"):
+    def __init__(self, name: str, elem_type: int = 0, shape=None, kind: str = "intermediate",
+                 type_proto: onnx.TypeProto | None = None):
         self.name = name
+        #: the ONNX TypeProto declared or inferred for the value (None when unknown)
+        self.type_proto = type_proto
         #: ONNX element type (TensorProto.FLOAT, ...); 0 when unknown.
         self.elem_type = elem_type
         #: numpy dtype, or None when unknown (or not a tensor).
@@ -60,6 +121,20 @@ class Value:
         self.consumers: list[int] = []
         #: "input", "initializer", or "intermediate".
         self.kind = kind
+        if self.is_host_value:  # a sequence, map or optional: one host object (see HOST_DTYPE)
+            self.dtype = HOST_DTYPE
+            self.shape = ()
+
+    @property
+    def is_host_value(self) -> bool:
+        """True for sequences, maps and optionals (held on the host as Python values)."""
+        tp = self.type_proto
+        return tp is not None and tp.WhichOneof("value") in HOST_TYPE_FIELDS
+
+    @property
+    def type_str(self) -> str:
+        return type_str(self.type_proto) if self.type_proto is not None else (
+            f"tensor({self.dtype})" if self.dtype is not None else "?")
 
     @property
     def is_static(self) -> bool:
@@ -77,7 +152,7 @@ class Node:
     """One operator instance."""
 
     __slots__ = ("id", "name", "op_type", "domain", "opset", "inputs", "outputs",
-                 "_attributes", "proto")
+                 "_attributes", "proto", "implicit_inputs")
 
     def __init__(self, id: int, proto: onnx.NodeProto, opset: int):
         #: stable id: position in the topological order of the loaded graph
@@ -90,6 +165,9 @@ class Node:
         #: input names; empty optional slots are kept as ""
         self.inputs: tuple[str, ...] = tuple(proto.input)
         self.outputs: tuple[str, ...] = tuple(proto.output)
+        #: outer-scope values its subgraphs read (If/Loop/Scan/SequenceMap): appended to ``inputs``
+        #: by :func:`build_graph`, so that the planner sees the edges and plans their transfers
+        self.implicit_inputs: tuple[str, ...] = ()
         self._attributes: dict[str, Any] | None = None
         self.proto = proto
 
@@ -115,6 +193,16 @@ class Node:
 
     def attr(self, name: str, default=None):
         return self.attributes.get(name, default)
+
+    @property
+    def formal_inputs(self) -> tuple[str, ...]:
+        """The node's own inputs (``inputs`` without the implicit outer-scope ones)."""
+        return self.inputs[:len(self.inputs) - len(self.implicit_inputs)]
+
+    @property
+    def subgraphs(self) -> list[tuple[str, onnx.GraphProto]]:
+        """(attribute name, GraphProto) of the node's subgraphs."""
+        return subgraph_attrs(self.proto)
 
     @property
     def present_inputs(self) -> tuple[str, ...]:
@@ -212,13 +300,13 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
     opsets = {(o.domain or "" if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
     values: dict[str, Value] = {}
 
-    def tinfo(vi: onnx.ValueInfoProto) -> tuple[int, tuple | None]:
+    def tinfo(vi: onnx.ValueInfoProto) -> tuple[int, tuple | None, onnx.TypeProto | None]:
         t = vi.type
         if not t.HasField("tensor_type"):
-            return 0, None
+            return 0, None, (t if t.WhichOneof("value") else None)
         tt = t.tensor_type
         if not tt.HasField("shape"):
-            return tt.elem_type, None
+            return tt.elem_type, None, t
         dims = []
         for d in tt.shape.dim:
             if d.HasField("dim_value"):
@@ -227,9 +315,9 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
                 dims.append(d.dim_param)
             else:
                 dims.append(None)
-        return tt.elem_type, tuple(dims)
+        return tt.elem_type, tuple(dims), t
 
-    known: dict[str, tuple[int, tuple | None]] = {}
+    known: dict[str, tuple[int, tuple | None, onnx.TypeProto | None]] = {}
     for vi in list(g.value_info) + list(g.output) + list(g.input):
         known[vi.name] = tinfo(vi)
 
@@ -240,8 +328,8 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
 
     inputs = [vi.name for vi in g.input if vi.name not in initializer_protos]
     for name in inputs:
-        et, shp = known.get(name, (0, None))
-        values[name] = Value(name, et, shp, "input")
+        et, shp, tp = known.get(name, (0, None, None))
+        values[name] = Value(name, et, shp, "input", tp)
     for name, t in initializer_protos.items():
         values[name] = Value(name, t.data_type, tuple(int(d) for d in t.dims), "initializer")
 
@@ -256,7 +344,8 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
     indeg = [0] * len(protos)
     succ: list[list[int]] = [[] for _ in protos]
     for i, n in enumerate(protos):
-        preds = {producer_of[x] for x in n.input if x and x in producer_of}
+        reads = list(n.input) + [x for _, sg in subgraph_attrs(n) for x in outer_names(sg)]
+        preds = {producer_of[x] for x in reads if x and x in producer_of}
         for p in preds:
             succ[p].append(i)
         indeg[i] = len(preds)
@@ -279,12 +368,18 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
         p = protos[old]
         dom = p.domain if p.domain not in ("", "ai.onnx") else ""
         node = Node(new_id, p, opsets.get(dom, opsets.get("", 0)))
+        subs = node.subgraphs
+        if subs:  # outer-scope captures become implicit inputs of the control node
+            formal = set(node.inputs)
+            implicit = [x for _, sg in subs for x in outer_names(sg)]
+            node.implicit_inputs = tuple(x for x in dict.fromkeys(implicit) if x not in formal)
+            node.inputs = node.inputs + node.implicit_inputs
         nodes.append(node)
         for o in node.outputs:
             if not o:
                 continue
-            et, shp = known.get(o, (0, None))
-            v = Value(o, et, shp, "intermediate")
+            et, shp, tp = known.get(o, (0, None, None))
+            v = Value(o, et, shp, "intermediate", tp)
             v.producer = new_id
             values[o] = v
     for node in nodes:

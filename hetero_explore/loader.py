@@ -608,6 +608,9 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
                 f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
                 "the model's declared type/shape is wrong: fix or remove that declaration")
     out = complete_op_shapes(infer_shapes(m))
+    if any(n.op_type == "Loop" for n in out.graph.node):  # Loop-carried shapes at a fixed point
+        from .control import complete_loop_shapes
+        out = complete_loop_shapes(out)
     for vi in list(out.graph.value_info) + list(out.graph.output):
         _check_value_dims(vi, "value")
     return out

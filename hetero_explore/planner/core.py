@@ -356,14 +356,21 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
                                "it sits on the unplaced lane"))
     present = {sig[1] for sig in graph_arrays(graph).signatures}
     risky = present & (CONTROL_FLOW | SEQUENCE_OPS | {"EPContext"})
+    forced = set(unplaceable)
     for node in (graph.nodes if risky else ()):
         kind = _blocker_kind(graph, node)
+        # control flow and sequences execute where a provider claims them (hetero_explore.control,
+        # hetero_explore.sequences); a node no provider claims still blocks, with the reasons
+        if kind in ("control-flow", "sequence") and node.id not in forced:
+            continue
+        reasons = "; ".join(f"{p}: {r}" for p, r in (declined[node.id] or {}).items()) or "no provider"
         if kind == "control-flow":
-            out.append(Blocker(kind, node.name, f"{node.op_type} (control flow) is not executed yet; "
-                               "unroll it at export, or run this model with onnxruntime"))
+            out.append(Blocker(kind, node.name, f"{node.op_type} (control flow) is not executed here: no "
+                               f"provider claims it ({reasons}); unroll it at export, or run this model "
+                               "with onnxruntime"))
         elif kind == "sequence":
-            out.append(Blocker(kind, node.name, f"{node.op_type} produces or consumes a sequence; "
-                               "sequences are not executed yet"))
+            out.append(Blocker(kind, node.name, f"{node.op_type} produces or consumes a sequence, and no "
+                               f"provider claims it ({reasons}); sequences run on the CPU provider"))
         elif kind == "ep-context":
             out.append(Blocker(kind, node.name, "EPContext nodes hold another runtime's compiled "
                                "binary; it cannot be executed here. Use the model before compilation"))
@@ -460,7 +467,8 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
             continue
         if policy != "priority":
             assignment, declined = refine(graph, provs, assignment, declined, cost_model)
-        return _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
+        p = _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
+        return _with_children(p, provs, policy)
     raise FunctionInliningError(f"function inlining and expansion did not converge after {MAX_INLINE_ROUNDS} "
                                 f"rounds (inlined so far: {inlined}; expanded: "
                                 f"{list(dict.fromkeys(graph.info.get('expanded_from', {}).values()))[:5]}); the model's "
@@ -475,6 +483,22 @@ def _with_unplaced_lane(provs, assignment, hard):
     assignment = assignment.copy()
     assignment[np.asarray(hard, dtype=np.int64)] = len(provs) - 1
     return provs, assignment
+
+
+def _with_children(p: Plan, provs, policy: str) -> Plan:
+    """Control-flow hook: the child plans of the subgraphs (over the same providers), and their
+    blockers, attached to the plan (see :mod:`hetero_explore.control`)."""
+    if not any(n.implicit_inputs or n.op_type in CONTROL_FLOW or n.op_type == "SequenceMap"
+               for n in p.graph.nodes):
+        return p
+    from dataclasses import replace
+
+    from ..control import plan_children
+    t = time.perf_counter()
+    forced = frozenset(p.graph.nodes[i].name for i in p.forced)
+    children, blockers = plan_children(p.graph, provs, policy, blocked=forced)
+    return replace(p, children=children, execution_blockers=tuple(p.execution_blockers) + tuple(blockers),
+                   plan_seconds=p.plan_seconds + time.perf_counter() - t)
 
 
 def _hard_error(graph: Graph, nid: int, declined, expanded_roots: dict, note: str = "") -> UnsupportedNodeError:

@@ -118,6 +118,16 @@ class Plan:
     lower_bounds: tuple[int, ...] = ()
     """Per provider (priority order): the largest number of separate runs of it along one
     path of the graph, a lower bound on its partition count in any convex partitioning."""
+    children: dict = field(default_factory=dict, compare=False)
+    """Subgraph path (``If_0/then_branch``) → the child :class:`Plan` of that subgraph, over
+    the same providers (see :mod:`hetero_explore.control`); nested children are in theirs."""
+
+    def nested(self):
+        """(subgraph path, plan) of this plan (path ``""``) and every nested child plan."""
+        out = [("", self)]
+        for path, child in self.children.items():
+            out += [(path if not sub else f"{path}/{sub}", p) for sub, p in child.nested()]
+        return out
 
     @property
     def expansions(self) -> tuple[dict, ...]:
@@ -260,6 +270,22 @@ class Plan:
 
     # -- tables ----------------------------------------------------------------
     def placement_df(self):
+        """One row per node, those of the subgraphs included (``subgraph``: their path, "" for
+        the main graph)."""
+        return _nested_df(self, "_placement_df")
+
+    def partitions_df(self):
+        """One row per partition, those of the subgraphs' child plans included (``subgraph``)."""
+        df = _nested_df(self, "_partitions_df")
+        df.attrs["partition_bounds"] = self.partition_bounds()
+        df.attrs["policy"] = self.policy
+        return df
+
+    def transfers_df(self):
+        """One row per planned transfer, those inside subgraphs included (``subgraph``)."""
+        return _nested_df(self, "_transfers_df")
+
+    def _placement_df(self):
         import pandas as pd
         rows = []
         origin = self.graph.info.get("expanded_from", {})
@@ -272,7 +298,7 @@ class Plan:
         return pd.DataFrame(rows, columns=["node_id", "name", "op_type", "domain", "opset", "provider",
                                            "device", "partition", "declined_by", "expanded_from"])
 
-    def partitions_df(self):
+    def _partitions_df(self):
         import pandas as pd
         nodes = self.graph.nodes
         rows = []
@@ -288,7 +314,7 @@ class Plan:
         df.attrs["policy"] = self.policy
         return df
 
-    def transfers_df(self):
+    def _transfers_df(self):
         import pandas as pd
         rows = [{"value": t.value, "dtype": t.dtype, "shape": t.shape, "bytes": t.nbytes,
                  "from_provider": t.src_provider, "to_provider": t.dst_provider,
@@ -348,6 +374,7 @@ class Plan:
                            for r in self.expansions],
             "folded_nodes": list(self.graph.folded_nodes),
             "plan_seconds": self.plan_seconds,
+            "subgraphs": {path: child.to_dict() for path, child in self.children.items()},
         }
 
     def to_json(self, **kw) -> str:
@@ -377,6 +404,21 @@ class Plan:
         import html
         return (f"<div><b>Plan</b>: {html.escape(self.summary())}</div>"
                 + self.partitions_df().to_html(index=False, escape=True))
+
+
+def _nested_df(plan, method: str):
+    """``plan.<method>()`` with a ``subgraph`` column, followed by the same table of every nested
+    child plan (rows of the main graph first; their ``subgraph`` is "")."""
+    import pandas as pd
+    frames = []
+    for path, p in plan.nested():
+        df = getattr(p, method)()
+        df.insert(len(df.columns), "subgraph", path)
+        frames.append(df)
+    if len(frames) == 1:
+        return frames[0]
+    out = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
+    return out
 
 
 def _json_default(o):

@@ -104,6 +104,9 @@ class RegistryProvider(ExecutionProvider):
                 raise
             except Exception as e:  # a builder's own validation failed
                 raise KernelError(f"{self.name}: node {node.name!r} ({node.op_type}): {e}") from e
+            if isinstance(fn, Kernel):  # a kernel that runs on buffers (control flow): it runs here
+                fn.provider = self
+                return fn
             return Kernel(ctx, fn, may_alias_input=k.may_alias_input,
                           data_dependent_output=k.data_dependent_output,
                           bitwise_portable=k.bitwise_portable)

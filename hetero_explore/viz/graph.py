@@ -352,6 +352,48 @@ def _node_level(g, plan, colors, show_initializers, max_label):
             else:
                 g.edge(src, f"n{n.id}", tooltip=_tooltip([tip]))
     _output_edges(g, plan, lambda nid: f"n{nid}")
+    _subgraph_clusters(g, plan, colors, max_label, lambda nid: f"n{nid}", "")
+
+
+def _subgraph_clusters(g, plan, colors, max_label, node_id_of, prefix: str, depth: int = 0) -> None:
+    """Each subgraph of a control node as a nested cluster (its own partitions, coloured by
+    provider), linked to its control node by a dotted edge; recursively for nested control
+    flow. Ids are prefixed by the subgraph's position so that they never clash."""
+    if not getattr(plan, "children", None):
+        return
+    by_name = {n.name: n for n in plan.graph.nodes}
+    for k, (path, child) in enumerate(plan.children.items()):
+        owner_name, _, attr = path.partition("/")
+        owner = by_name.get(owner_name)
+        sp = f"{prefix}s{k}_"
+        cg = child.graph
+        with g.subgraph(name=f"cluster_{sp}sub") as c:
+            full = f"{prefix and prefix + ' '}{path}"
+            c.attr(label=_label(dot_text(f"{path} · {len(cg.nodes)} node(s) · {len(child.partitions)} "
+                                         f"partition(s)", 2 * max_label)),
+                   style="dashed,rounded", color=EDGE_COLOR, fillcolor="white", fontsize="10",
+                   tooltip=_tooltip([f"subgraph {full}", f"{len(child.transfers)} transfer(s)"]))
+            for part in child.partitions:
+                color = colors.get(part.provider, "#cccccc")
+                with c.subgraph(name=f"cluster_{sp}p{part.id}") as cc:
+                    cc.attr(label=_label(dot_text(f"P{part.id} · {part.provider}", max_label)),
+                            style="rounded,filled", fillcolor=lighter(color), color=darker(color), fontsize="9")
+                    for nid in part.node_ids:
+                        n = cg.nodes[nid]
+                        cc.node(f"{sp}n{nid}", _label(dot_text(n.op_type, max_label)), fillcolor=color,
+                                color=darker(color), tooltip=_tooltip(_node_tooltip(child, n)))
+            for n in cg.nodes:
+                for name in dict.fromkeys(x for x in n.inputs if x):
+                    v = cg.values.get(name)
+                    if v is not None and v.producer is not None:
+                        crossing = child.assignment[v.producer] != child.assignment[n.id]
+                        c.edge(f"{sp}n{v.producer}", f"{sp}n{n.id}",
+                               **({"color": TRANSFER_COLORS.get("D2D", "#d62728"), "style": "bold"} if crossing
+                                  else {}))
+        if owner is not None and cg.nodes:
+            g.edge(node_id_of(owner.id), f"{sp}n0", style="dotted", arrowhead="none", lhead=f"cluster_{sp}sub",
+                   tooltip=_tooltip([f"{owner.name} runs {attr}"]))
+        _subgraph_clusters(g, child, colors, max_label, lambda nid, sp=sp: f"{sp}n{nid}", sp, depth + 1)
 
 
 def _node_tooltip(plan, n) -> list[str]:

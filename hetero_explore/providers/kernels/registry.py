@@ -12,8 +12,11 @@ import functools
 
 from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, schema_version  # noqa: F401
 
-# the kernel modules, in registry order
-MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "dynamic")
+# the kernel modules, in registry order; a dotted name is an absolute module outside this package
+# (host-value ops with no numba kernels: sequences, optionals, maps, control flow), kept out of
+# the kernel directory so that their edits do not change the kernel-source hash (see target.py)
+MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "dynamic",
+           "hetero_explore.sequences", "hetero_explore.control")
 
 
 def build_registry() -> tuple[OpDef, ...]:
@@ -21,7 +24,7 @@ def build_registry() -> tuple[OpDef, ...]:
     import importlib
     out = []
     for m in MODULES:
-        out.extend(importlib.import_module(f"{__package__}.{m}").OPS)
+        out.extend(importlib.import_module(m if "." in m else f"{__package__}.{m}").OPS)
     from . import fastpaths
     fastpaths.install()    # the CPU overrides (bitwise the generated kernels' results)
     return tuple(out)
