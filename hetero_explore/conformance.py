@@ -41,6 +41,16 @@ How models are loaded (so that kernels, not the loader, answer the case):
 
 A crashing case never stops the run: its error is recorded.
 
+The on-disk folders
+-------------------
+onnx also still ships whole-model cases on disk (:data:`FOLDERS`: ``simple``,
+``pytorch-converted``, ``pytorch-operator``, and ``light``, nine model-zoo CNNs
+whose weights are ConstantOfShape nodes). :func:`folder_cases` reads them as
+:class:`FolderCase` objects, named ``"<folder>/<test>"``, that :func:`run_case`
+runs like node cases (same loading, claiming and comparison; their tolerance is
+onnx's own for the case); :func:`run_folders` runs a set of them into one frame
+with a ``folder`` column. The manifest lists their claims under ``"folders"``.
+
 Failing closed: the manifest
 ----------------------------
 ``tests/conformance_manifest.json`` lists, per provider, every case it claims
@@ -71,8 +81,8 @@ from .loader import FOLDABLE_OPS, load_model
 from .providers.base import node_context
 from .runtime import run_graph
 
-__all__ = ["node_cases", "op_without_kernel", "run_case", "run_conformance", "compare_outputs",
-           "manifest_entry", "load_manifest", "write_manifest", "manifest_verdict",
+__all__ = ["node_cases", "folder_cases", "run_folders", "FOLDERS", "FolderCase", "op_without_kernel", "run_case", "run_conformance", "compare_outputs",
+           "manifest_entry", "load_manifest", "load_folder_manifest", "write_manifest", "manifest_verdict",
            "COLUMNS", "RTOL", "ATOL", "CUDA_SIMULATOR_MAX_ELEMENTS", "MANIFEST_COMMAND"]
 
 RTOL = 1e-4
@@ -98,6 +108,115 @@ def node_cases() -> tuple:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         return tuple(collect_testcases())
+
+
+# -- the on-disk folders -----------------------------------------------------------------
+#: the backend folders onnx still ships under onnx/backend/test/data/ (``real`` only points at
+#: downloads; its models are the ``light`` ones with their weights)
+FOLDERS = ("simple", "pytorch-converted", "pytorch-operator", "light")
+
+
+def _data_dir() -> Path:
+    from onnx.backend.test.loader import DATA_DIR
+
+    return Path(DATA_DIR)
+
+
+def _read_tensor(path: Path) -> np.ndarray:
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(t)
+
+
+def _dummy_input(vi: onnx.ValueInfoProto) -> np.ndarray:
+    """The input onnx's backend runner feeds a ``light`` model (``generate_dummy_data`` with
+    ``random=False``): arange(n) / n as float32, unknown dims taken as 1."""
+    tt = vi.type.tensor_type
+    if tt.elem_type != onnx.TensorProto.FLOAT:
+        raise ValueError(f"light model input {vi.name!r} is not float32; onnx's runner has no data for it")
+    shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim)
+    n = int(np.prod(shape, dtype=np.int64))
+    return (np.arange(n).reshape(shape) / n).astype(np.float32)
+
+
+class FolderCase:
+    """One model of an on-disk backend folder, shaped like a generated node case
+    (``name``, ``model``, ``data_sets``, ``rtol``, ``atol``) so :func:`run_case` runs it.
+
+    ``name`` is ``"<folder>/<test>"``. The model and its data are read on first use.
+    Data sets are the folder's ``test_data_set_*/input_*.pb, output_*.pb``; a ``light``
+    model has one data set: the input onnx's runner generates and the stored
+    ``light_<model>_output_0.pb``. Tolerances are onnx's (``data.json``, else its
+    runner's defaults rtol=1e-3, atol=1e-7) and are used as they are
+    (``own_tolerance``): these are whole models, compared as onnx's runner compares them."""
+
+    own_tolerance = True
+
+    def __init__(self, folder: str, test: str, model_path: Path, rtol: float = 1e-3, atol: float = 1e-7):
+        self.folder, self.test, self.model_path = folder, test, Path(model_path)
+        self.name = f"{folder}/{test}"
+        self.rtol, self.atol = rtol, atol
+
+    def __repr__(self):
+        return f"FolderCase({self.name!r})"
+
+    @functools.cached_property
+    def model(self) -> onnx.ModelProto:
+        return onnx.load(str(self.model_path))
+
+    @functools.cached_property
+    def data_sets(self) -> list:
+        if self.folder == "light":
+            inits = {t.name for t in self.model.graph.initializer}
+            ins = [_dummy_input(vi) for vi in self.model.graph.input if vi.name not in inits]
+            stem = self.model_path.with_suffix("")
+            outs = [_read_tensor(Path(f"{stem}_output_{i}.pb")) for i in range(len(self.model.graph.output))]
+            return [(ins, outs)]
+        sets = []
+        for d in sorted(self.model_path.parent.glob("test_data_set_*")):
+            n_in = len(list(d.glob("input_*.pb")))
+            n_out = len(list(d.glob("output_*.pb")))
+            sets.append(([_read_tensor(d / f"input_{i}.pb") for i in range(n_in)],
+                         [_read_tensor(d / f"output_{i}.pb") for i in range(n_out)]))
+        return sets
+
+
+@functools.lru_cache(maxsize=None)
+def folder_cases(folders: tuple = FOLDERS) -> tuple:
+    """The cases of the on-disk backend folders (sorted by name; the files are read lazily)."""
+    root = _data_dir()
+    out = []
+    for folder in folders:
+        if folder not in FOLDERS:
+            raise ValueError(f"unknown backend folder {folder!r}; the folders are {', '.join(FOLDERS)}")
+        base = root / folder
+        if folder == "light":
+            tol = {}
+            for j in sorted((root / "real").glob("*/data.json")):   # light's tolerances live there
+                d = json.loads(j.read_text())
+                tol[Path(d.get("url", "")).name] = (d.get("rtol", 1e-3), d.get("atol", 1e-7))
+            for f in sorted(base.glob("light_*.onnx")):
+                rtol, atol = tol.get(f.name, (1e-3, 1e-7))
+                out.append(FolderCase(folder, f.stem[len("light_"):], f, rtol, atol))
+            continue
+        for d in sorted(p for p in base.iterdir() if (p / "model.onnx").is_file()):
+            rtol, atol = 1e-3, 1e-7
+            if (d / "data.json").is_file():
+                j = json.loads((d / "data.json").read_text())
+                rtol, atol = j.get("rtol", rtol), j.get("atol", atol)
+            out.append(FolderCase(folder, d.name, d / "model.onnx", rtol, atol))
+    return tuple(out)
+
+
+def run_folders(provider, folders=FOLDERS, *, pattern=None, max_elements: int | None = None,
+                fold_constants: bool = False, progress=None):
+    """:func:`run_conformance` over the on-disk folder cases; the frame gains a ``folder``
+    column (first). ``pattern`` matches ``"<folder>/<test>"`` names."""
+    cases = folder_cases(tuple(folders))
+    df = run_conformance(provider, cases, pattern=pattern, max_elements=max_elements,
+                         fold_constants=fold_constants, progress=progress)
+    df.insert(0, "folder", df["case"].str.split("/").str[0])
+    return df
 
 
 def _select(cases, pattern):
@@ -417,8 +536,11 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
             if record is not None:
                 record.append({k: (np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v)
                                for k, v in got.items()})
-            rtol = min(RTOL, case.rtol)
-            atol = min(ATOL, case.atol)
+            if getattr(case, "own_tolerance", False):  # folder cases: onnx's runner's tolerance
+                rtol, atol = case.rtol, case.atol
+            else:
+                rtol = min(RTOL, case.rtol)
+                atol = min(ATOL, case.atol)
             out_names = [o.name for o in case.model.graph.output]
             for name, exp in zip(out_names, expected):
                 why = compare_values(exp, got[name], rtol, atol)
@@ -469,14 +591,17 @@ def manifest_entry(df, max_elements: int | None = None) -> dict:
             "size_capped": sorted(df.loc[df["status"] == SIZE_CAP, "case"])}
 
 
-def write_manifest(path, entries: dict) -> None:
-    """Write ``{provider key: manifest_entry(...)}`` as reviewable JSON (sorted, one case a line)."""
+def write_manifest(path, entries: dict, folder_entries: dict | None = None) -> None:
+    """Write ``{provider key: manifest_entry(...)}`` as reviewable JSON (sorted, one case a line);
+    ``folder_entries`` (same form, over :func:`folder_cases`) go under ``"folders"``."""
     import onnx as _onnx
 
     doc = {"about": "ONNX backend node cases each provider claims; the tests fail when one fails, is "
                     "no longer claimed, or a case is claimed that is not listed here",
            "regenerate": MANIFEST_COMMAND, "onnx": _onnx.__version__,
            "providers": {k: entries[k] for k in sorted(entries)}}
+    if folder_entries is not None:
+        doc["folders"] = {k: folder_entries[k] for k in sorted(folder_entries)}
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
 
 
@@ -485,6 +610,14 @@ def load_manifest(path) -> dict:
     doc = json.loads(Path(path).read_text())
     return {k: {"max_elements": v.get("max_elements"), "claimed": set(v.get("claimed", ())),
                 "size_capped": set(v.get("size_capped", ()))} for k, v in doc["providers"].items()}
+
+
+def load_folder_manifest(path) -> dict:
+    """The manifest's on-disk folder claims, in the form of :func:`load_manifest` (empty when
+    the manifest predates them)."""
+    doc = json.loads(Path(path).read_text())
+    return {k: {"max_elements": v.get("max_elements"), "claimed": set(v.get("claimed", ())),
+                "size_capped": set(v.get("size_capped", ()))} for k, v in doc.get("folders", {}).items()}
 
 
 def manifest_verdict(row: dict, entry: dict) -> str | None:

@@ -111,10 +111,12 @@ def _fmt_spec(dtype, shape) -> str:
     return f"{'?' if dtype is None else _dtype_name(dtype)} {tuple(shape) if shape is not None else '(?)'}"
 
 
-def _as_array(n, a, problems: list[str]) -> np.ndarray | None:
+def _as_array(n, a, problems: list[str], strings: bool = False) -> np.ndarray | None:
     """``a`` as a plain ndarray (no subclass, no copy where none is needed), or None with a
     problem appended. Masked arrays with masked elements, ragged lists, and values numpy
-    can only hold as objects, strings or records are refused: a kernel cannot read them."""
+    can only hold as objects, strings or records are refused: a kernel cannot read them.
+    ``strings`` (the graph input is an ONNX string tensor): an array of Python ``str`` (an
+    object array, or numpy's ``<U``, converted to one) is what is wanted, and only that."""
     if isinstance(a, np.ma.MaskedArray):
         if np.ma.is_masked(a):
             problems.append(f"input {n!r}: a masked array with masked elements; fill them first "
@@ -130,6 +132,15 @@ def _as_array(n, a, problems: list[str]) -> np.ndarray | None:
         problems.append(f"input {n!r}: cannot be read as an array ({type(a).__name__}: {e}); give a "
                         "numpy array")
         return None
+    if strings:
+        if arr.dtype.kind == "U":
+            arr = arr.astype(object)
+        if arr.dtype != object or not all(isinstance(v, str) for v in arr.flat):
+            problems.append(f"input {n!r}: a string tensor takes an array of Python str (dtype object or "
+                            f"<U), got {arr.dtype}" + (" holding non-str elements" if arr.dtype == object
+                                                       else ""))
+            return None
+        return arr
     if arr.dtype.kind in "OSUVMm" or arr.dtype.hasobject:
         problems.append(f"input {n!r}: an array of dtype {arr.dtype} ({type(a).__name__} given); kernels "
                         "take numeric or bool arrays: convert it with np.asarray(x, dtype=...)")
@@ -181,7 +192,7 @@ def validate_inputs(graph, inputs) -> dict[str, np.ndarray]:
             if a is not None:
                 out[n] = a
             continue
-        a = _as_array(n, feeds[n], problems)
+        a = _as_array(n, feeds[n], problems, strings=v.dtype is not None and np.dtype(v.dtype) == object)
         if a is None:
             continue
         bad_dtype = v.dtype is not None and a.dtype != v.dtype

@@ -342,6 +342,41 @@ def _run_checker(m: onnx.ModelProto) -> None:
         raise InvalidModelError(f"onnx.checker could not check the model: {e}") from e
 
 
+def drop_unused_optional_outputs(m: onnx.ModelProto) -> None:
+    """Drop the trailing optional outputs of main-graph nodes that nothing reads.
+
+    Old exporters name outputs no one uses: Dropout-7's ``mask``, MaxPool-8's
+    ``Indices``. onnx's shape inference leaves some of them without a shape (Dropout-7),
+    which would otherwise make the node look invalid and its model unplannable; an
+    optional output that is neither consumed (here or in a subgraph) nor a graph output
+    changes nothing when it is not computed."""
+    g = m.graph
+    used = {o.name for o in g.output}
+
+    def reads(graph):
+        for n in graph.node:
+            used.update(n.input)
+            for sg in _subgraphs(n):
+                reads(sg)
+
+    reads(g)
+    opsets = _opsets(m)
+    for n in g.node:
+        domain = "" if n.domain == "ai.onnx" else n.domain
+        if domain not in _STANDARD_DOMAINS or not n.output or n.output[-1] in used:
+            continue
+        try:
+            formal = onnx.defs.get_schema(n.op_type, opsets.get(domain, 1), domain).outputs
+        except Exception:  # no schema: validated elsewhere
+            continue
+        outs = list(n.output)
+        while (outs and len(outs) <= len(formal) and (not outs[-1] or outs[-1] not in used)
+               and formal[len(outs) - 1].option == onnx.defs.OpSchema.FormalParameterOption.Optional):
+            outs.pop()
+        if len(outs) < len(n.output):
+            del n.output[len(outs):]
+
+
 # -- model-local functions -------------------------------------------------------------------
 def _subgraphs(n: onnx.NodeProto):
     for a in n.attribute:
@@ -707,6 +742,7 @@ def prepare_model(model, input_shapes: Mapping[str, tuple] | None = None,
     if check:
         _run_checker(m)
     validate_structure(m)
+    drop_unused_optional_outputs(m)
     check_inline_size(m, limit=max_inlined_nodes)
     _normalize_declared_dims(m)
     _bind(m, input_shapes, dim_values)

@@ -34,9 +34,11 @@ How they run
   without a shape; each definition's ``shape`` function gives them and the
   loader fills them in (:func:`hetero_explore.loader.complete_op_shapes`).
 
-Not claimed (declined with a reason or absent): string tensors (the providers
-hold numeric arrays only, so string labels, string LabelEncoder keys and
-CategoryMapper are absent), LabelEncoder-1, SVMClassifier with probability
+String tensors: CategoryMapper and the string paths of LabelEncoder (string keys
+or values) are defined in :mod:`.strings` (this module's LabelEncoder declines
+them there); string class labels of the classifiers are not claimed.
+
+Not claimed (declined with a reason or absent): LabelEncoder-1, SVMClassifier with probability
 estimates (``prob_a``/``prob_b``: libsvm's iterative pairwise coupling), and
 the map/sequence ops ZipMap, DictVectorizer, CastMap (the executor carries
 tensors only).
