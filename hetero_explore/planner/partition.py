@@ -48,6 +48,8 @@ import heapq
 import numpy as np
 from numba import njit
 
+from .arrays import sorted_unique
+
 
 @njit(cache=True)
 def _convex(members, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
@@ -233,7 +235,7 @@ def _contracted_csr(rep, arr, n_super):
 def _csr_pair(cu, cv, n):
     """(pred_ptr, pred_idx, succ_ptr, succ_idx) of the distinct edges cu -> cv."""
     if len(cu):
-        key = np.unique(cu * n + cv)
+        key = sorted_unique(cu * n + cv)
         cu, cv = key // n, key % n
     succ_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(cu, minlength=n), out=succ_ptr[1:])
@@ -517,7 +519,7 @@ def order_partitions(group_of: np.ndarray, assignment: np.ndarray, arr) -> tuple
     keep = gu != gv
     gu, gv = gu[keep], gv[keep]
     if len(gu):
-        key = np.unique(gu * n_groups + gv)
+        key = sorted_unique(gu * n_groups + gv)
         gu, gv = key // n_groups, key % n_groups
     indeg = np.bincount(gv, minlength=n_groups)
     sptr = np.zeros(n_groups + 1, np.int64)

@@ -87,6 +87,107 @@ class ConvexitySplit:
     """Node names of a path from ``a`` through another partition back into ``b``."""
 
 
+class PlanTables:
+    """The planner's array form of a plan's partitions and transfers: Partition and
+    Transfer records are made from it when first read (a plan of 10⁵ nodes has
+    thousands of each, and a what-if re-plan often reads only counts)."""
+
+    def __init__(self, graph, providers, arr, part_prov, members, ins, outs, bytes_in, bytes_out, xfer):
+        self.graph = graph
+        self.providers = providers
+        self.arr = arr
+        #: provider index of every partition
+        self.part_prov = part_prov
+        #: (ptr, node ids): members of every partition, ascending, as CSR
+        self.members = members
+        #: (ptr, value indices): inputs and outputs of every partition, as CSR
+        self.ins = ins
+        self.outs = outs
+        #: bytes of them (-1 when a shape is unknown)
+        self.bytes_in = bytes_in
+        self.bytes_out = bytes_out
+        #: transfers: (value, source provider, destination provider, source partition,
+        #: (ptr, destination partitions) CSR), in execution order
+        self.xfer = xfer
+
+    @property
+    def n_transfers(self) -> int:
+        return len(self.xfer[0])
+
+    def partition_counts(self) -> np.ndarray:
+        return np.bincount(self.part_prov, minlength=len(self.providers))
+
+    def partitions(self) -> tuple:
+        names = self.arr.value_names
+        info = [(p.name, str(p.device)) for p in self.providers]
+        mp, mi = self.members[0].tolist(), self.members[1].tolist()
+        ip, ii = self.ins[0].tolist(), [names[v] for v in self.ins[1].tolist()]
+        op, oi = self.outs[0].tolist(), [names[v] for v in self.outs[1].tolist()]
+        b_in = [None if b < 0 else b for b in self.bytes_in.tolist()]
+        b_out = [None if b < 0 else b for b in self.bytes_out.tolist()]
+        return tuple(Partition(k, info[pi][0], pi, info[pi][1], tuple(mi[mp[k]:mp[k + 1]]),
+                               tuple(ii[ip[k]:ip[k + 1]]), tuple(oi[op[k]:op[k + 1]]), b_in[k], b_out[k])
+                     for k, pi in enumerate(self.part_prov.tolist()))
+
+    def transfers(self) -> tuple:
+        from ..providers.base import transfer_kind
+        val, sp, dp, spart, (dptr, dparts) = self.xfer
+        if not len(val):
+            return ()
+        provs = self.providers
+        info = [(p.name, str(p.device)) for p in provs]
+        kinds = {(i, j): transfer_kind(provs[i].device, provs[j].device)
+                 for i in range(len(provs)) for j in range(len(provs))}
+        names = self.arr.value_names
+        values = self.graph.values
+        vbytes = self.arr.value_bytes
+        dptr_l, dparts_l = dptr.tolist(), dparts.tolist()
+        dtype_names: dict = {}
+        out = []
+        for k, (v, i, j, s, b) in enumerate(zip(val.tolist(), sp.tolist(), dp.tolist(), spart.tolist(),
+                                                vbytes[val].tolist())):
+            value = values[names[v]]
+            dt = value.dtype
+            if dt is not None and dt not in dtype_names:
+                dtype_names[dt] = dt.name
+            out.append(Transfer(names[v], None if dt is None else dtype_names[dt], value.shape,
+                                None if b < 0 else b, info[i][0], info[j][0], info[i][1], info[j][1],
+                                kinds[(i, j)], s, tuple(dparts_l[dptr_l[k]:dptr_l[k + 1]])))
+        return tuple(out)
+
+
+class _Deferred:
+    """A field value that :class:`_LazyField` computes on first read."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+class _LazyField:
+    """A dataclass field that may be given as a :class:`_Deferred` (computed once, on
+    first read); any other value is stored as it is. Reads look like plain fields."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_lazy_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.slot)  # no default: the field stays required
+        v = obj.__dict__[self.slot]
+        if type(v) is _Deferred:
+            v = v.fn()
+            obj.__dict__[self.slot] = v
+        return v
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+    def ready(self, obj) -> bool:
+        return type(obj.__dict__.get(self.slot)) is not _Deferred
+
+
 @dataclass(frozen=True, eq=False)
 class Plan:
     """An immutable heterogeneous execution plan for one graph and provider list."""
@@ -101,11 +202,11 @@ class Plan:
     """Provider index of every node id."""
     declined: tuple[dict, ...]
     """Per node: provider name → reason, for each higher-priority provider that declined."""
-    partitions: tuple[Partition, ...]
+    partitions: tuple[Partition, ...] = _LazyField()
     """Partitions in execution order."""
     node_partition: tuple[int, ...]
     """Partition id of every node id."""
-    transfers: tuple[Transfer, ...]
+    transfers: tuple[Transfer, ...] = _LazyField()
     """Cross-provider copies in execution order."""
     execution_blockers: tuple[Blocker, ...] = ()
     """What makes execution fail closed."""
@@ -118,6 +219,13 @@ class Plan:
     lower_bounds: tuple[int, ...] = ()
     """Per provider (priority order): the largest number of separate runs of it along one
     path of the graph, a lower bound on its partition count in any convex partitioning."""
+    tables: Any = field(default=None, repr=False)
+    """The planner's :class:`PlanTables` behind ``partitions`` and ``transfers`` (None
+    when they were given as records)."""
+
+    def _tables_first(self, name: str) -> bool:
+        """True when ``name`` is still unmaterialised and the tables can answer instead."""
+        return self.tables is not None and not type(self).__dict__[name].ready(self)
 
     @property
     def expansions(self) -> tuple[dict, ...]:
@@ -173,9 +281,22 @@ class Plan:
 
     @property
     def transfer_bytes(self) -> int | None:
+        if self._tables_first("transfers"):
+            b = self.tables.arr.value_bytes[self.tables.xfer[0]]
+            return None if (b < 0).any() else int(b.sum())
         if any(t.nbytes is None for t in self.transfers):
             return None
         return int(sum(t.nbytes for t in self.transfers))
+
+    @property
+    def n_transfers(self) -> int:
+        """``len(transfers)``, without making the records."""
+        return self.tables.n_transfers if self._tables_first("transfers") else len(self.transfers)
+
+    @property
+    def n_partitions(self) -> int:
+        """``len(partitions)``, without making the records."""
+        return len(self.tables.part_prov) if self._tables_first("partitions") else len(self.partitions)
 
     def placement_counts(self) -> dict[str, int]:
         counts = {p.name: 0 for p in self.providers}
@@ -186,8 +307,13 @@ class Plan:
     def partition_counts(self) -> dict[str, int]:
         """Provider name → number of its partitions (providers with no nodes omitted)."""
         counts: dict[str, int] = {}
-        for part in self.partitions:
-            counts[part.provider] = counts.get(part.provider, 0) + 1
+        if self._tables_first("partitions"):
+            for p, c in zip(self.providers, self.tables.partition_counts().tolist()):
+                if c:
+                    counts[p.name] = counts.get(p.name, 0) + c
+        else:
+            for part in self.partitions:
+                counts[part.provider] = counts.get(part.provider, 0) + 1
         return {p.name: counts[p.name] for p in self.providers if p.name in counts}
 
     def partition_bounds(self) -> dict[str, dict]:
@@ -226,10 +352,10 @@ class Plan:
         fb = self.fallback_ops()
         fb_text = ", ".join(fb) if fb else "none"
         n_dev = len(self.devices)
-        text = (f"{len(self.partitions)} partition(s) across {n_dev} device(s); {per}; "
-                f"{len(self.transfers)} cross-provider transfer(s); "
+        text = (f"{self.n_partitions} partition(s) across {n_dev} device(s); {per}; "
+                f"{self.n_transfers} cross-provider transfer(s); "
                 f"ops forced onto a fallback provider: {fb_text}")
-        if len(self.partitions) > 1 and self.lower_bounds:
+        if self.n_partitions > 1 and self.lower_bounds:
             text += "; partitions per provider: " + ", ".join(
                 f"{name} {b['partitions']:,d} (" + ("optimal" if b["optimal"]
                                                   else f"lower bound {b['lower_bound']:,d}") + ")"
