@@ -268,7 +268,7 @@ class Plan:
 
     @property
     def devices(self) -> list[str]:
-        used = sorted({self.assignment[i] for i in range(len(self.assignment))})
+        used = sorted(set(self.assignment))
         return list(dict.fromkeys(str(self.providers[i].device) for i in used))
 
     @property
@@ -300,8 +300,10 @@ class Plan:
 
     def placement_counts(self) -> dict[str, int]:
         counts = {p.name: 0 for p in self.providers}
-        for pi in self.assignment:
-            counts[self.providers[pi].name] += 1
+        per = np.bincount(np.asarray(self.assignment, np.int64), minlength=len(self.providers)) \
+            if self.assignment else np.zeros(len(self.providers), np.int64)
+        for p, c in zip(self.providers, per.tolist()):
+            counts[p.name] += c
         return counts
 
     def partition_counts(self) -> dict[str, int]:
@@ -340,9 +342,17 @@ class Plan:
     def fallback_ops(self) -> dict[str, int]:
         """Op types placed below the highest-priority provider (op → node count)."""
         out: dict[str, int] = {}
-        for n in self.graph.nodes:
-            if self.assignment[n.id] != 0:
-                out[n.op_type] = out.get(n.op_type, 0) + 1
+        if self.tables is not None and self.assignment:
+            arr = self.tables.arr
+            below = np.asarray(self.assignment, np.int64) != 0
+            per_sig = np.bincount(arr.node_sig[below], minlength=len(arr.signatures))
+            for s, c in zip(arr.signatures, per_sig.tolist()):
+                if c:
+                    out[s[1]] = out.get(s[1], 0) + c
+        else:
+            for n in self.graph.nodes:
+                if self.assignment[n.id] != 0:
+                    out[n.op_type] = out.get(n.op_type, 0) + 1
         return dict(sorted(out.items()))
 
     def summary(self) -> str:
