@@ -12,7 +12,6 @@ from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, P
 from ..expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
 from ..ir import Graph
 from ..providers import resolve_all
-from ..providers.base import transfer_kind
 from .arrays import graph_arrays, sorted_unique
 from .capability import Answers
 from .partition import convex_partitions, lower_bounds, order_partitions

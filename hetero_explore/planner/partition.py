@@ -43,7 +43,6 @@ are invariant under node-order permutations. The sweeps are compiled with numba
 
 from __future__ import annotations
 
-import heapq
 
 import numpy as np
 from numba import njit
