@@ -2,6 +2,7 @@
 
     python bench/plan_scale.py [--sizes 1000,10000,100000] [--unsupported 0.05,0.2]
                                [--repeat 3] [--no-torch] [--torch-max-nodes 10000]
+                               [--clock wall|cpu]
 
 Synthetic transformer-like graphs (MatMul → Add(residual) → activation blocks,
 some skip connections) where a fraction of all nodes is Erf, which the gpu does
@@ -14,8 +15,13 @@ not run. Per size and fraction:
 * times of ``plan()`` with plain providers (``VirtualProvider`` op tables) and with
   realistic ones (``[mask(virtual_gpu(), deny=["Erf"]), cpu()]``: the CUDA
   provider's op table executing CPU kernels): ``first`` on a freshly loaded graph
-  (includes building its integer arrays), ``replan`` (median), and ``deny`` = a
-  re-plan after denying one more op (Tanh) on the gpu, as the explorer does.
+  (includes building its integer arrays, shown alone as ``arrays``), ``replan``
+  (median), and ``deny`` = a re-plan after denying one more op (Tanh) on the gpu;
+  ``explorer`` = the same deny through :class:`~hetero_explore.Explorer` (its
+  re-plan reuses the graph's arrays and the providers' remembered answers).
+
+``--clock cpu`` times with the process's CPU time instead of the wall clock: on a
+shared machine the wall clock measures the other processes too.
 """
 
 from __future__ import annotations
@@ -110,22 +116,39 @@ def torch_partition(nodes):
     return time.perf_counter() - t0, len(parts)
 
 
-def _time_plans(model, provs, repeat):
+CLOCK = time.perf_counter
+
+
+def _time_plans(model, provs, repeat, explorer=False):
+    from hetero_explore.planner.arrays import graph_arrays
     from hetero_explore.providers import mask
     g = he.load_model(model)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     p = he.plan(g, provs)  # first plan of this graph: builds its integer arrays too
-    first = time.perf_counter() - t0
+    first = CLOCK() - t0
+    keep, g._arrays = g._arrays, None
+    t0 = CLOCK()
+    graph_arrays(g)  # again, alone (string hashes are cached by now: a little faster)
+    arrays = CLOCK() - t0
+    g._arrays = keep
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         he.plan(g, provs)
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     denied = [mask(provs[0], deny=["Tanh"])] + list(provs[1:])
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     he.plan(g, denied)
-    deny = time.perf_counter() - t0
-    return p, first, statistics.median(times), deny
+    deny = CLOCK() - t0
+    ex_deny = float("nan")
+    if explorer:
+        ex = he.Explorer(g, provs)
+        ex.plan
+        ex.deny(provs[0].name, ["Tanh"])
+        t0 = CLOCK()
+        ex.plan
+        ex_deny = CLOCK() - t0
+    return p, first, arrays, statistics.median(times), deny, ex_deny
 
 
 def main(argv=None):
@@ -136,19 +159,23 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--torch-max-nodes", type=int, default=10000,
                     help="skip torch.fx above this size (it is quadratic)")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall clock, or this process's CPU time (steadier on a shared machine)")
     a = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.perf_counter if a.clock == "wall" else time.process_time
     warm = onnx_model(structure(60))
     he.plan(he.load_model(warm), providers(2))  # JIT warm-up (cached on disk)
     he.plan(he.load_model(warm), realistic_providers())
     print(f"{'nodes':>7} {'unsup':>5} {'gpu parts':>9} {'gpu LB':>7} {'cpu parts':>9} {'cpu LB':>7} "
           f"{'fx parts':>8} {'fx s':>7} | {'plain first':>11} {'replan':>7} {'deny':>7} | "
-          f"{'real first':>10} {'replan':>7} {'deny':>7}")
+          f"{'real first':>10} {'arrays':>7} {'replan':>7} {'deny':>7} {'explorer':>8}   ({a.clock} s)")
     for n in [int(x) for x in a.sizes.split(",")]:
         for frac in [float(x) for x in a.unsupported.split(",")]:
             nodes = structure(n, frac)
             model = onnx_model(nodes)
-            p, f1, r1, d1 = _time_plans(model, providers(2), a.repeat)
-            q, f2, r2, d2 = _time_plans(model, realistic_providers(), a.repeat)
+            p, f1, _, r1, d1, _ = _time_plans(model, providers(2), a.repeat)
+            q, f2, a2, r2, d2, e2 = _time_plans(model, realistic_providers(), a.repeat, explorer=True)
             b = q.partition_bounds()
             bp = p.partition_bounds()
             assert bp["gpu"]["partitions"] == b["gpu"]["partitions"]
@@ -160,7 +187,8 @@ def main(argv=None):
                     t_parts = "no torch"
             print(f"{n:>7} {frac:>5.2f} {b['gpu']['partitions']:>9} {b['gpu']['lower_bound']:>7} "
                   f"{b['cpu']['partitions']:>9} {b['cpu']['lower_bound']:>7} {t_parts!s:>8} {t_s:>7.2f} | "
-                  f"{f1:>11.3f} {r1:>7.3f} {d1:>7.3f} | {f2:>10.3f} {r2:>7.3f} {d2:>7.3f}", flush=True)
+                  f"{f1:>11.3f} {r1:>7.3f} {d1:>7.3f} | {f2:>10.3f} {a2:>7.3f} {r2:>7.3f} {d2:>7.3f} {e2:>8.3f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

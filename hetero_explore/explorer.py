@@ -82,6 +82,12 @@ class _Memo(MaskedProvider):
     def __init__(self, inner: ExecutionProvider):
         super().__init__(inner)
         self._answers: dict[int, tuple] = {}
+        self._token = object()
+
+    def capability_key(self):
+        """Its answers are fixed while it lives: the planner keeps them on the graph
+        across re-plans (masks on top are applied by op type, without asking)."""
+        return ("explorer-memo", self._token)
 
     def supports(self, ctx):
         node, opset = ctx.node, ctx.opset

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,13 +41,49 @@ class GraphArrays:
     value_shape: np.ndarray = None
     value_const: np.ndarray = None
     value_index: dict = None
+    #: per value: interned dtype id
+    value_dtype: np.ndarray = None
     #: signature id -> context classes of its nodes (see :func:`context_classes`)
     ctx_cache: dict = field(default_factory=dict)
+    #: capability answers of providers that declare a ``capability_key()``, per key
+    #: (see :mod:`hetero_explore.planner.capability`); the graph never changes, so
+    #: they hold across plans
+    answers: dict = field(default_factory=dict)
+    _sig_members: tuple = None
+
+    def sig_members(self) -> tuple[np.ndarray, list]:
+        """Node ids grouped by signature (ascending within each), and group bounds."""
+        if self._sig_members is None:
+            by_sig = np.argsort(self.node_sig, kind="stable")
+            counts = np.bincount(self.node_sig, minlength=len(self.signatures))
+            self._sig_members = (by_sig, np.concatenate([[0], np.cumsum(counts)]).tolist())
+        return self._sig_members
+
+    def sig_pos(self) -> np.ndarray:
+        """Position of every node among the nodes of its signature (ascending ids)."""
+        if self._sig_pos is None:
+            by_sig, bounds = self.sig_members()
+            pos = np.empty(self.n_nodes, np.int64)
+            start = np.asarray(bounds[:-1], np.int64)[self.node_sig[by_sig]]
+            pos[by_sig] = np.arange(self.n_nodes) - start
+            self._sig_pos = pos
+        return self._sig_pos
+
+    _sig_pos: np.ndarray = None
+
+
+def sorted_unique(key: np.ndarray) -> np.ndarray:
+    """``np.unique(key)`` for int64 keys by sorting: numpy 2.4's hash-based unique is
+    ~20x slower on wide keys such as ``src * n + dst``."""
+    key = np.sort(key)
+    if len(key) > 1:
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+    return key
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     if len(src):
-        key = np.unique(src.astype(np.int64) * max(n, 1) + dst)
+        key = sorted_unique(src.astype(np.int64) * max(n, 1) + dst)
         src, dst = key // max(n, 1), key % max(n, 1)
     counts = np.bincount(src, minlength=n) if len(src) else np.zeros(n, np.int64)
     ptr = np.zeros(n + 1, np.int64)
@@ -72,90 +110,173 @@ def _attr_key(proto):
 
 
 def graph_arrays(graph) -> GraphArrays:
+    """The graph's integer arrays, built once and cached on the graph (immutable
+    after loading). One pass of C-level list building per attribute, the rest numpy."""
     cached = getattr(graph, "_arrays", None)
     if cached is not None:
         return cached
     values = graph.values
     names = list(values)
-    vindex = {name: i for i, name in enumerate(names)}
-    producer = np.full(len(names), -1, np.int64)
-    nbytes = np.full(len(names), -1, np.int64)
-    shape_ids: dict = {}
-    vshape = np.empty(len(names), np.int64)
-    for i, name in enumerate(names):
-        v = values[name]
-        if v.producer is not None:
-            producer[i] = v.producer
-        s = v.shape
-        if s is not None:
-            s = _t(s)
-            if v.dtype is not None:
-                try:
-                    b = math.prod(s)
-                except TypeError:  # symbolic dims
-                    b = None
-                if type(b) is int and all(type(d) is int for d in s):
-                    nbytes[i] = b * v.dtype.itemsize
-        sid = shape_ids.get(s)
-        if sid is None:
-            sid = shape_ids[s] = len(shape_ids)
-        vshape[i] = sid
-    vdtype = [values[name].dtype for name in names]
-    dst: list = []
-    val: list = []
-    in_idx: list = []
-    in_ptr = np.zeros(len(graph.nodes) + 1, np.int64)
-    sigs: dict = {}
-    node_sig = np.empty(len(graph.nodes), np.int64)
-    sig_first = []
-    for node in graph.nodes:
-        nid = node.id
-        ins = node.inputs
-        if ins:
-            idx = [vindex[i] if i else -1 for i in ins]
-            in_idx.extend(idx)
-            in_ptr[nid + 1] = len(idx)
-            dts = tuple([vdtype[j] if j >= 0 else None for j in idx])
-            for j in idx:
-                if j >= 0:
-                    val.append(j)
-                    dst.append(nid)
-        else:
-            dts = ()
-        key = (node.domain, node.op_type, node.opset, dts)
-        s = sigs.get(key)
-        if s is None:
-            s = sigs[key] = len(sigs)
-            sig_first.append(nid)
-        node_sig[nid] = s
+    vals = list(values.values())
+    nv = len(names)
+    vindex = dict(zip(names, range(nv)))
+    nodes = graph.nodes
+    n = len(nodes)
+    # per value: producer, interned shape and dtype (dense ids, first-seen order), bytes
+    producer = np.fromiter((-1 if p is None else p for p in map(_PRODUCER, vals)), np.int64, nv)
+    shapes = list(map(_SHAPE, vals))
+    try:
+        vshape, uniq_shapes = _intern(shapes)
+    except TypeError:  # a shape given as a list
+        vshape, uniq_shapes = _intern([_t(s) for s in shapes])
+    elems = np.fromiter(map(_elements, uniq_shapes), np.int64, len(uniq_shapes))
+    vdtype = list(map(_DTYPE, vals))
+    vdt, uniq_dt = _intern(vdtype)
+    itemsize = np.asarray([-1 if d is None else d.itemsize for d in uniq_dt], np.int64)
+    nbytes = np.full(nv, -1, np.int64)
+    if nv:
+        e, isz = elems[vshape], itemsize[vdt]
+        ok = (e >= 0) & (isz >= 0)
+        nbytes[ok] = e[ok] * isz[ok]
+    # per node: input slots (value index, -1 absent), CSR
+    in_ptr, in_idx = _slots(nodes, _INPUTS, vindex, default=False)
+    in_len = np.diff(in_ptr)
+    # signatures (domain, op_type, opset, input dtypes), numbered in first-node order
+    base_ids: dict = {}
+    base = np.fromiter(map(base_ids.setdefault, map(_BASE, nodes), itertools.count()), np.int64, n)
+    # an absent input and an input of unknown dtype both count as None
+    none_code = uniq_dt.index(None) if None in uniq_dt else len(uniq_dt)
+    slot_dt = np.where(in_idx >= 0, vdt[np.maximum(in_idx, 0)] if nv else 0, none_code)
+    node_sig, sig_first = _group_rows(base, in_ptr, in_len, slot_dt)
+    signatures = []
+    for nid in sig_first.tolist():
+        node = nodes[nid]
+        idx = in_idx[in_ptr[nid]:in_ptr[nid + 1]].tolist()
+        signatures.append((node.domain, node.op_type, node.opset,
+                           tuple([vdtype[j] if j >= 0 else None for j in idx])))
     # one use per distinct (value, consumer), in first-use order
-    val_a = np.asarray(val, np.int64)
-    dst_a = np.asarray(dst, np.int64)
+    present = in_idx >= 0
+    val_a = in_idx[present]
+    dst_a = np.repeat(np.arange(n, dtype=np.int64), in_len)[present]
     if len(val_a):
-        _, first = np.unique(val_a * max(len(graph.nodes), 1) + dst_a, return_index=True)
+        _, first = np.unique(val_a * max(n, 1) + dst_a, return_index=True)
         first.sort()
         val_a, dst_a = val_a[first], dst_a[first]
-    src = producer[val_a] if len(val_a) else val_a
-    val, dst = val_a, dst_a
-    use_src = np.asarray(src, np.int64)
-    use_dst = np.asarray(dst, np.int64)
-    use_val = np.asarray(val, np.int64)
-    n = len(graph.nodes)
+    use_src = producer[val_a] if len(val_a) else val_a.copy()
     internal = use_src >= 0
-    pred_ptr, pred_idx = _csr(use_dst[internal], use_src[internal], n)
-    succ_ptr, succ_idx = _csr(use_src[internal], use_dst[internal], n)
-    arr = GraphArrays(n, pred_ptr, pred_idx, succ_ptr, succ_idx, use_src, use_dst, use_val, names, producer,
+    pred_ptr, pred_idx = _csr(dst_a[internal], use_src[internal], n)
+    succ_ptr, succ_idx = _csr(use_src[internal], dst_a[internal], n)
+    vconst = np.zeros(nv, bool)
+    inits = [vindex[k] for k in graph.initializer_protos if k in vindex]
+    vconst[inits] = True
+    arr = GraphArrays(n, pred_ptr, pred_idx, succ_ptr, succ_idx, use_src, dst_a, val_a, names, producer,
                       nbytes, np.asarray([vindex[o] for o in graph.outputs if o in vindex], np.int64),
-                      node_sig, list(sigs), np.asarray(sig_first, np.int64),
-                      in_ptr=np.cumsum(in_ptr), in_idx=np.asarray(in_idx, np.int64), value_shape=vshape,
-                      value_const=np.fromiter((graph.is_constant(nm) for nm in names), bool, len(names)),
-                      value_index=vindex)
+                      node_sig, signatures, sig_first,
+                      in_ptr=in_ptr, in_idx=in_idx, value_shape=vshape, value_const=vconst,
+                      value_index=vindex, value_dtype=vdt)
     graph._arrays = arr
     return arr
 
 
+_PRODUCER = operator.attrgetter("producer")
+_SHAPE = operator.attrgetter("shape")
+_DTYPE = operator.attrgetter("dtype")
+_INPUTS = operator.attrgetter("inputs")
+_OUTPUTS = operator.attrgetter("outputs")
+_BASE = operator.attrgetter("domain", "op_type", "opset")
+
+
+def _intern(items: list) -> tuple[np.ndarray, list]:
+    """Dense ids of hashable ``items`` in first-seen order, and the distinct items."""
+    ids: dict = {}
+    raw = np.fromiter(map(ids.setdefault, items, itertools.count()), np.int64, len(items))
+    if not len(raw):
+        return raw, []
+    _, dense = np.unique(raw, return_inverse=True)  # raw ids are first-seen positions
+    return dense.reshape(-1).astype(np.int64), list(ids)
+
+
+def _elements(shape) -> int:
+    """Element count of a static shape (dims all ``int``), -1 otherwise."""
+    if shape is None or not all(type(d) is int for d in shape):
+        return -1
+    return math.prod(shape)
+
+
+def row_ids(table: np.ndarray) -> np.ndarray:
+    """Dense ids of the rows of an integer matrix, numbered in lexicographic row order
+    (the inverse of ``np.unique(table, axis=0)``, which sorts rows as opaque records
+    and is ~10x slower): the columns are packed into one int64 key, mixed radix."""
+    m, cols = table.shape
+    if m == 0:
+        return np.zeros(0, np.int64)
+    key = np.zeros(m, np.int64)
+    bound = 1
+    for c in range(cols):
+        col = table[:, c]
+        lo = int(col.min())
+        r = int(col.max()) - lo + 1
+        if r == 1:
+            continue
+        if bound * r >= 1 << 62:
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1).astype(np.int64)
+            bound = int(key.max()) + 1
+            if bound * r >= 1 << 62:  # a column too wide to pack: make it dense first
+                _, col = np.unique(col, return_inverse=True)
+                col, lo, r = col.reshape(-1).astype(np.int64), 0, int(col.max()) + 1
+        key = key * r + (col - lo)
+        bound *= r
+    _, ids = np.unique(key, return_inverse=True)
+    return ids.reshape(-1).astype(np.int64)
+
+
+def _group_rows(base: np.ndarray, ptr: np.ndarray, lens: np.ndarray, slots: np.ndarray):
+    """Dense ids of the rows (base[i], slots[ptr[i]:ptr[i+1]]), numbered in order of
+    first occurrence, and the first row of each id."""
+    n = len(base)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    raw = np.empty(n, np.int64)
+    offset = 0
+    for k in np.unique(lens).tolist():
+        rows = np.flatnonzero(lens == k)
+        table = np.empty((len(rows), k + 1), np.int64)
+        table[:, 0] = base[rows]
+        if k:
+            table[:, 1:] = slots[ptr[rows][:, None] + np.arange(k)]
+        inv = row_ids(table)
+        raw[rows] = inv + offset
+        offset += int(inv.max()) + 1
+    _, first, inv = np.unique(raw, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    ids = rank[inv.reshape(-1)]
+    return ids, np.sort(first)
+
+
 def _t(shape):
     return shape if shape is None or type(shape) is tuple else tuple(shape)
+
+
+def _slots(nodes, getter, vindex: dict, default: bool) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the value indices named by ``getter(node)`` for every node ("" -> -1; an
+    unknown name -> -1 when ``default``, else KeyError)."""
+    lists = list(map(getter, nodes))
+    lens = np.fromiter(map(len, lists), np.int64, len(lists))
+    ptr = np.zeros(len(lists) + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    flat = itertools.chain.from_iterable(lists)
+    if default:
+        idx = np.fromiter(map(vindex.get, flat, itertools.repeat(-1)), np.int64, int(ptr[-1]))
+        if "" in vindex:
+            names = list(itertools.chain.from_iterable(lists))
+            idx[[i for i, nm in enumerate(names) if not nm]] = -1
+    else:
+        lookup = dict(vindex)
+        lookup[""] = -1
+        idx = np.fromiter(map(lookup.__getitem__, flat), np.int64, int(ptr[-1]))
+    return ptr, idx
 
 
 def context_classes(graph, arr: GraphArrays, sig: int, members: np.ndarray) -> np.ndarray:
@@ -177,30 +298,40 @@ def context_classes(graph, arr: GraphArrays, sig: int, members: np.ndarray) -> n
         safe = np.maximum(slots, 0)
         code = np.where(arr.value_const[safe], -2 - slots, arr.value_shape[safe])
         cols.append(np.where(slots < 0, -1, code))
-    vindex = arr.value_index
-    vdt: dict = {}
-    outs, attrs, unique = [], [], np.zeros(m, bool)
-    akeys: dict = {(): 0}
-    for r, nid in enumerate(members.tolist()):
-        node = nodes[nid]
-        a = _attr_key(node.proto)
-        if a is None:
-            unique[r] = True
-            attrs.append(-1)
-        else:
-            attrs.append(akeys.setdefault(a, len(akeys)))
-        o = []
-        for name in node.outputs:
-            j = vindex.get(name, -1) if name else -1
-            o.append(-1 if j < 0 else int(arr.value_shape[j]))
-            o.append(-1 if j < 0 else vdt.setdefault(graph.values[name].dtype, len(vdt)))
-        outs.append(tuple(o))
-    okeys: dict = {}
-    cols.append(np.asarray([[akey, okeys.setdefault(o, len(okeys))] for akey, o in zip(attrs, outs)],
-                           np.int64).reshape(m, 2))
-    table = np.concatenate(cols, axis=1)
-    _, out = np.unique(table, axis=0, return_inverse=True)
-    out = out.reshape(-1).astype(np.int64)
+    member_nodes = list(map(nodes.__getitem__, members.tolist()))
+    # attributes: hashable keys, interned; None (tensors, graphs) marks a node compared with none
+    protos = list(map(_PROTO, member_nodes))
+    attr = np.zeros(m, np.int64)
+    unique = np.zeros(m, bool)
+    with_attrs = np.flatnonzero(np.fromiter(map(len, map(_ATTRIBUTE, protos)), np.int64, m))
+    if len(with_attrs):
+        akeys: dict = {}
+        for r in with_attrs.tolist():
+            a = _attr_key(protos[r])
+            if a is None:
+                unique[r] = True
+            else:
+                attr[r] = akeys.setdefault(a, len(akeys) + 1)
+    cols.append(attr[:, None])
+    # outputs: count, then (shape id, dtype id) per slot (-1 absent), padded with -2
+    out_ptr, out_idx = _slots(member_nodes, _OUTPUTS, arr.value_index, default=True)
+    olen = np.diff(out_ptr)
+    width = int(olen.max()) if m else 0
+    cols.append(olen[:, None])
+    if width:
+        pos = out_ptr[:-1][:, None] + np.arange(width)
+        inside = np.arange(width)[None, :] < olen[:, None]
+        j = np.where(inside, out_idx[np.minimum(pos, len(out_idx) - 1)], -1)
+        safe = np.maximum(j, 0)
+        sh = np.where(j < 0, -1, arr.value_shape[safe])
+        dt = np.where(j < 0, -1, arr.value_dtype[safe])
+        cols.append(np.where(inside, sh, -2))
+        cols.append(np.where(inside, dt, -2))
+    out = row_ids(np.concatenate(cols, axis=1))
     out[unique] = -1
     arr.ctx_cache[sig] = out
     return out
+
+
+_PROTO = operator.attrgetter("proto")
+_ATTRIBUTE = operator.attrgetter("attribute")

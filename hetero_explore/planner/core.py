@@ -12,10 +12,10 @@ from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, P
 from ..expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
 from ..ir import Graph
 from ..providers import resolve_all
-from ..providers.base import node_context, transfer_kind
-from .arrays import context_classes, graph_arrays
+from .arrays import graph_arrays, sorted_unique
+from .capability import Answers
 from .partition import convex_partitions, lower_bounds, order_partitions
-from .plan import Blocker, ConvexitySplit, Partition, Plan, Transfer
+from .plan import Blocker, ConvexitySplit, Plan, PlanTables, _Deferred
 from .policies import get_policy
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -37,110 +37,43 @@ def _blocker_kind(graph: Graph, node) -> str | None:
     return None
 
 
-def _cache_mode(p, node) -> int:
-    """How far one answer of ``p`` for ``node`` carries: SIG (every node of its
-    signature), CTX (every node of its context class) or NODE (this node only)."""
-    f = getattr(p, "signature_cacheable", None)
-    if f is not None and f(node):
-        return SIG
-    f = getattr(p, "context_cacheable", None)
-    if f is not None and f(node):
-        return CTX
-    return NODE
-
-
-SIG, CTX, NODE = 0, 1, 2
-
-
-def _ask(p, node, ctx, reasons) -> bool:
-    try:
-        m = p.supports(ctx)
-    except Exception as e:  # a provider's oracle must not take the planner down
-        reasons[p.name] = f"capability check failed: {type(e).__name__}: {e}"
-        return False
-    if m.supported:
-        return True
-    reasons[p.name] = m.reason or "declined"
-    return False
-
-
 def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
     """Priority first-fit. Returns (assignment, declined-reasons, unplaceable node ids).
 
-    A provider is asked as few times as its answers allow: once per signature
-    (domain, op type, opset, input dtypes) when it declares
-    ``signature_cacheable(node)``; once per context class (the same, plus
-    attributes, shapes and constant inputs) when it declares
-    ``context_cacheable(node)`` and accepts (a refusal is asked again per node, so
-    that its reason names the right node); otherwise once per node. Masks are
-    cacheable per signature for the op types they deny, whatever the provider below."""
+    Each provider is asked only about the nodes every higher-priority provider
+    refused, and as few times as its answers allow (see :mod:`.capability`: once per
+    signature, once per context class, or per node; masks by op type without asking;
+    answers of providers with a ``capability_key()`` are remembered on the graph).
+    ``declined[i]`` maps the name of each provider that refused node ``i`` (in
+    priority order) to its reason; nodes with equal reasons share one dict."""
     arr = graph_arrays(graph)
-    nodes = graph.nodes
     n_prov = len(providers)
-    assignment = np.full(arr.n_nodes, -1, np.int64)
-    declined: list = [None] * arr.n_nodes
-    by_sig = np.argsort(arr.node_sig, kind="stable")
-    counts = np.bincount(arr.node_sig, minlength=len(arr.signatures)) if arr.n_nodes else np.zeros(0, np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    for s in range(len(arr.signatures)):
-        members = by_sig[starts[s]:starts[s + 1]]
-        rep = nodes[int(members[0])]
-        # cohorts: (node ids, reasons shared by them, a context built for the first one)
-        cohorts = [(members, {})]
-        pos = None  # position of each member within ``members``
-        for pi, p in enumerate(providers):
-            mode = _cache_mode(p, rep)
-            nxt = []
-            for ids, reasons in cohorts:
-                if mode == CTX:
-                    if pos is None:
-                        pos = {nid: k for k, nid in enumerate(members.tolist())} if len(ids) != len(members) \
-                            else None
-                    all_cls = context_classes(graph, arr, s, members)
-                    cls = all_cls if len(ids) == len(members) else all_cls[[pos[i] for i in ids.tolist()]]
-                    if (cls < 0).any():
-                        groups = [ids]  # some node is not comparable: ask one by one
-                        mode_c = NODE
-                    else:
-                        _, first, inv = np.unique(cls, return_index=True, return_inverse=True)
-                        order = np.argsort(first, kind="stable")
-                        groups = [ids[inv == k] for k in order] if len(order) > 1 else [ids]
-                        mode_c = CTX
-                else:
-                    groups, mode_c = [ids], mode
-                for grp in groups:
-                    if mode_c == NODE:
-                        for nid in grp.tolist():
-                            r = dict(reasons)
-                            if _ask(p, nodes[nid], node_context(graph, nodes[nid]), r):
-                                assignment[nid] = pi
-                                declined[nid] = r
-                            else:
-                                nxt.append((np.asarray([nid]), r))
-                        continue
-                    head = nodes[int(grp[0])]
-                    r = dict(reasons)
-                    if _ask(p, head, node_context(graph, head), r):
-                        assignment[grp] = pi
-                        for nid in grp.tolist():
-                            declined[nid] = reasons
-                    elif mode_c == SIG or len(grp) == 1:
-                        nxt.append((grp, r))
-                    else:  # a refusal may name the node: ask the others themselves
-                        nxt.append((grp[:1], r))
-                        for nid in grp[1:].tolist():
-                            r2 = dict(reasons)
-                            if _ask(p, nodes[nid], node_context(graph, nodes[nid]), r2):
-                                assignment[nid] = pi
-                                declined[nid] = r2
-                            else:
-                                nxt.append((np.asarray([nid]), r2))
-            cohorts = nxt
-            if not cohorts:
-                break
-        for ids, reasons in cohorts:
-            for nid in ids.tolist():
-                declined[nid] = reasons
+    n = arr.n_nodes
+    answers = Answers(graph, arr)
+    assignment = np.full(n, -1, np.int64)
+    dkey = np.zeros(n, np.int64)       # per node: id of its tuple of (provider, reason id)
+    keys: list[tuple] = [()]
+    pending = np.arange(n, dtype=np.int64)
+    for pi, p in enumerate(providers):
+        if not len(pending):
+            break
+        ok, rid = answers.answer(p, pending)
+        assignment[pending[ok]] = pi
+        refused = pending[~ok]
+        if len(refused):
+            r = len(answers.reasons)
+            uniq, inv = np.unique(dkey[refused] * r + rid[~ok], return_inverse=True)
+            base = len(keys)
+            for u in uniq.tolist():
+                old, why = divmod(u, r)
+                keys.append(keys[old] + ((pi, why),))
+            dkey[refused] = base + inv.reshape(-1)
+        pending = refused
+    used, inv = np.unique(dkey, return_inverse=True)
+    names = [p.name for p in providers]
+    texts = answers.reasons
+    dicts = [{names[pi]: texts[why] for pi, why in keys[k]} for k in used.tolist()]
+    declined = list(map(dicts.__getitem__, inv.reshape(-1).tolist()))
     unplaceable = np.flatnonzero(assignment < 0).tolist()
     assignment[assignment < 0] = n_prov - 1
     return assignment, declined, unplaceable
@@ -188,115 +121,107 @@ def _inline(graph: Graph, keys: list[tuple[str, str]]) -> Graph:
 def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, unplaceable) -> Plan:
     arr = graph_arrays(graph)
     n = arr.n_nodes
-    group_of = convex_partitions(assignment, arr, len(providers))
-    bounds_lb = lower_bounds(assignment, arr, len(providers))
-    node_part, n_parts = order_partitions(group_of, assignment, arr)
-    names = arr.value_names
-    vbytes = arr.value_bytes.tolist()
+    k = len(providers)
+    a = np.asarray(assignment, np.int64)
+    group_of = convex_partitions(a, arr, k)
+    bounds_lb = lower_bounds(a, arr, k)
+    node_part, n_parts = order_partitions(group_of, a, arr)
+    vbytes = arr.value_bytes
 
     # members of each partition, ascending node ids
     by_part = np.argsort(node_part, kind="stable")
-    counts = np.bincount(node_part, minlength=n_parts) if n else np.zeros(0, np.int64)
-    bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    m_ptr = _ptr(node_part, n_parts)
+    part_prov = a[by_part[m_ptr[:-1]]] if n else np.zeros(0, np.int64)
 
     src, dst, val = arr.use_src, arr.use_dst, arr.use_val
-    src_part = np.where(src >= 0, node_part[np.maximum(src, 0)] if n else src, -1)
+    src_part = np.where(src >= 0, node_part[np.maximum(src, 0)], -1) if n else src
     dst_part = node_part[dst] if n else dst
     crossing = src_part != dst_part
     # partition inputs: (dst partition, value), in first-use order
-    ins = _unique_pairs(dst_part[crossing], val[crossing])
-    # partition outputs: (src partition, value) for uses elsewhere, plus graph outputs
+    ins = _pairs_csr(dst_part[crossing], val[crossing], n_parts)
+    # partition outputs: (src partition, value) for uses elsewhere, plus graph outputs; by value
     internal_cross = crossing & (src >= 0)
-    out_p = [src_part[internal_cross]]
-    out_v = [val[internal_cross]]
     gprod = arr.value_producer[arr.output_vals]
     has = gprod >= 0
-    out_p.append(node_part[gprod[has]] if n else gprod[has])
-    out_v.append(arr.output_vals[has])
-    outs = _unique_pairs(np.concatenate(out_p), np.concatenate(out_v), sort_by_value=True)
+    outs = _pairs_csr(np.concatenate([src_part[internal_cross], node_part[gprod[has]] if n else gprod[has]]),
+                      np.concatenate([val[internal_cross], arr.output_vals[has]]), n_parts, by_value=True)
 
-    partitions = []
-    by_part_l = by_part.tolist()
-    assign_l = np.asarray(assignment).tolist()
-    prov_info = [(p.name, str(p.device)) for p in providers]
-    for pid in range(n_parts):
-        members = tuple(by_part_l[bounds[pid]:bounds[pid + 1]])
-        pi = assign_l[members[0]]
-        pname, pdev = prov_info[pi]
-        iv = ins.get(pid, ())
-        ov = outs.get(pid, ())
-        partitions.append(Partition(pid, pname, pi, pdev, members,
-                                    tuple(names[v] for v in iv), tuple(names[v] for v in ov),
-                                    _bytes(vbytes, iv), _bytes(vbytes, ov)))
-
-    # transfers: one per (value, destination provider); ordered by first destination partition
-    a = np.asarray(assignment)
+    # transfers: one per (value, destination provider), ordered by (first destination
+    # partition, value, destination provider); destinations ascending
     xp = (src >= 0) & (a[np.maximum(src, 0)] != a[dst]) if n else np.zeros(0, bool)
     t_val, t_dprov, t_dpart = val[xp], a[dst[xp]], dst_part[xp]
-    transfers: list[Transfer] = []
-    if len(t_val):
-        key = t_val * len(providers) + t_dprov
-        order = np.lexsort((t_dpart, key))
-        key_s, part_s = key[order], t_dpart[order]
-        starts = np.flatnonzero(np.concatenate([[True], key_s[1:] != key_s[:-1]]))
-        ends = np.concatenate([starts[1:], [len(key_s)]])
-        recs = []
-        key_l, part_l = key_s.tolist(), part_s.tolist()
-        for st, en in zip(starts.tolist(), ends.tolist()):
-            v, dp = divmod(key_l[st], len(providers))
-            dparts = (part_l[st],) if en - st == 1 else tuple(dict.fromkeys(part_l[st:en]))
-            recs.append((dparts[0], v, dp, dparts))
-        recs.sort()
-        kinds = {(i, j): transfer_kind(providers[i].device, providers[j].device)
-                 for i in range(len(providers)) for j in range(len(providers))}
-        dtype_names: dict = {}
-        vprod = arr.value_producer.tolist()
-        node_part_l = node_part.tolist()
-        for _, v, dp, dparts in recs:
-            value = graph.values[names[v]]
-            sp_i = assign_l[vprod[v]]
-            dt = value.dtype
-            if dt is not None and dt not in dtype_names:
-                dtype_names[dt] = dt.name
-            transfers.append(Transfer(
-                names[v], None if dt is None else dtype_names[dt], value.shape,
-                None if vbytes[v] < 0 else vbytes[v], prov_info[sp_i][0], prov_info[dp][0], prov_info[sp_i][1],
-                prov_info[dp][1], kinds[(sp_i, dp)], node_part_l[vprod[v]], dparts))
+    key = t_val * k + t_dprov
+    o = np.lexsort((t_dpart, key))
+    key_s, part_s = key[o], t_dpart[o]
+    new_key = np.concatenate([[True], key_s[1:] != key_s[:-1]]) if len(o) else np.zeros(0, bool)
+    new_pair = new_key | np.concatenate([[True], part_s[1:] != part_s[:-1]]) if len(o) else new_key
+    g_key, g_part = key_s[new_pair], part_s[new_pair]         # distinct (key, partition), sorted
+    starts = np.flatnonzero(new_key[new_pair])                 # first pair of each transfer
+    t_v, t_d = g_key[starts] // k, g_key[starts] % k
+    t_first = g_part[starts]
+    order = np.lexsort((t_d, t_v, t_first))
+    counts = np.diff(np.concatenate([starts, [len(g_key)]]))
+    d_ptr = np.zeros(len(order) + 1, np.int64)
+    np.cumsum(counts[order], out=d_ptr[1:])
+    d_parts = g_part[np.repeat(starts[order], counts[order]) + _ranks(counts[order])] if len(order) else g_part
+    t_v, t_d = t_v[order], t_d[order]
+    t_sp = a[arr.value_producer[t_v]]
+    t_spart = node_part[arr.value_producer[t_v]] if n else t_v
+    tables = PlanTables(graph, tuple(providers), arr, part_prov, (m_ptr, by_part), ins, outs,
+                        _segment_bytes(vbytes, ins), _segment_bytes(vbytes, outs),
+                        (t_v, t_sp, t_d, t_spart, (d_ptr, d_parts)))
 
     blockers = _blockers(graph, providers, unplaceable, declined)
     return Plan(graph=graph, providers=tuple(providers), policy=policy,
-                assignment=tuple(np.asarray(assignment).tolist()), declined=tuple(declined),
-                partitions=tuple(partitions), node_partition=tuple(node_part.tolist()),
-                transfers=tuple(transfers), execution_blockers=tuple(blockers),
+                assignment=tuple(a.tolist()), declined=tuple(declined),
+                partitions=_Deferred(tables.partitions), node_partition=tuple(node_part.tolist()),
+                transfers=_Deferred(tables.transfers), execution_blockers=tuple(blockers),
                 inlined_functions=tuple(inlined), plan_seconds=time.perf_counter() - t0,
-                forced=tuple(unplaceable), lower_bounds=tuple(bounds_lb.tolist()))
+                forced=tuple(unplaceable), lower_bounds=tuple(bounds_lb.tolist()), tables=tables)
 
 
-def _unique_pairs(part: np.ndarray, val: np.ndarray, sort_by_value: bool = False) -> dict[int, list[int]]:
-    """partition -> distinct values, in first-occurrence order (or value order)."""
-    out: dict[int, list[int]] = {}
+def _ptr(ids: np.ndarray, m: int) -> np.ndarray:
+    """CSR pointers of ``m`` groups from the group id of every item."""
+    ptr = np.zeros(m + 1, np.int64)
+    if len(ids):
+        np.cumsum(np.bincount(ids, minlength=m), out=ptr[1:])
+    return ptr
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., c-1 for every count c, concatenated."""
+    total = int(counts.sum())
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total, dtype=np.int64) - starts
+
+
+def _pairs_csr(part: np.ndarray, val: np.ndarray, m: int, by_value: bool = False):
+    """(ptr, values): the distinct values of every partition, in first-occurrence order
+    (or ascending with ``by_value``)."""
     if len(part) == 0:
-        return out
+        return np.zeros(m + 1, np.int64), np.zeros(0, np.int64)
     key = part.astype(np.int64) * (int(val.max()) + 1) + val
-    _, first = np.unique(key, return_index=True)
-    if not sort_by_value:
-        first = np.sort(first)
-    for pp, vv in zip(part[first].tolist(), val[first].tolist()):
-        out.setdefault(pp, []).append(vv)
-    if sort_by_value:
-        for k in out:
-            out[k].sort()
+    if by_value:
+        key = sorted_unique(key)                     # (partition, value) ascending
+        p_, v_ = key // (int(val.max()) + 1), key % (int(val.max()) + 1)
+    else:
+        _, first = np.unique(key, return_index=True)
+        first.sort()                                 # first-occurrence order ...
+        p_, v_ = part[first], val[first]
+        o = np.argsort(p_, kind="stable")            # ... within each partition
+        p_, v_ = p_[o], v_[o]
+    return _ptr(p_, m), v_.astype(np.int64)
+
+
+def _segment_bytes(vbytes: np.ndarray, csr) -> np.ndarray:
+    """Bytes of every partition's values (-1 when one is unknown)."""
+    ptr, vals = csr
+    b = vbytes[vals]
+    total = np.concatenate([[0], np.cumsum(np.maximum(b, 0))])
+    unknown = np.concatenate([[0], np.cumsum(b < 0)])
+    out = total[ptr[1:]] - total[ptr[:-1]]
+    out[(unknown[ptr[1:]] - unknown[ptr[:-1]]) > 0] = -1
     return out
-
-
-def _bytes(vbytes: list, vals) -> int | None:
-    total = 0
-    for v in vals:
-        b = vbytes[v]
-        if b < 0:
-            return None
-        total += b
-    return total
 
 
 def convexity_splits(plan: Plan, limit: int = MAX_SPLIT_EXPLANATIONS) -> tuple[ConvexitySplit, ...]:

@@ -43,10 +43,11 @@ are invariant under node-order permutations. The sweeps are compiled with numba
 
 from __future__ import annotations
 
-import heapq
 
 import numpy as np
 from numba import njit
+
+from .arrays import sorted_unique
 
 
 @njit(cache=True)
@@ -233,7 +234,7 @@ def _contracted_csr(rep, arr, n_super):
 def _csr_pair(cu, cv, n):
     """(pred_ptr, pred_idx, succ_ptr, succ_idx) of the distinct edges cu -> cv."""
     if len(cu):
-        key = np.unique(cu * n + cv)
+        key = sorted_unique(cu * n + cv)
         cu, cv = key // n, key % n
     succ_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(cu, minlength=n), out=succ_ptr[1:])
@@ -502,6 +503,65 @@ def _topological_ids(group, arr):
     return rank[g]
 
 
+@njit(cache=True)
+def _rank_groups(first, sptr, gv, indeg, gid):
+    """Kahn's order over the partition graph, always taking the ready group whose
+    first node is smallest (first nodes are distinct: a binary heap of them)."""
+    m = first.shape[0]
+    heap = np.empty(m, np.int64)
+    size = 0
+    rank = np.empty(m, np.int64)
+    for g in range(m):
+        if indeg[g] == 0:
+            # push first[g]
+            x = first[g]
+            i = size
+            size += 1
+            while i > 0:
+                par = (i - 1) // 2
+                if heap[par] <= x:
+                    break
+                heap[i] = heap[par]
+                i = par
+            heap[i] = x
+    r = 0
+    while size > 0:
+        top = heap[0]
+        size -= 1
+        x = heap[size]
+        i = 0
+        while True:  # sift x down from the root
+            c = 2 * i + 1
+            if c >= size:
+                break
+            if c + 1 < size and heap[c + 1] < heap[c]:
+                c += 1
+            if heap[c] >= x:
+                break
+            heap[i] = heap[c]
+            i = c
+        if size > 0:
+            heap[i] = x
+        g = gid[top]
+        rank[g] = r
+        r += 1
+        for j in range(sptr[g], sptr[g + 1]):
+            w = gv[j]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                y = first[w]
+                i = size
+                size += 1
+                while i > 0:
+                    par = (i - 1) // 2
+                    if heap[par] <= y:
+                        break
+                    heap[i] = heap[par]
+                    i = par
+                heap[i] = y
+    return rank, r
+
+
 def order_partitions(group_of: np.ndarray, assignment: np.ndarray, arr) -> tuple[np.ndarray, int]:
     """Partition index of every node: topological over the partition graph, ties by
     (min topological rank of members, provider priority, first node)."""
@@ -517,29 +577,12 @@ def order_partitions(group_of: np.ndarray, assignment: np.ndarray, arr) -> tuple
     keep = gu != gv
     gu, gv = gu[keep], gv[keep]
     if len(gu):
-        key = np.unique(gu * n_groups + gv)
+        key = sorted_unique(gu * n_groups + gv)
         gu, gv = key // n_groups, key % n_groups
-    indeg = np.bincount(gv, minlength=n_groups)
+    indeg = np.bincount(gv, minlength=n_groups).astype(np.int64)
     sptr = np.zeros(n_groups + 1, np.int64)
     np.cumsum(np.bincount(gu, minlength=n_groups), out=sptr[1:])
-    prov = np.asarray(assignment)[first]
-    keys = list(zip(first.tolist(), prov.tolist()))
-    heap = [(keys[g], g) for g in np.flatnonzero(indeg == 0).tolist()]
-    heapq.heapify(heap)
-    indeg = indeg.tolist()
-    sptr_l = sptr.tolist()
-    gv_l = gv.tolist()
-    rank = np.empty(n_groups, np.int64)
-    r = 0
-    while heap:
-        _, g = heapq.heappop(heap)
-        rank[g] = r
-        r += 1
-        for j in range(sptr_l[g], sptr_l[g + 1]):
-            w = gv_l[j]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (keys[w], w))
+    rank, r = _rank_groups(first, sptr, gv.astype(np.int64), indeg, gid)
     if r != n_groups:  # pragma: no cover
         raise RuntimeError("internal error: the partition graph has a cycle")
     return rank[gid], n_groups

@@ -87,6 +87,107 @@ class ConvexitySplit:
     """Node names of a path from ``a`` through another partition back into ``b``."""
 
 
+class PlanTables:
+    """The planner's array form of a plan's partitions and transfers: Partition and
+    Transfer records are made from it when first read (a plan of 10⁵ nodes has
+    thousands of each, and a what-if re-plan often reads only counts)."""
+
+    def __init__(self, graph, providers, arr, part_prov, members, ins, outs, bytes_in, bytes_out, xfer):
+        self.graph = graph
+        self.providers = providers
+        self.arr = arr
+        #: provider index of every partition
+        self.part_prov = part_prov
+        #: (ptr, node ids): members of every partition, ascending, as CSR
+        self.members = members
+        #: (ptr, value indices): inputs and outputs of every partition, as CSR
+        self.ins = ins
+        self.outs = outs
+        #: bytes of them (-1 when a shape is unknown)
+        self.bytes_in = bytes_in
+        self.bytes_out = bytes_out
+        #: transfers: (value, source provider, destination provider, source partition,
+        #: (ptr, destination partitions) CSR), in execution order
+        self.xfer = xfer
+
+    @property
+    def n_transfers(self) -> int:
+        return len(self.xfer[0])
+
+    def partition_counts(self) -> np.ndarray:
+        return np.bincount(self.part_prov, minlength=len(self.providers))
+
+    def partitions(self) -> tuple:
+        names = self.arr.value_names
+        info = [(p.name, str(p.device)) for p in self.providers]
+        mp, mi = self.members[0].tolist(), self.members[1].tolist()
+        ip, ii = self.ins[0].tolist(), [names[v] for v in self.ins[1].tolist()]
+        op, oi = self.outs[0].tolist(), [names[v] for v in self.outs[1].tolist()]
+        b_in = [None if b < 0 else b for b in self.bytes_in.tolist()]
+        b_out = [None if b < 0 else b for b in self.bytes_out.tolist()]
+        return tuple(Partition(k, info[pi][0], pi, info[pi][1], tuple(mi[mp[k]:mp[k + 1]]),
+                               tuple(ii[ip[k]:ip[k + 1]]), tuple(oi[op[k]:op[k + 1]]), b_in[k], b_out[k])
+                     for k, pi in enumerate(self.part_prov.tolist()))
+
+    def transfers(self) -> tuple:
+        from ..providers.base import transfer_kind
+        val, sp, dp, spart, (dptr, dparts) = self.xfer
+        if not len(val):
+            return ()
+        provs = self.providers
+        info = [(p.name, str(p.device)) for p in provs]
+        kinds = {(i, j): transfer_kind(provs[i].device, provs[j].device)
+                 for i in range(len(provs)) for j in range(len(provs))}
+        names = self.arr.value_names
+        values = self.graph.values
+        vbytes = self.arr.value_bytes
+        dptr_l, dparts_l = dptr.tolist(), dparts.tolist()
+        dtype_names: dict = {}
+        out = []
+        for k, (v, i, j, s, b) in enumerate(zip(val.tolist(), sp.tolist(), dp.tolist(), spart.tolist(),
+                                                vbytes[val].tolist())):
+            value = values[names[v]]
+            dt = value.dtype
+            if dt is not None and dt not in dtype_names:
+                dtype_names[dt] = dt.name
+            out.append(Transfer(names[v], None if dt is None else dtype_names[dt], value.shape,
+                                None if b < 0 else b, info[i][0], info[j][0], info[i][1], info[j][1],
+                                kinds[(i, j)], s, tuple(dparts_l[dptr_l[k]:dptr_l[k + 1]])))
+        return tuple(out)
+
+
+class _Deferred:
+    """A field value that :class:`_LazyField` computes on first read."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+class _LazyField:
+    """A dataclass field that may be given as a :class:`_Deferred` (computed once, on
+    first read); any other value is stored as it is. Reads look like plain fields."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_lazy_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.slot)  # no default: the field stays required
+        v = obj.__dict__[self.slot]
+        if type(v) is _Deferred:
+            v = v.fn()
+            obj.__dict__[self.slot] = v
+        return v
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+    def ready(self, obj) -> bool:
+        return type(obj.__dict__.get(self.slot)) is not _Deferred
+
+
 @dataclass(frozen=True, eq=False)
 class Plan:
     """An immutable heterogeneous execution plan for one graph and provider list."""
@@ -101,11 +202,11 @@ class Plan:
     """Provider index of every node id."""
     declined: tuple[dict, ...]
     """Per node: provider name → reason, for each higher-priority provider that declined."""
-    partitions: tuple[Partition, ...]
+    partitions: tuple[Partition, ...] = _LazyField()
     """Partitions in execution order."""
     node_partition: tuple[int, ...]
     """Partition id of every node id."""
-    transfers: tuple[Transfer, ...]
+    transfers: tuple[Transfer, ...] = _LazyField()
     """Cross-provider copies in execution order."""
     execution_blockers: tuple[Blocker, ...] = ()
     """What makes execution fail closed."""
@@ -121,6 +222,9 @@ class Plan:
     children: dict = field(default_factory=dict, compare=False)
     """Subgraph path (``If_0/then_branch``) → the child :class:`Plan` of that subgraph, over
     the same providers (see :mod:`hetero_explore.control`); nested children are in theirs."""
+    tables: Any = field(default=None, repr=False)
+    """The planner's :class:`PlanTables` behind ``partitions`` and ``transfers`` (None
+    when they were given as records)."""
 
     def nested(self):
         """(subgraph path, plan) of this plan (path ``""``) and every nested child plan."""
@@ -128,6 +232,10 @@ class Plan:
         for path, child in self.children.items():
             out += [(path if not sub else f"{path}/{sub}", p) for sub, p in child.nested()]
         return out
+
+    def _tables_first(self, name: str) -> bool:
+        """True when ``name`` is still unmaterialised and the tables can answer instead."""
+        return self.tables is not None and not type(self).__dict__[name].ready(self)
 
     @property
     def expansions(self) -> tuple[dict, ...]:
@@ -170,7 +278,7 @@ class Plan:
 
     @property
     def devices(self) -> list[str]:
-        used = sorted({self.assignment[i] for i in range(len(self.assignment))})
+        used = sorted(set(self.assignment))
         return list(dict.fromkeys(str(self.providers[i].device) for i in used))
 
     @property
@@ -183,21 +291,41 @@ class Plan:
 
     @property
     def transfer_bytes(self) -> int | None:
+        if self._tables_first("transfers"):
+            b = self.tables.arr.value_bytes[self.tables.xfer[0]]
+            return None if (b < 0).any() else int(b.sum())
         if any(t.nbytes is None for t in self.transfers):
             return None
         return int(sum(t.nbytes for t in self.transfers))
 
+    @property
+    def n_transfers(self) -> int:
+        """``len(transfers)``, without making the records."""
+        return self.tables.n_transfers if self._tables_first("transfers") else len(self.transfers)
+
+    @property
+    def n_partitions(self) -> int:
+        """``len(partitions)``, without making the records."""
+        return len(self.tables.part_prov) if self._tables_first("partitions") else len(self.partitions)
+
     def placement_counts(self) -> dict[str, int]:
         counts = {p.name: 0 for p in self.providers}
-        for pi in self.assignment:
-            counts[self.providers[pi].name] += 1
+        per = np.bincount(np.asarray(self.assignment, np.int64), minlength=len(self.providers)) \
+            if self.assignment else np.zeros(len(self.providers), np.int64)
+        for p, c in zip(self.providers, per.tolist()):
+            counts[p.name] += c
         return counts
 
     def partition_counts(self) -> dict[str, int]:
         """Provider name → number of its partitions (providers with no nodes omitted)."""
         counts: dict[str, int] = {}
-        for part in self.partitions:
-            counts[part.provider] = counts.get(part.provider, 0) + 1
+        if self._tables_first("partitions"):
+            for p, c in zip(self.providers, self.tables.partition_counts().tolist()):
+                if c:
+                    counts[p.name] = counts.get(p.name, 0) + c
+        else:
+            for part in self.partitions:
+                counts[part.provider] = counts.get(part.provider, 0) + 1
         return {p.name: counts[p.name] for p in self.providers if p.name in counts}
 
     def partition_bounds(self) -> dict[str, dict]:
@@ -224,9 +352,17 @@ class Plan:
     def fallback_ops(self) -> dict[str, int]:
         """Op types placed below the highest-priority provider (op → node count)."""
         out: dict[str, int] = {}
-        for n in self.graph.nodes:
-            if self.assignment[n.id] != 0:
-                out[n.op_type] = out.get(n.op_type, 0) + 1
+        if self.tables is not None and self.assignment:
+            arr = self.tables.arr
+            below = np.asarray(self.assignment, np.int64) != 0
+            per_sig = np.bincount(arr.node_sig[below], minlength=len(arr.signatures))
+            for s, c in zip(arr.signatures, per_sig.tolist()):
+                if c:
+                    out[s[1]] = out.get(s[1], 0) + c
+        else:
+            for n in self.graph.nodes:
+                if self.assignment[n.id] != 0:
+                    out[n.op_type] = out.get(n.op_type, 0) + 1
         return dict(sorted(out.items()))
 
     def summary(self) -> str:
@@ -238,10 +374,10 @@ class Plan:
         fb = self.fallback_ops()
         fb_text = ", ".join(fb) if fb else "none"
         n_dev = len(self.devices)
-        text = (f"{len(self.partitions)} partition(s) across {n_dev} device(s); {per}; "
-                f"{len(self.transfers)} cross-provider transfer(s); "
+        text = (f"{self.n_partitions} partition(s) across {n_dev} device(s); {per}; "
+                f"{self.n_transfers} cross-provider transfer(s); "
                 f"ops forced onto a fallback provider: {fb_text}")
-        if len(self.partitions) > 1 and self.lower_bounds:
+        if self.n_partitions > 1 and self.lower_bounds:
             text += "; partitions per provider: " + ", ".join(
                 f"{name} {b['partitions']:,d} (" + ("optimal" if b["optimal"]
                                                   else f"lower bound {b['lower_bound']:,d}") + ")"

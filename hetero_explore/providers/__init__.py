@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch
+from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch, own_supports
 from .cpu import NumbaCPUProvider
 from .cuda import NumbaCUDAProvider
 from ..errors import ArgumentTypeError, ArgumentValueError, UnknownProviderError
@@ -54,6 +54,16 @@ class VirtualGPUProvider(VirtualProvider):
 
     def context_cacheable(self, node) -> bool:
         return _context_cacheable(self.capability, node) and _context_cacheable(self.kernels, node)
+
+    def capability_key(self):
+        """Its capability's and its kernels' keys (the reasons name the kernels)."""
+        if not own_supports(self, VirtualGPUProvider):
+            return None
+        cap = getattr(self.capability, "capability_key", lambda: None)()
+        ker = getattr(self.kernels, "capability_key", lambda: None)()
+        if cap is None or ker is None:
+            return None
+        return ("virtual-gpu", self.kernels.name, cap, ker)
 
     def support_df(self):
         df = self.capability.support_df().copy()

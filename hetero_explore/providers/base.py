@@ -139,6 +139,28 @@ def node_context(graph, node) -> KernelContext:
                          [s for s, _ in outs], [d for _, d in outs], graph=graph)
 
 
+class Identity:
+    """Hashable by the identity of ``obj`` (holding it, so that its id stays unique):
+    for capability keys that depend on an object rather than its value."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Identity and other.obj is self.obj
+
+
+def own_supports(p, cls) -> bool:
+    """True when ``p`` answers with ``cls.supports`` itself: not a subclass override,
+    not a function patched onto the instance (a capability key then means nothing)."""
+    return type(p).supports is cls.supports and "supports" not in getattr(p, "__dict__", {})
+
+
 class DeviceBuffer:
     """One allocation owned by a provider."""
 
@@ -230,6 +252,13 @@ class ExecutionProvider:
         """True when :meth:`supports` for ``node`` depends only on its domain, op type,
         opset and input dtypes, so the planner may ask once per such signature."""
         return False
+
+    def capability_key(self):
+        """A hashable that fixes every answer of :meth:`supports`, or None. With one, the
+        planner remembers this provider's answers on the graph across plans (a re-plan
+        re-asks nothing it asked before); without, within one plan only. Return None
+        from any subclass whose answers depend on anything the key does not hold."""
+        return None
 
     def available(self) -> tuple[bool, str]:
         """(True, "") when this provider can execute on this machine, else (False, reason)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import KernelError
 from ..ir import shape_is_static
-from .base import ExecutionProvider, Kernel, KernelContext, KernelMatch
+from .base import ExecutionProvider, Identity, Kernel, KernelContext, KernelMatch, own_supports
 from .kernels import registry as reg
 from .kernels.target import CPU, Target
 
@@ -56,6 +56,12 @@ class RegistryProvider(ExecutionProvider):
     def context_cacheable(self, node) -> bool:
         # kernel checks read only the context: op, attributes, shapes, dtypes, constants
         return True
+
+    def capability_key(self):
+        """Answers depend only on the class, the target and the kernel registry."""
+        if not own_supports(self, RegistryProvider):
+            return None
+        return ("registry", Identity(type(self)), Identity(self.target), Identity(reg.registry()))
 
     def supports(self, ctx: KernelContext) -> KernelMatch:
         node, opset, shapes, dtypes = ctx.node, ctx.opset, ctx.in_shapes, ctx.in_dtypes

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from .base import DeviceId, ExecutionProvider, HostMemory, Kernel, KernelContext, KernelMatch
+from .base import DeviceId, ExecutionProvider, HostMemory, Kernel, KernelContext, KernelMatch, own_supports
 
 Check = Callable[..., KernelMatch]
 
@@ -89,6 +89,19 @@ class VirtualProvider(HostMemory, ExecutionProvider):
     def signature_cacheable(self, node) -> bool:
         return self.kernels is None or self.kernels.signature_cacheable(node)
 
+    def capability_key(self):
+        """The op table, domain, name and the kernels' key: all that :meth:`supports`
+        reads (None for a subclass with its own ``supports``)."""
+        if not own_supports(self, VirtualProvider):
+            return None
+        kernels = None
+        if self.kernels is not None:
+            kernels = getattr(self.kernels, "capability_key", lambda: None)()
+            if kernels is None:
+                return None
+            kernels = (self.kernels.name, kernels)  # its refusals name the kernels
+        return ("virtual", self.name, self.domain, frozenset(self.ops.items()), kernels)
+
     def context_cacheable(self, node) -> bool:
         return self.kernels is None or _context_cacheable(self.kernels, node)
 
@@ -151,12 +164,18 @@ class MaskedProvider(ExecutionProvider):
     def device(self):
         return self.inner.device
 
+    def mask_reason(self, op_type: str) -> str | None:
+        """Why the mask itself refuses nodes of ``op_type`` (None when it does not)."""
+        if op_type in self.deny:
+            return f"{op_type} denied by mask"
+        if self.allow is not None and op_type not in self.allow:
+            return f"{op_type} not in the allow-list mask"
+        return None
+
     def supports(self, ctx: KernelContext) -> KernelMatch:
-        node = ctx.node
-        if node.op_type in self.deny:
-            return KernelMatch.no(f"{node.op_type} denied by mask")
-        if self.allow is not None and node.op_type not in self.allow:
-            return KernelMatch.no(f"{node.op_type} not in the allow-list mask")
+        why = self.mask_reason(ctx.node.op_type)
+        if why is not None:
+            return KernelMatch.no(why)
         if self.check is not None:
             m = self.check(ctx)
             if not m.supported:
@@ -177,6 +196,12 @@ class MaskedProvider(ExecutionProvider):
 
     def context_cacheable(self, node) -> bool:
         return self.masked_off(node) or (self.check is None and _context_cacheable(self.inner, node))
+
+    def capability_key(self):
+        if not own_supports(self, MaskedProvider) or self.check is not None:
+            return None
+        inner = self.inner.capability_key() if hasattr(self.inner, "capability_key") else None
+        return None if inner is None else ("mask", self.deny, self.allow, inner)
 
     # memory and copies are the inner provider's
     def available(self):
