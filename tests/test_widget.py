@@ -147,11 +147,12 @@ def test_all_providers_disabled(app):
 
 
 def test_fail_closed_execution_is_shown():
-    e = hx.explore(cnn_model("batch"), providers=["gpu", "cpu"])  # symbolic: execution fails closed
+    e = hx.explore(cnn_model(), providers=["gpu", "cpu"])
+    e.deny("gpu", "Conv").deny("cpu", "Conv")        # Conv on the unplaced lane: execution fails closed
     a = e.show()
     a.execute_button.click()
     assert "HeterogeneousExecutionUnsupported" in a.run_error
-    assert "symbolic" in value(a.error_html)
+    assert "unplaceable" in value(a.error_html)
     assert a.progress.bar_style == "danger" and not a.busy
     assert "HeterogeneousExecutionUnsupported" in view(a, "Run")
     assert "blocker" in view(a, "Partitions").lower()

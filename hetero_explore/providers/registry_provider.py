@@ -51,7 +51,10 @@ class RegistryProvider(ExecutionProvider):
         return in_range, ""
 
     def signature_cacheable(self, node) -> bool:
-        return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target.name))
+        # the signature holds the opset: only the definitions claiming it matter (an old-opset
+        # definition with a check, e.g. Add-1's broadcast attribute, leaves Add-7+ cacheable)
+        return all(k.check is None for k in reg.find(node.domain, node.op_type, self.target.name)
+                   if k.claims(node.opset))
 
     def context_cacheable(self, node) -> bool:
         # kernel checks read only the context: op, attributes, shapes, dtypes, constants
