@@ -113,6 +113,13 @@ def _fmt_spec(dtype, shape) -> str:
     return f"{'?' if dtype is None else _dtype_name(dtype)} {tuple(shape) if shape is not None else '(?)'}"
 
 
+def is_ml_dtype(dtype) -> bool:
+    """A numeric dtype from ``ml_dtypes`` (bfloat16, float8/6/4, int4/int2: numpy holds them
+    as kind 'V'), which ONNX and numpy use for these element types."""
+    d = np.dtype(dtype)
+    return d.kind == "V" and getattr(d.type, "__module__", "") == "ml_dtypes"
+
+
 def _as_array(n, a, problems: list[str]) -> np.ndarray | None:
     """``a`` as a plain ndarray (no subclass, no copy where none is needed), or None with a
     problem appended. Masked arrays with masked elements, ragged lists, and values numpy
@@ -132,7 +139,7 @@ def _as_array(n, a, problems: list[str]) -> np.ndarray | None:
         problems.append(f"input {n!r}: cannot be read as an array ({type(a).__name__}: {e}); give a "
                         "numpy array")
         return None
-    if arr.dtype.kind in "OSUVMm" or arr.dtype.hasobject:
+    if (arr.dtype.kind in "OSUVMm" or arr.dtype.hasobject) and not is_ml_dtype(arr.dtype):
         problems.append(f"input {n!r}: an array of dtype {arr.dtype} ({type(a).__name__} given); kernels "
                         "take numeric or bool arrays: convert it with np.asarray(x, dtype=...)")
         return None

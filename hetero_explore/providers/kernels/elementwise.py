@@ -62,7 +62,8 @@ from numba import njit
 
 from ...errors import KernelError
 from ...ir import onnx_to_np_dtype
-from .common import bcast_offset, broadcast_strides, copy_array, dual, flat, shape_array, to_target
+from . import floatfmt
+from .common import bcast_offset, bits, broadcast_strides, copy_array, dual, flat, shape_array, to_target
 from .target import kernel_pair
 from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, softplus_f32, sqrt_f32, tanh_f32  # noqa: F401
 from .opdef import ALL, FLOAT, NUMERIC, OpList
@@ -1104,34 +1105,73 @@ _CAST = [kernel_pair(f"cast_to_{t}", "X, out, src_float", f"out[i] = {e}", modul
          for t, e in (("f32", "cast_to_f32(X[i])"), ("i64", "cast_to_i64(X[i], src_float)"),
                       ("i32", "cast_to_i32(X[i], src_float)"), ("bool", "cast_to_bool(X[i])"))]
 
+# every other pair of dtypes: on the bit patterns (floatfmt.cast_bits: integer operations
+# only, one round-to-nearest-even), so float16, bfloat16, float8/6/4 and int4/int2 run on
+# every target and give the same bits
+_CAST_BITS = kernel_pair("cast_bits", "X, out, sc, se, sm, sb, sw, dc, de, dm, db, dw, sat, rmode",
+                         "out[i] = cast_bits(X[i], sc, se, sm, sb, sw, dc, de, dm, db, dw, sat, rmode)",
+                         module=_MOD, cast_bits=floatfmt.cast_bits)
+#: every dtype Cast converts between (all numeric types numpy holds, with ml_dtypes)
+CAST_DTYPES = tuple(floatfmt.FORMATS)
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
-def _check_cast(ctx, target):
+
+def _cast_target(ctx):
+    """The dtype name Cast/CastLike converts to (None when unknown)."""
     to = ctx.out_dtypes[0] if ctx.out_dtypes else None
     if to is None and ctx.node.op_type == "Cast":
         to = onnx_to_np_dtype(ctx.attrs.get("to", 0))
     if to is None and ctx.node.op_type == "CastLike":
         to = ctx.in_dtypes[1] if len(ctx.in_dtypes) > 1 else None
-    name = None if to is None else np.dtype(to).name
-    if name not in CAST_TYPES:
-        return f"{ctx.node.op_type} to {name} not supported (kernel casts between {', '.join(CAST_TYPES)})"
+    return None if to is None else np.dtype(to).name
+
+
+def _round_mode(ctx):
+    v = ctx.attrs.get("round_mode", "up")
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _check_cast(ctx, target):
+    name = _cast_target(ctx)
+    if name not in CAST_DTYPES:
+        return f"{ctx.node.op_type} to {name} not supported (kernel casts between {', '.join(CAST_DTYPES)})"
+    if _round_mode(ctx) not in floatfmt.ROUND_MODES:
+        return (f"{ctx.node.op_type} round_mode must be one of {', '.join(floatfmt.ROUND_MODES)}, "
+                f"got {_round_mode(ctx)!r}")
     return None
 
 
 def _build_cast(ctx, target):
-    pair = _CAST[CAST_TO[np.dtype(ctx.out_dtypes[0]).name]]
-    src_float = np.dtype(ctx.in_dtypes[0]) == np.float32
+    src, dst = np.dtype(ctx.in_dtypes[0]).name, np.dtype(ctx.out_dtypes[0]).name
     n = _n(ctx)
+    if src in CAST_TYPES and dst in CAST_TYPES:
+        pair = _CAST[CAST_TO[dst]]
+        src_float = src == "float32"
+
+        def run(inputs, outputs):
+            target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), src_float)
+
+        return run
+    rmode = floatfmt.ROUND_MODES.get(_round_mode(ctx))
+    if rmode is None or dst not in floatfmt.FORMATS or src not in floatfmt.FORMATS:
+        raise _err(ctx, f"cannot cast {src} to {dst} with round_mode {_round_mode(ctx)!r}")
+    sat = ctx.attrs.get("saturate", 1)
+    # saturate applies to the float8 types (and float8e8m0's rounding) only
+    sat = bool(sat) if dst in _FLOAT8 + ("float8_e8m0fnu",) else False
+    args = tuple(np.int64(v) for v in floatfmt.fmt(src) + floatfmt.fmt(dst))
 
     def run(inputs, outputs):
-        target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), src_float)
+        target.launch(_CAST_BITS, n, bits(inputs[0]), bits(outputs[0]), *args, sat, np.int64(rmode))
 
     return run
 
 
-_CAST_NOTE = "float->int truncates; NaN/inf/out of range -> INT_MIN (as x86/numpy)"
-OPS.add("Cast", _build_cast, dtypes=ALL, since=6, check=_check_cast, note=_CAST_NOTE, kernels=tuple(_CAST),
-        family="cast")
-OPS.add("CastLike", _build_cast, dtypes=ALL, since=15, check=_check_cast, kernels=tuple(_CAST), family="cast")
+_CAST_NOTE = ("float->int truncates; NaN/inf/out of range -> INT_MIN (as x86/numpy); float16, bfloat16, "
+              "float8/6/4, int4/int2 on the bit patterns, round to nearest even, ONNX's saturate rules")
+OPS.add("Cast", _build_cast, dtypes=CAST_DTYPES, since=6, until=28, check=_check_cast, note=_CAST_NOTE,
+        kernels=tuple(_CAST) + (_CAST_BITS,), family="cast")
+OPS.add("CastLike", _build_cast, dtypes=CAST_DTYPES, since=15, until=28, check=_check_cast, note=_CAST_NOTE,
+        kernels=tuple(_CAST) + (_CAST_BITS,), family="cast")
 
 
 # =============================================================================
@@ -1203,6 +1243,8 @@ def launch_signature(d, pair) -> tuple:
     if d.family == "clip":
         p = T.float32 if kind == "f32" else T.int64
         return (A(t), A(t), p, p, T.int64)
+    if d.family == "cast" and pair.name == "cast_bits":
+        return (A(T.uint32), A(T.uint16)) + (T.int64,) * 10 + (T.boolean, T.int64)
     if d.family == "cast":
         to = {"f32": T.float32, "i64": T.int64, "i32": T.int32, "bool": T.boolean}[kind]
         return (A(T.float32), A(to), T.boolean)
