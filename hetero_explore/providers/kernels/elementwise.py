@@ -1174,6 +1174,40 @@ OPS.add("CastLike", _build_cast, dtypes=CAST_DTYPES, since=15, until=28, check=_
         kernels=tuple(_CAST) + (_CAST_BITS,), family="cast")
 
 
+# --- BitCast: the same bits as another type of the same width -----------------------------
+def _bit_width(name):
+    """BitCast's bit width of a dtype (bool: its byte; None for dtypes without a format)."""
+    f = floatfmt.FORMATS.get(name)
+    return None if f is None else (8 if name == "bool" else f[4])
+
+
+def _check_bitcast(ctx, target):
+    src, dst = _dt(ctx, 0), _cast_target(ctx)
+    ws, wd = _bit_width(src), _bit_width(dst)
+    if wd is None:
+        return f"BitCast to {dst} not supported (kernel takes {', '.join(CAST_DTYPES)})"
+    if ws != wd:
+        return f"BitCast needs the same bit width: {src} has {ws} bits, {dst} {wd}"
+    return None
+
+
+def _build_bitcast(ctx, target):
+    reason = _check_bitcast(ctx, target)
+    if reason:
+        raise _err(ctx, reason)
+
+    def run(inputs, outputs):
+        copy_array(target, flat(inputs[0]), flat(outputs[0]))
+
+    return run
+
+
+OPS.add("BitCast", _build_bitcast, dtypes=CAST_DTYPES, since=26, until=28, check=_check_bitcast,
+        family="",
+        note="a bit copy (little endian, as numpy's view); sub-byte types keep their one-byte-per-element "
+             "storage")
+
+
 # =============================================================================
 # Where
 # =============================================================================
