@@ -142,6 +142,11 @@ def main(argv=None) -> int:
         e = extendable(d)
         if e is None or e["new_until"] <= d.until:
             continue
+        vs = d.versions()
+        later = [o for o in registry() if o is not d and o.op_type == d.op_type and o.domain == d.domain
+                 and o.versions() and vs and o.versions()[0] > vs[1]]
+        if later:          # another definition implements the later versions
+            continue
         key = (d.op_type, d.since, d.until)
         if key in seen:
             continue

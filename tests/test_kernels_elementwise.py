@@ -372,7 +372,7 @@ def test_all_ops_registered_for_both_targets():
 
 def test_claimed_dtypes():
     assert not supports(CPU, node("Exp", 1), [np.ones(2, np.int64)]).supported
-    assert not supports(CPU, node("Add", 2), [np.ones(2, np.float16)] * 2).supported
+    assert not supports(CPU, node("Exp", 1), [np.ones(2, np.float16)]).supported      # not exact in float16: declined
     assert supports(CPU, node("Add", 2), [np.ones(2, np.float64)] * 2).supported
     assert supports(CPU, node("Add", 2), [np.ones(2, np.int32)] * 2).supported
     assert not supports(CPU, node("And", 2), [np.ones(2, np.int32)] * 2).supported
