@@ -44,6 +44,14 @@ Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
   give INT_MIN of the target type (what x86, numpy and ORT on x86 give; the
   GPU's saturating conversion is not used). float -> bool is ``x != 0`` (NaN ->
   True); int64 -> int32 wraps; int -> float32 rounds to nearest even.
+  Every other pair of numeric dtypes (float64, float16, bfloat16, float8/6/4,
+  the integers down to int2) converts on the bit patterns with integer
+  operations only (:mod:`.floatfmt`): one round-to-nearest-even, ONNX's
+  saturate tables for float8, Cast-24's round_mode for float8e8m0.
+* float16/bfloat16 (ops declared ``half=True``: + - * /, Max/Min/Sum, Sqrt,
+  Reciprocal, Neg/Abs/Relu/Sign, Floor/Ceil/Round, IsNaN/IsInf, comparisons,
+  Mod; Where moves bits): inputs widened to float32 (exact), the float32 kernel, the output
+  rounded once (:func:`half_build`); transcendental ops stay float32-only.
 * Pow: float base follows C99 ``pow`` as ``np.power`` on arrays does (see
   :func:`pmath.pow_f32`); an integer exponent >= 2**24 keeps its own parity for
   the sign. Integer base: integer exponents are computed exactly by repeated
