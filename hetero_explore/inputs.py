@@ -111,6 +111,13 @@ def _fmt_spec(dtype, shape) -> str:
     return f"{'?' if dtype is None else _dtype_name(dtype)} {tuple(shape) if shape is not None else '(?)'}"
 
 
+def is_ml_dtype(dtype) -> bool:
+    """A numeric dtype from ``ml_dtypes`` (bfloat16, float8/6/4, int4/int2: numpy holds them
+    as kind 'V'), which ONNX and numpy use for these element types."""
+    d = np.dtype(dtype)
+    return d.kind == "V" and getattr(d.type, "__module__", "") == "ml_dtypes"
+
+
 def _as_array(n, a, problems: list[str], strings: bool = False) -> np.ndarray | None:
     """``a`` as a plain ndarray (no subclass, no copy where none is needed), or None with a
     problem appended. Masked arrays with masked elements, ragged lists, and values numpy
@@ -141,7 +148,7 @@ def _as_array(n, a, problems: list[str], strings: bool = False) -> np.ndarray | 
                                                        else ""))
             return None
         return arr
-    if arr.dtype.kind in "OSUVMm" or arr.dtype.hasobject:
+    if (arr.dtype.kind in "OSUVMm" or arr.dtype.hasobject) and not is_ml_dtype(arr.dtype):
         problems.append(f"input {n!r}: an array of dtype {arr.dtype} ({type(a).__name__} given); kernels "
                         "take numeric or bool arrays: convert it with np.asarray(x, dtype=...)")
         return None

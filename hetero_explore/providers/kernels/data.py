@@ -69,7 +69,7 @@ UNTIL = 28
 
 #: element types the movement ops accept (they copy bits, so width is all that matters)
 MOVE = ("float32", "int64", "int32", "bool", "float64", "float16", "int8", "uint8",
-        "int16", "uint16", "uint32", "uint64")
+        "int16", "uint16", "uint32", "uint64", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
 INDEX = ("int64", "int32")
 #: element types the host-side shape ops accept for their (untouched) data input
 ANY = MOVE

@@ -44,6 +44,14 @@ Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
   give INT_MIN of the target type (what x86, numpy and ORT on x86 give; the
   GPU's saturating conversion is not used). float -> bool is ``x != 0`` (NaN ->
   True); int64 -> int32 wraps; int -> float32 rounds to nearest even.
+  Every other pair of numeric dtypes (float64, float16, bfloat16, float8/6/4,
+  the integers down to int2) converts on the bit patterns with integer
+  operations only (:mod:`.floatfmt`): one round-to-nearest-even, ONNX's
+  saturate tables for float8, Cast-24's round_mode for float8e8m0.
+* float16/bfloat16 (ops declared ``half=True``: + - * /, Max/Min/Sum, Sqrt,
+  Reciprocal, Neg/Abs/Relu/Sign, Floor/Ceil/Round, IsNaN/IsInf, comparisons,
+  Mod; Where moves bits): inputs widened to float32 (exact), the float32 kernel, the output
+  rounded once (:func:`half_build`); transcendental ops stay float32-only.
 * Pow: float base follows C99 ``pow`` as ``np.power`` on arrays does (see
   :func:`pmath.pow_f32`); an integer exponent >= 2**24 keeps its own parity for
   the sign. Integer base: integer exponents are computed exactly by repeated
@@ -62,7 +70,8 @@ from numba import njit
 
 from ...errors import KernelError
 from ...ir import onnx_to_np_dtype
-from .common import bcast_offset, broadcast_strides, copy_array, dual, flat, shape_array, to_target
+from . import floatfmt
+from .common import bcast_offset, bits, broadcast_strides, copy_array, dual, flat, shape_array, to_target
 from .target import kernel_pair
 from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, softplus_f32, sqrt_f32, tanh_f32  # noqa: F401
 from .opdef import ALL, FLOAT, NUMERIC, OpList
@@ -722,6 +731,62 @@ def _n(ctx) -> int:
 
 
 # =============================================================================
+# float16 / bfloat16: computed in float32, rounded once
+# =============================================================================
+#: the half-precision types the ops declared with ``half=True`` take
+HALF = ("float16", "bfloat16")
+
+
+def _temp(target, shape):
+    """A float32 scratch array on ``target`` (per run: builds may run concurrently)."""
+    a = np.empty(shape, np.float32)
+    return a if target.host else target.to_device(a)
+
+
+def half_build(build32):
+    """Wrap a float32 build for float16/bfloat16 inputs and outputs: each half input is
+    widened to float32 (exact), the float32 kernel runs, a half output is rounded once to
+    its type (round to nearest even, on the bit patterns: :func:`floatfmt.cast_bits`).
+    For + - * / sqrt that is the correctly rounded half result (float32 has more than
+    2p + 2 bits for both types, so the double rounding is innocuous), as numpy's float16
+    and ml_dtypes' bfloat16 arithmetic give; selections (max, abs, comparisons) are exact."""
+    import dataclasses
+
+    def build(ctx, target):
+        ins = [None if d is None else np.dtype(d).name for d in ctx.in_dtypes]
+        outs = [None if d is None else np.dtype(d).name for d in ctx.out_dtypes]
+        if not any(d in HALF for d in ins + outs):
+            return build32(ctx, target)
+        f32 = np.dtype(np.float32)
+        ctx32 = dataclasses.replace(ctx, in_dtypes=[f32 if d in HALF else ctx.in_dtypes[i] for i, d in enumerate(ins)],
+                                    out_dtypes=[f32 if d in HALF else ctx.out_dtypes[i] for i, d in enumerate(outs)])
+        run32 = build32(ctx32, target)
+        fmt32 = floatfmt.fmt(np.float32)
+        widen = {d: tuple(np.int64(v) for v in floatfmt.fmt(d) + fmt32) for d in HALF}
+        narrow = {d: tuple(np.int64(v) for v in fmt32 + floatfmt.fmt(d)) for d in HALF}
+        no_sat, rne = False, np.int64(floatfmt.ROUND_UP)    # round_mode is read for float8e8m0 only
+
+        def run(inputs, outputs):
+            xs = []
+            for a, d in zip(inputs, ins):
+                if d in HALF:
+                    t = _temp(target, a.shape)
+                    target.launch(_CAST_BITS, a.size, bits(a), bits(t), *widen[d], no_sat, rne)
+                    a = t
+                xs.append(a)
+            ys = [(_temp(target, o.shape) if d in HALF else o) for o, d in zip(outputs, outs)]
+            run32(xs, ys)
+            for o, y, d in zip(outputs, ys, outs):
+                if d in HALF:
+                    target.launch(_CAST_BITS, o.size, bits(y), bits(o), *narrow[d], no_sat, rne)
+
+        return run
+
+    build.kernels = getattr(build32, "kernels", ())
+    return build
+
+
+# =============================================================================
 # binary ops: Add Sub Mul Div Max Min Sum (variadic), comparisons, logic, Pow
 # =============================================================================
 def _binary_build(pairs: dict, aux_of=None):
@@ -772,7 +837,7 @@ def _check_kinds(dtypes, exprs, op):
 def binary(op: str, since: int, dtypes=NUMERIC, *, f32: str | None = None, int_: str | None = None,
            bool_: str | None = None, f64: str | None = None, u64: str | None = None, check=None,
            aux_of=None, note: str = "", dtype_input: int = 0, until: int | None = None, tag: str = "",
-           add: bool = True):
+           add: bool = True, half: bool = False):
     """Declare a binary elementwise op from its per-element expressions over ``a``, ``b``
     (and ``aux``: the output's integer width code for ``int_`` (see :func:`_bits`), or what
     ``aux_of(ctx)`` gives), one per kernel kind (see :func:`_kind`)."""
@@ -781,6 +846,8 @@ def binary(op: str, since: int, dtypes=NUMERIC, *, f32: str | None = None, int_:
         _check_kinds(dtypes, exprs, op)
     pairs = _pairs(_gen_binary, op, exprs, tag)
     build = _binary_build(pairs, aux_of)
+    if half:                 # float16/bfloat16: the float32 kernels, inputs widened, output rounded once
+        build, dtypes = half_build(build), tuple(dtypes) + HALF
     if not add:
         return build
     family = "binary_pred" if op in COMPARE_CODES else "binary"
@@ -791,23 +858,23 @@ def binary(op: str, since: int, dtypes=NUMERIC, *, f32: str | None = None, int_:
 
 # float64 uses the float32 expressions where they are IEEE + - * / and comparisons only
 # (exactly rounded, so portable); uint64 has native unsigned kernels (kind u64)
-binary("Add", 7, NUM, f32="a + b", f64="a + b", int_="binary_int(ADD, a, b, aux)", u64="a + b")
-binary("Sub", 7, NUM, f32="a - b", f64="a - b", int_="binary_int(SUB, a, b, aux)", u64="a - b")
-binary("Mul", 7, NUM, f32="a * b", f64="a * b", int_="binary_int(MUL, a, b, aux)", u64="a * b")
-binary("Div", 7, NUM, f32="a / b", f64="a / b", int_="binary_int(DIV, a, b, aux)", u64="div_u64(a, b)",
+binary("Add", 7, NUM, half=True, f32="a + b", f64="a + b", int_="binary_int(ADD, a, b, aux)", u64="a + b")
+binary("Sub", 7, NUM, half=True, f32="a - b", f64="a - b", int_="binary_int(SUB, a, b, aux)", u64="a - b")
+binary("Mul", 7, NUM, half=True, f32="a * b", f64="a * b", int_="binary_int(MUL, a, b, aux)", u64="a * b")
+binary("Div", 7, NUM, half=True, f32="a / b", f64="a / b", int_="binary_int(DIV, a, b, aux)", u64="div_u64(a, b)",
        note="integer Div truncates toward zero; x/0 = 0")
-binary("Max", 8, NUM, f32="binary_f32(MAX, a, b)", f64="binary_f32(MAX, a, b)",
+binary("Max", 8, NUM, half=True, f32="binary_f32(MAX, a, b)", f64="binary_f32(MAX, a, b)",
        int_="binary_int(MAX, a, b, aux)", u64="a if a > b else b",
        note="NaN propagates; ties give the second operand (np.maximum)")
-binary("Min", 8, NUM, f32="binary_f32(MIN, a, b)", f64="binary_f32(MIN, a, b)",
+binary("Min", 8, NUM, half=True, f32="binary_f32(MIN, a, b)", f64="binary_f32(MIN, a, b)",
        int_="binary_int(MIN, a, b, aux)", u64="a if a < b else b",
        note="NaN propagates; ties give the second operand (np.minimum)")
-binary("Sum", 8, NUMERIC + ("float64",), f32="a + b", f64="a + b", int_="binary_int(ADD, a, b, aux)",
+binary("Sum", 8, NUMERIC + ("float64",), half=True, f32="a + b", f64="a + b", int_="binary_int(ADD, a, b, aux)",
        note="folded left to right")
 for _op, _since, _code in (("Equal", 7, EQ), ("Less", 7, LT), ("LessOrEqual", 12, LE), ("Greater", 7, GT),
                            ("GreaterOrEqual", 12, GE)):
     _c = f"compare({_code}, a, b)"
-    binary(_op, _since, EVERY if _op == "Equal" else NUM, f32=_c, f64=_c, int_=_c, u64=_c,
+    binary(_op, _since, EVERY if _op == "Equal" else NUM, half=True, f32=_c, f64=_c, int_=_c, u64=_c,
            bool_=(_c if _op == "Equal" else None))
 for _op, _code in (("And", AND), ("Or", OR), ("Xor", XOR)):
     binary(_op, 7, ("bool",), bool_=f"compare({_code}, a, b)")
@@ -857,7 +924,7 @@ def _build_mod(ctx, target):
     return _MOD_BUILD[_fmod_attr(ctx)](ctx, target)
 
 
-OPS.add("Mod", _build_mod, since=10, until=28, dtypes=NUM, check=_check_mod, family="binary",
+OPS.add("Mod", half_build(_build_mod), since=10, until=28, dtypes=NUM + HALF, check=_check_mod, family="binary",
         kernels=tuple(_MOD_BUILD[0].kernels) + tuple(_MOD_BUILD[1].kernels),
         note="fmod=0: sign of the divisor (numpy mod, also for floats as Mod-28 defines); fmod=1: C fmod "
              "(exact, portable); integer x mod 0 = 0")
@@ -961,7 +1028,8 @@ def _unary_build(pairs: dict, attrs: tuple):
 
 def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: str | None = None,
           bool_: str | None = None, f64: str | None = None, u64: str | None = None, attrs: tuple = (),
-          note: str = "", until: int | None = None, tag: str = "", add: bool = True, check=None):
+          note: str = "", until: int | None = None, tag: str = "", add: bool = True, check=None,
+          half: bool = False):
     """Declare a unary elementwise op from its per-element expressions over ``x``.
 
     ``attrs``: up to two float attributes ``(name, default)``, passed as ``p0``, ``p1``
@@ -970,6 +1038,8 @@ def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: st
     _check_kinds(dtypes, exprs, op)
     pairs = _pairs(_gen_unary, op, exprs, tag)
     build = _unary_build(pairs, attrs)
+    if half:                 # float16/bfloat16: the float32 kernels, input widened, output rounded once
+        build, dtypes = half_build(build), tuple(dtypes) + HALF
     if not add:
         return build
     kw = {} if until is None else {"until": until}
@@ -984,29 +1054,29 @@ unary("Log", 6, f32="log_f32(x)", note=_PM)
 unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
 unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
 unary("Erf", 9, f32="erf_f32(x)", note=_PM)
-unary("Sqrt", 6, f32="sqrt_f32(x)", note="IEEE sqrt")
+unary("Sqrt", 6, half=True, f32="sqrt_f32(x)", note="IEEE sqrt")
 unary("Softplus", 1, f32="softplus_f32(x)", until=22, note="log(1 + e**x) from pmath (double-float 1 + e**-|x|)")
 unary("Softsign", 1, f32="x / (F_ONE + abs(x))", until=22, note="x / (1 + |x|): two IEEE roundings")
-unary("Reciprocal", 6, FLOATS, f32="unary_f32(RECIPROCAL, x, p0, p1)", f64="D_ONE / x")
+unary("Reciprocal", 6, FLOATS, half=True, f32="unary_f32(RECIPROCAL, x, p0, p1)", f64="D_ONE / x")
 unary("LeakyRelu", 6, f32="unary_f32(LEAKYRELU, x, p0, p1)", attrs=(("alpha", 0.01),))
 unary("HardSigmoid", 6, f32="unary_f32(HARDSIGMOID, x, p0, p1)", attrs=(("alpha", 0.2), ("beta", 0.5)),
       until=22)
 unary("HardSwish", 14, f32="unary_f32(HARDSWISH, x, p0, p1)", until=22)
 _I0 = "np.int64(0), np.int64(0)"
-unary("Neg", 6, FLOATS + SINT, f32=f"unary_f32(NEG, x, p0, p1)", f64="-x",
+unary("Neg", 6, FLOATS + SINT, half=True, f32=f"unary_f32(NEG, x, p0, p1)", f64="-x",
       int_=f"unary_int(NEG, x, {_I0}, aux)")
-unary("Abs", 6, NUM, f32=f"unary_f32(ABS, x, p0, p1)", f64="abs(x)", int_=f"unary_int(ABS, x, {_I0}, aux)",
+unary("Abs", 6, NUM, half=True, f32=f"unary_f32(ABS, x, p0, p1)", f64="abs(x)", int_=f"unary_int(ABS, x, {_I0}, aux)",
       u64="x")
-unary("Relu", 6, FLOATS + SINT, f32=f"unary_f32(RELU, x, p0, p1)", f64="x if (x > D_ZERO or x != x) else D_ZERO",
+unary("Relu", 6, FLOATS + SINT, half=True, f32=f"unary_f32(RELU, x, p0, p1)", f64="x if (x > D_ZERO or x != x) else D_ZERO",
       int_=f"unary_int(RELU, x, {_I0}, aux)")
-unary("Sign", 9, NUM, f32="sign_float(x, F_ONE, F_ZERO)", f64="sign_float(x, D_ONE, D_ZERO)",
+unary("Sign", 9, NUM, half=True, f32="sign_float(x, F_ONE, F_ZERO)", f64="sign_float(x, D_ONE, D_ZERO)",
       int_="np.int64(1) if x > 0 else (np.int64(-1) if x < 0 else np.int64(0))", u64="U1 if x > U0 else U0",
       note="np.sign: +-1, +0 for +-0, NaN for NaN")
-unary("Floor", 6, FLOATS, f32="floor_f32(x)", f64="floor_f64(x)", note="exact; floor(-0) = -0")
-unary("Ceil", 6, FLOATS, f32="ceil_f32(x)", f64="ceil_f64(x)", note="exact; ceil(-0.5) = -0")
-unary("Round", 11, FLOATS, f32="round_f32(x)", f64="round_f64(x)", until=22, note="half to even; exact")
-unary("IsNaN", 9, FLOATS, f32="x != x", f64="x != x", until=20)
-unary("IsInf", 10, FLOATS, f32="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
+unary("Floor", 6, FLOATS, half=True, f32="floor_f32(x)", f64="floor_f64(x)", note="exact; floor(-0) = -0")
+unary("Ceil", 6, FLOATS, half=True, f32="ceil_f32(x)", f64="ceil_f64(x)", note="exact; ceil(-0.5) = -0")
+unary("Round", 11, FLOATS, half=True, f32="round_f32(x)", f64="round_f64(x)", until=22, note="half to even; exact")
+unary("IsNaN", 9, FLOATS, half=True, f32="x != x", f64="x != x", until=20)
+unary("IsInf", 10, FLOATS, half=True, f32="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
       f64="(p0 != 0 and x == F_INF) or (p1 != 0 and x == -F_INF)",
       attrs=(("detect_positive", 1), ("detect_negative", 1)), until=20)
 unary("Not", 1, ("bool",), bool_="not x")
@@ -1104,34 +1174,107 @@ _CAST = [kernel_pair(f"cast_to_{t}", "X, out, src_float", f"out[i] = {e}", modul
          for t, e in (("f32", "cast_to_f32(X[i])"), ("i64", "cast_to_i64(X[i], src_float)"),
                       ("i32", "cast_to_i32(X[i], src_float)"), ("bool", "cast_to_bool(X[i])"))]
 
+# every other pair of dtypes: on the bit patterns (floatfmt.cast_bits: integer operations
+# only, one round-to-nearest-even), so float16, bfloat16, float8/6/4 and int4/int2 run on
+# every target and give the same bits
+_CAST_BITS = kernel_pair("cast_bits", "X, out, sc, se, sm, sb, sw, dc, de, dm, db, dw, sat, rmode",
+                         "out[i] = cast_bits(X[i], sc, se, sm, sb, sw, dc, de, dm, db, dw, sat, rmode)",
+                         module=_MOD, cast_bits=floatfmt.cast_bits)
+#: every dtype Cast converts between (all numeric types numpy holds, with ml_dtypes)
+CAST_DTYPES = tuple(floatfmt.FORMATS)
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
-def _check_cast(ctx, target):
+
+def _cast_target(ctx):
+    """The dtype name Cast/CastLike converts to (None when unknown)."""
     to = ctx.out_dtypes[0] if ctx.out_dtypes else None
     if to is None and ctx.node.op_type == "Cast":
         to = onnx_to_np_dtype(ctx.attrs.get("to", 0))
     if to is None and ctx.node.op_type == "CastLike":
         to = ctx.in_dtypes[1] if len(ctx.in_dtypes) > 1 else None
-    name = None if to is None else np.dtype(to).name
-    if name not in CAST_TYPES:
-        return f"{ctx.node.op_type} to {name} not supported (kernel casts between {', '.join(CAST_TYPES)})"
+    return None if to is None else np.dtype(to).name
+
+
+def _round_mode(ctx):
+    v = ctx.attrs.get("round_mode", "up")
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _check_cast(ctx, target):
+    name = _cast_target(ctx)
+    if name not in CAST_DTYPES:
+        return f"{ctx.node.op_type} to {name} not supported (kernel casts between {', '.join(CAST_DTYPES)})"
+    if _round_mode(ctx) not in floatfmt.ROUND_MODES:
+        return (f"{ctx.node.op_type} round_mode must be one of {', '.join(floatfmt.ROUND_MODES)}, "
+                f"got {_round_mode(ctx)!r}")
     return None
 
 
 def _build_cast(ctx, target):
-    pair = _CAST[CAST_TO[np.dtype(ctx.out_dtypes[0]).name]]
-    src_float = np.dtype(ctx.in_dtypes[0]) == np.float32
+    src, dst = np.dtype(ctx.in_dtypes[0]).name, np.dtype(ctx.out_dtypes[0]).name
     n = _n(ctx)
+    if src in CAST_TYPES and dst in CAST_TYPES:
+        pair = _CAST[CAST_TO[dst]]
+        src_float = src == "float32"
+
+        def run(inputs, outputs):
+            target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), src_float)
+
+        return run
+    rmode = floatfmt.ROUND_MODES.get(_round_mode(ctx))
+    if rmode is None or dst not in floatfmt.FORMATS or src not in floatfmt.FORMATS:
+        raise _err(ctx, f"cannot cast {src} to {dst} with round_mode {_round_mode(ctx)!r}")
+    sat = ctx.attrs.get("saturate", 1)
+    # saturate applies to the float8 types (and float8e8m0's rounding) only
+    sat = bool(sat) if dst in _FLOAT8 + ("float8_e8m0fnu",) else False
+    args = tuple(np.int64(v) for v in floatfmt.fmt(src) + floatfmt.fmt(dst))
 
     def run(inputs, outputs):
-        target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), src_float)
+        target.launch(_CAST_BITS, n, bits(inputs[0]), bits(outputs[0]), *args, sat, np.int64(rmode))
 
     return run
 
 
-_CAST_NOTE = "float->int truncates; NaN/inf/out of range -> INT_MIN (as x86/numpy)"
-OPS.add("Cast", _build_cast, dtypes=ALL, since=6, check=_check_cast, note=_CAST_NOTE, kernels=tuple(_CAST),
-        family="cast")
-OPS.add("CastLike", _build_cast, dtypes=ALL, since=15, check=_check_cast, kernels=tuple(_CAST), family="cast")
+_CAST_NOTE = ("float->int truncates; NaN/inf/out of range -> INT_MIN (as x86/numpy); float16, bfloat16, "
+              "float8/6/4, int4/int2 on the bit patterns, round to nearest even, ONNX's saturate rules")
+OPS.add("Cast", _build_cast, dtypes=CAST_DTYPES, since=6, until=28, check=_check_cast, note=_CAST_NOTE,
+        kernels=tuple(_CAST) + (_CAST_BITS,), family="cast")
+OPS.add("CastLike", _build_cast, dtypes=CAST_DTYPES, since=15, until=28, check=_check_cast, note=_CAST_NOTE,
+        kernels=tuple(_CAST) + (_CAST_BITS,), family="cast")
+
+
+# --- BitCast: the same bits as another type of the same width -----------------------------
+def _bit_width(name):
+    """BitCast's bit width of a dtype (bool: its byte; None for dtypes without a format)."""
+    f = floatfmt.FORMATS.get(name)
+    return None if f is None else (8 if name == "bool" else f[4])
+
+
+def _check_bitcast(ctx, target):
+    src, dst = _dt(ctx, 0), _cast_target(ctx)
+    ws, wd = _bit_width(src), _bit_width(dst)
+    if wd is None:
+        return f"BitCast to {dst} not supported (kernel takes {', '.join(CAST_DTYPES)})"
+    if ws != wd:
+        return f"BitCast needs the same bit width: {src} has {ws} bits, {dst} {wd}"
+    return None
+
+
+def _build_bitcast(ctx, target):
+    reason = _check_bitcast(ctx, target)
+    if reason:
+        raise _err(ctx, reason)
+
+    def run(inputs, outputs):
+        copy_array(target, flat(inputs[0]), flat(outputs[0]))
+
+    return run
+
+
+OPS.add("BitCast", _build_bitcast, dtypes=CAST_DTYPES, since=26, until=28, check=_check_bitcast,
+        family="",
+        note="a bit copy (little endian, as numpy's view); sub-byte types keep their one-byte-per-element "
+             "storage")
 
 
 # =============================================================================
@@ -1174,14 +1317,14 @@ def _build_where(ctx, target):
     n = int(np.prod(out_shape, dtype=np.int64))
 
     def run(inputs, outputs):
-        c, x, y = (flat(v) for v in inputs[:3])
-        target.launch(_WHERE, n, c, x, y, flat(outputs[0]), oc.mode, ox.mode, oy.mode, shape,
+        c, x, y = flat(inputs[0]), bits(inputs[1]), bits(inputs[2])     # values move as bits
+        target.launch(_WHERE, n, c, x, y, bits(outputs[0]), oc.mode, ox.mode, oy.mode, shape,
                       oc.strides, ox.strides, oy.strides)
 
     return run
 
 
-OPS.add("Where", _build_where, dtypes=EVERY, dtype_input=1, since=9, check=_check_where, kernels=(_WHERE,),
+OPS.add("Where", _build_where, dtypes=EVERY + HALF + _FLOAT8 + ("int4", "uint4"), dtype_input=1, since=9, check=_check_where, kernels=(_WHERE,),
         family="where")
 
 
@@ -1203,6 +1346,8 @@ def launch_signature(d, pair) -> tuple:
     if d.family == "clip":
         p = T.float32 if kind == "f32" else T.int64
         return (A(t), A(t), p, p, T.int64)
+    if d.family == "cast" and pair.name == "cast_bits":
+        return (A(T.uint32), A(T.uint16)) + (T.int64,) * 10 + (T.boolean, T.int64)
     if d.family == "cast":
         to = {"f32": T.float32, "i64": T.int64, "i32": T.int32, "bool": T.boolean}[kind]
         return (A(T.float32), A(to), T.boolean)

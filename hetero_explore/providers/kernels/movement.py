@@ -196,7 +196,7 @@ def _check_eyelike(ctx, target):
     return None
 
 
-@register("EyeLike", dtypes=MOVE, since=9, until=UNTIL, check=_check_eyelike,
+@register("EyeLike", dtypes=MOVE, since=9, until=28, check=_check_eyelike,
           note="ones on diagonal k in the output dtype")
 def _build_eyelike(ctx, target):
     C = int(ctx.in_shapes[0][1])

@@ -360,7 +360,7 @@ def _build_conv(ctx, target):
     return run
 
 
-register("Conv", dtypes=F32, since=11, check=_check_conv,
+register("Conv", dtypes=F32, since=11, until=28, check=_check_conv,
          note="per element: (c, kh, kw) ascending from 0.0f, zero-padding taps add w*0, then + bias")(_build_conv)
 
 
@@ -472,7 +472,7 @@ def _build_convt(ctx, target):
     return run
 
 
-register("ConvTranspose", dtypes=F32, since=11, check=_check_convt,
+register("ConvTranspose", dtypes=F32, since=11, until=28, check=_check_convt,
          note="per element: taps (kh, kw) ascending, each a c-ascending partial sum, then + bias; "
               "output_shape attribute declined")(_build_convt)
 
@@ -582,7 +582,7 @@ def _build_pool(ctx, target):
     return run
 
 
-register("MaxPool", dtypes=F32, since=12, check=_check_pool,
+register("MaxPool", dtypes=F32, since=12, until=28, check=_check_pool,
          note="ascending taps, NaN ignored; Indices output declined")(_build_pool)
 register("AveragePool", dtypes=F32, since=11, check=_check_pool,
          note="ascending float32 sum of taps, then / count")(_build_pool)
@@ -639,7 +639,7 @@ def _build_gpool(ctx, target):
     return run
 
 
-register(("GlobalAveragePool", "GlobalMaxPool"), dtypes=F32, since=1, check=_check_gpool,
+register(("GlobalAveragePool", "GlobalMaxPool"), dtypes=F32, since=1, until=28, check=_check_gpool,
          note="ascending spatial order per (n, c)")(_build_gpool)
 
 
@@ -1048,7 +1048,7 @@ def _build_dropout(ctx, target):
     return run
 
 
-register("Dropout", dtypes=F32, since=7, check=_check_dropout,
+register("Dropout", dtypes=F32, since=7, until=28, check=_check_dropout,
          note="inference: identity (mask all True); training_mode must be absent or constant False")(_build_dropout)
 
 
@@ -1440,7 +1440,7 @@ def _build_pad(ctx, target):
     return run
 
 
-register("Pad", dtypes=ALL, since=11, check=_check_pad,
+register("Pad", dtypes=ALL, since=11, until=28, check=_check_pad,
          note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)
 
 
