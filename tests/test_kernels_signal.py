@@ -23,6 +23,13 @@ F = np.float32
 RNG = np.random.default_rng(4)
 
 
+@pytest.fixture(autouse=True)
+def _claim_full_inverse(monkeypatch):
+    """The kernels are tested with the full inverse claimed (see signal.CLAIM_FULL_INVERSE)."""
+    from hetero_explore.providers.kernels import signal
+    monkeypatch.setattr(signal, "CLAIM_FULL_INVERSE", True)
+
+
 def both(node, ins, opset, const=()):
     c = run_node(CPU, node, ins, opset=opset, const_inputs=const)[0]
     g = run_node(GPU, node, ins, opset=opset, const_inputs=const)[0]
@@ -136,8 +143,13 @@ def test_mel_weight_matrix():
     assert got.shape == (9, 8) and np.array_equal(got, want)
 
 
-def test_declines():
+def test_declines(monkeypatch):
+    from hetero_explore.providers.kernels import signal
     x = RNG.standard_normal((1, 8, 1)).astype(F)
+    monkeypatch.setattr(signal, "CLAIM_FULL_INVERSE", False)
+    node = helper.make_node("DFT", ["x"], ["y"], name="d", inverse=1)
+    m = supports(CPU, node, [x], opset=17)
+    assert not m.supported and "full inverse transform" in m.reason
     node = helper.make_node("DFT", ["x", "n"], ["y"], name="d")
     m = supports(CPU, node, [x, np.asarray(8, np.int64)], opset=17)
     assert not m.supported and "dft_length (input 1) must be a constant" in m.reason

@@ -168,12 +168,23 @@ def _dft_params(ctx):
                 inverse=inverse, co=1 if irfft else 2, irfft=irfft, nitems=outer * K * inner)
 
 
+#: the full inverse transform works (tests/test_kernels_signal.py checks it against numpy's
+#: float64 ifft) but is not claimed: onnx's node cases test_dft_inverse[_opset19] expect numpy's
+#: float32 FFT noise (an imaginary part of 1.9e-7 where the exact value is 0) with atol 1e-7,
+#: which an exact sum cannot meet (onnxruntime fails them too). Set to True to claim it.
+CLAIM_FULL_INVERSE = False
+
+
 def _check_dft(ctx, target):
     from ...errors import KernelError
     try:
-        _dft_params(ctx)
+        p = _dft_params(ctx)
     except KernelError as e:
         return str(e)
+    if p["inverse"] and not p["irfft"] and not CLAIM_FULL_INVERSE:
+        return ("DFT: the full inverse transform (inverse=1, onesided=0) is not claimed: onnx's node "
+                "cases for it expect float32 FFT rounding noise above their tolerance (see "
+                "signal.CLAIM_FULL_INVERSE)")
     return None
 
 
