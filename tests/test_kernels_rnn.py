@@ -217,3 +217,96 @@ def test_declines():
     assert not m.supported
     with pytest.raises(HeteroExploreError):
         run_node(CPU, make_node("RNN", ins, 2, direction="sideways"), ins, opset=22)
+
+
+# --- every kernel of rnn.py, quant.py, signal.py and random.py compiles for sm_90 --------------
+_RECORD_MINE = r'''
+import json, os, sys
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+sys.path.insert(0, os.environ["TESTS_DIR"])
+import numpy as np
+import numba
+from numba.core import types
+from numba.core.typing.typeof import Purpose
+from numba.np.numpy_support import as_dtype
+from onnx import helper
+from hetero_explore.providers.cuda import NumbaCUDAProvider
+from hetero_explore.providers.kernels import target
+from kernel_harness import run_node
+import test_kernels_rnn as R
+
+def arg_type(a):
+    t = numba.typeof(a, Purpose.argument)
+    if isinstance(t, types.Array):
+        return ["array", as_dtype(t.dtype).name, t.ndim, t.layout]
+    return ["scalar", as_dtype(t).name]
+
+launches = {}
+original = target.LazyKernel.__getitem__
+def getitem(self, config):
+    launcher = original(self, config)
+    def run(*args):
+        launches.setdefault(json.dumps([self.py.__module__, self.py.__name__, [arg_type(a) for a in args]]), 1)
+        return launcher(*args)
+    return run
+target.LazyKernel.__getitem__ = getitem
+GPU = NumbaCUDAProvider()
+rng = np.random.default_rng(0)
+for op in ("RNN", "GRU", "LSTM"):
+    ins = R.make_inputs(op, 2, 1, 2, 2, 2, rng, lens=[2], init=True, peep=True)
+    run_node(GPU, R.make_node(op, ins, 2, direction="bidirectional", clip=1.0), ins, opset=22)
+f = np.float32
+x = rng.standard_normal((2, 4)).astype(f)
+q = np.ones((2, 4), np.uint8)
+mk = lambda op, ins, outs=("y",), **a: helper.make_node(op, ins, list(outs), name="n", **a)
+run_node(GPU, mk("QuantizeLinear", ["x", "s", "z"]), [x, np.asarray(0.1, f), np.asarray(1, np.uint8)], opset=21)
+run_node(GPU, mk("DequantizeLinear", ["x", "s", "z"]), [q, np.asarray(0.1, f), np.asarray(1, np.uint8)], opset=21)
+run_node(GPU, mk("DynamicQuantizeLinear", ["x"], ("y", "s", "z")), [x], opset=11)
+run_node(GPU, mk("MatMulInteger", ["a", "b"]), [q, q.T.copy()], opset=10)
+run_node(GPU, mk("QLinearMatMul", list("abcdefgh")), [q, np.asarray(0.1, f), np.asarray(1, np.uint8), q.T.copy(),
+         np.asarray(0.1, f), np.asarray(1, np.uint8), np.asarray(0.1, f), np.asarray(1, np.uint8)], opset=10)
+xc = np.ones((1, 2, 3, 3), np.uint8)
+run_node(GPU, mk("ConvInteger", ["x", "w"]), [xc, xc], opset=10)
+run_node(GPU, mk("QLinearConv", list("abcdefgh")), [xc, np.asarray(0.1, f), np.asarray(1, np.uint8), xc,
+         np.asarray(0.1, f), np.asarray(1, np.uint8), np.asarray(0.1, f), np.asarray(1, np.uint8)], opset=10)
+s = rng.standard_normal((1, 6, 2)).astype(f)
+run_node(GPU, mk("DFT", ["x"], axis=1, inverse=0), [s], opset=17)
+run_node(GPU, mk("STFT", ["x", "st", "", "fl"]), [s[..., :1].copy(), np.asarray(2, np.int64), None,
+         np.asarray(4, np.int64)], opset=17, const_inputs=(1, 3))
+run_node(GPU, mk("HannWindow", ["n"]), [np.asarray(4, np.int64)], opset=17, const_inputs=(0,))
+run_node(GPU, mk("RandomUniform", [], shape=[4], seed=1.0), [], opset=22)
+run_node(GPU, mk("RandomNormal", [], shape=[4], seed=1.0), [], opset=22)
+run_node(GPU, mk("Bernoulli", ["p"], seed=1.0), [x], opset=22)
+run_node(GPU, mk("Multinomial", ["p"], seed=1.0), [x], opset=22)
+print(json.dumps([json.loads(k) + [["mine"]] for k in launches]))
+'''
+
+
+@pytest.mark.slow
+def test_new_kernels_compile_for_sm90_float32_ieee_without_fma():
+    """The recurrent, quantisation, signal and random kernels compile for a real GPU (sm_90
+    PTX) without fma, approximate or flush-to-zero instructions; .f64 only where the op
+    computes in float64 on every target (float64 random outputs, Bernoulli's float64 compare)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ptx_tools import PRELUDE, run_script
+    from test_gpu_compile import _COMPILE_BODY
+
+    here = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", TESTS_DIR=here)
+    r = subprocess.run([sys.executable, "-c", _RECORD_MINE], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    launches = json.loads(r.stdout.strip().splitlines()[-1])
+    mods = {m.rsplit(".", 1)[-1] for m, *_ in launches}
+    assert {"rnn", "quant", "signal", "random"} <= mods, mods
+    res = run_script(PRELUDE + _COMPILE_BODY, stdin=json.dumps(launches), timeout=900)["kernels"]
+    errors = {k: v["error"] for k, v in res.items() if "error" in v}
+    assert not errors, errors
+    f64_ok = ("random_uniform", "random_bernoulli")
+    bad = {k: v["stats"] for k, v in res.items()
+           if v["stats"]["fma"] or v["stats"]["approx"] or v["stats"]["ftz"]
+           or (v["stats"]["f64"] and not any(n in k for n in f64_ok))}
+    assert not bad, bad

@@ -195,7 +195,8 @@ def _build_gen(ctx, target):
         def run(inputs, outputs):
             target.launch(_UNIFORM, n, flat(outputs[0]), key, low, high, dbl)
     else:
-        mean, scale = float(at.get("mean", 0.0)), float(at.get("scale", 1.0))
+        # float32 arguments: the kernel computes in float32 (no float64 conversion on the GPU)
+        mean, scale = np.float32(at.get("mean", 0.0)), np.float32(at.get("scale", 1.0))
 
         def run(inputs, outputs):
             target.launch(_NORMAL, n, flat(outputs[0]), key, mean, scale)
