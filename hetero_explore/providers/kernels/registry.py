@@ -15,7 +15,8 @@ from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, s
 # the kernel modules, in registry order; a dotted name is an absolute module outside this package
 # (host-value ops with no numba kernels: sequences, optionals, maps, control flow), kept out of
 # the kernel directory so that their edits do not change the kernel-source hash (see target.py)
-MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings", "dynamic",
+MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
+           "rnn", "quant", "signal", "random", "dynamic",
            "hetero_explore.sequences", "hetero_explore.control")
 
 
