@@ -13,7 +13,7 @@ import functools
 from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, schema_version  # noqa: F401
 
 # the kernel modules, in registry order
-MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "select")
+MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "select", "einsum")
 
 
 def build_registry() -> tuple[OpDef, ...]:
