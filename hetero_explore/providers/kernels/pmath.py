@@ -1,4 +1,5 @@
-"""Portable float32 math: exp, log, tanh, erf, sigmoid, pow, sqrt.
+"""Portable float32 math: exp, log, tanh, erf, sigmoid, pow, sqrt, softplus, and the
+trigonometric and hyperbolic functions (sin cos tan asin acos atan sinh cosh asinh acosh atanh).
 
 Why this module exists
 ----------------------
@@ -33,6 +34,14 @@ Polynomial coefficients were fitted for this module (float64 minimax fits by
 Lawson iteration on Chebyshev nodes, then rounded to float32); the log series
 uses the Taylor coefficients of atanh, which converge fast enough on the
 reduced range.
+
+The trigonometric functions reduce their argument exactly with integer arithmetic
+(Payne-Hanek with a table of the bits of 2/pi, computed at import by Machin's formula in
+Python integers; int64 products only, no float64); sin/cos/tan and the inverse and
+hyperbolic functions use Taylor series (coefficients computed at import, rounded to
+float32) on small reduced ranges, fdlibm's range splits for atan/asin/acos, and
+double-float log/exp/sqrt where the classic formulas (ln(x + sqrt(x^2 +- 1)),
+(1 + x)/(1 - x), e**x +- e**-x) would lose bits. Measured: <= 1 ULP for all eleven.
 
 A NaN result is "a NaN": LLVM does not preserve NaN sign and payload, so its
 bits may differ between call sites and targets (compare NaNs as NaNs).
