@@ -319,3 +319,47 @@ def test_no_fma_option_applies_only_to_this_projects_compilations():
     user = _gpu_ptx_stats()["__user_kernel__"]
     assert user["plain"]["fma"] > 0, user       # numba-cuda's default, untouched for users
     assert user["project"]["fma"] == 0, user    # inside own_compilation()
+
+
+# --- trigonometric argument reduction ---------------------------------------------------------
+def test_two_over_pi_table_is_the_known_bits():
+    # fdlibm's ipio2 table starts 0xA2F983 0x6E4E44 0x1529FC 0x2757D1 0xF534DD 0xC0DB62
+    t = pmath.TWO_OVER_PI
+    assert [int(t[24 * k]) & 0xFFFFFF for k in range(1, 7)] == [0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1,
+                                                                 0xF534DD, 0xC0DB62]
+
+
+def test_trig_large_and_hard_arguments():
+    # huge arguments, arguments next to multiples of pi/2 (the hardest to reduce) and the
+    # switch points of each function's ranges: <= 1 ULP against float64 numpy
+    near = np.array([np.nextafter(F(k * np.pi / 2), F(np.inf * s)) for k in range(1, 400) for s in (1, -1)], F)
+    big = np.array([1e38, 3.4028235e38, 1.6e38, 2.0 ** 100, 8.0e18, 16777217.0, 1e9, 102940.4,
+                    0.78539819, 0.78539813, 1.5707964, 3.1415927, 6.2831855, 4.0e5], F)
+    xs = np.concatenate([near, big, -big])
+    for name in ("sin", "cos", "tan"):
+        got = run_cpu1(name, xs)
+        d = ulp_dist(got, REF[name](xs.astype(np.float64)))
+        assert d.max() <= 1, (name, xs[np.argmax(d)])
+    pts = np.array([7 / 16, 11 / 16, 19 / 16, 39 / 16, 0.5, 1.0, 2.0, 9.0, 2.0 ** 12, 2.0 ** -12], F)
+    pts = np.concatenate([pts, np.nextafter(pts, F(0)), np.nextafter(pts, F(np.inf))])
+    for name in ("atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh"):
+        lo, hi = DOMAIN[name]
+        x = np.concatenate([pts, -pts])
+        x = x[(x >= lo) & (x <= hi)]
+        with np.errstate(all="ignore"):
+            d = ulp_dist(run_cpu1(name, x), REF[name](x.astype(np.float64)))
+        assert d.max() <= 1, (name, x[np.argmax(d)])
+
+
+def test_trig_named_specials():
+    from hetero_explore.providers.kernels.pmath import (acos_f32, acosh_f32, asin_f32, atan_f32, atanh_f32,
+                                                        cos_f32, cosh_f32, sin_f32, sinh_f32, tan_f32)
+    for f in (sin_f32, tan_f32, asin_f32, atan_f32, sinh_f32, atanh_f32):
+        assert math.copysign(1, f(F(-0.0))) < 0, f
+    for f in (sin_f32, cos_f32, tan_f32):
+        assert np.isnan(f(F(INF))) and np.isnan(f(F(-INF)))
+    assert cos_f32(F(0)) == 1 and cosh_f32(F(0)) == 1 and acos_f32(F(1)) == 0 and acosh_f32(F(1)) == 0
+    assert np.isnan(asin_f32(F(1.0000001))) and np.isnan(acosh_f32(F(0.5))) and np.isnan(atanh_f32(F(2)))
+    assert atanh_f32(F(1)) == INF and atanh_f32(F(-1)) == -INF
+    assert atan_f32(F(INF)) == F(np.pi / 2) and acos_f32(F(-1)) == F(np.pi)
+    assert sinh_f32(F(90)) == INF and cosh_f32(F(-90)) == INF and sinh_f32(F(-90)) == -INF

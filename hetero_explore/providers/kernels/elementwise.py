@@ -74,6 +74,8 @@ from . import floatfmt
 from .common import bcast_offset, bits, broadcast_strides, copy_array, dual, flat, shape_array, to_target
 from .target import kernel_pair
 from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, softplus_f32, sqrt_f32, tanh_f32  # noqa: F401
+from .pmath import (acos_f32, acosh_f32, asin_f32, asinh_f32, atan_f32, atanh_f32, cos_f32, cosh_f32,  # noqa: F401
+                    sin_f32, sinh_f32, tan_f32)
 from .opdef import ALL, FLOAT, NUMERIC, OpList
 
 OPS = OpList()
@@ -1055,6 +1057,12 @@ unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
 unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
 unary("Erf", 9, f32="erf_f32(x)", note=_PM)
 unary("Sqrt", 6, half=True, f32="sqrt_f32(x)", note="IEEE sqrt")
+# trigonometric and hyperbolic (pmath: exact argument reduction, <= 1 ULP measured)
+_TRIG = "portable float32 math (pmath), <= 1 ULP measured"
+for _op, _f, _v in (("Sin", "sin", 7), ("Cos", "cos", 7), ("Tan", "tan", 7), ("Asin", "asin", 7),
+                    ("Acos", "acos", 7), ("Atan", "atan", 7), ("Sinh", "sinh", 9), ("Cosh", "cosh", 9),
+                    ("Asinh", "asinh", 9), ("Acosh", "acosh", 9), ("Atanh", "atanh", 9)):
+    unary(_op, _v, f32=f"{_f}_f32(x)", until=22, note=_TRIG)
 unary("Softplus", 1, f32="softplus_f32(x)", until=22, note="log(1 + e**x) from pmath (double-float 1 + e**-|x|)")
 unary("Softsign", 1, f32="x / (F_ONE + abs(x))", until=22, note="x / (1 + |x|): two IEEE roundings")
 unary("Reciprocal", 6, FLOATS, half=True, f32="unary_f32(RECIPROCAL, x, p0, p1)", f64="D_ONE / x")

@@ -1,4 +1,5 @@
-"""Portable float32 math: exp, log, tanh, erf, sigmoid, pow, sqrt.
+"""Portable float32 math: exp, log, tanh, erf, sigmoid, pow, sqrt, softplus, and the
+trigonometric and hyperbolic functions (sin cos tan asin acos atan sinh cosh asinh acosh atanh).
 
 Why this module exists
 ----------------------
@@ -33,6 +34,14 @@ Polynomial coefficients were fitted for this module (float64 minimax fits by
 Lawson iteration on Chebyshev nodes, then rounded to float32); the log series
 uses the Taylor coefficients of atanh, which converge fast enough on the
 reduced range.
+
+The trigonometric functions reduce their argument exactly with integer arithmetic
+(Payne-Hanek with a table of the bits of 2/pi, computed at import by Machin's formula in
+Python integers; int64 products only, no float64); sin/cos/tan and the inverse and
+hyperbolic functions use Taylor series (coefficients computed at import, rounded to
+float32) on small reduced ranges, fdlibm's range splits for atan/asin/acos, and
+double-float log/exp/sqrt where the classic formulas (ln(x + sqrt(x^2 +- 1)),
+(1 + x)/(1 - x), e**x +- e**-x) would lose bits. Measured: <= 1 ULP for all eleven.
 
 A NaN result is "a NaN": LLVM does not preserve NaN sign and payload, so its
 bits may differ between call sites and targets (compare NaNs as NaNs).
@@ -540,6 +549,418 @@ def softplus_f32(x_):
     return r
 
 
+# --- trigonometric and hyperbolic functions --------------------------------------------------
+# Argument reduction for sin/cos/tan is exact integer arithmetic (Payne-Hanek) on every
+# |x| >= pi/4: x = M * 2**E (M a 24-bit integer), and x * 2/pi mod 4 is M times a 96-bit
+# window of the bits of 2/pi, taken from a table of 32-bit words (int64 products < 2**56,
+# no float64); the fraction becomes a double-float times pi/2. The polynomials are the
+# Taylor series (coefficients computed here, rounded to float32) to a degree where the
+# truncation is below 2**-27 relative on the reduced range; the leading terms are carried
+# as double-floats so that only the last rounding is visible.
+def _pi_times_2pow(n: int) -> int:
+    """floor(pi * 2**n) (to within 1), by Machin's formula in integers."""
+    prec = n + 32
+
+    def acot(k):
+        x = (1 << prec) // k
+        total, i, sign, k2 = x, 1, -1, k * k
+        while x:
+            x //= k2
+            i += 2
+            total += sign * (x // i)
+            sign = -sign
+        return total
+
+    return (4 * (4 * acot(5) - acot(239))) >> 32
+
+
+def _two_over_pi_words(count: int = 200, n: int = 512) -> np.ndarray:
+    """T[j] = floor(2/pi * 2**j) mod 2**32 for j < count (bits of 2/pi after the point)."""
+    tpi = (1 << (2 * n + 1)) // _pi_times_2pow(n)     # 2/pi * 2**n
+    return np.array([(tpi >> (n - j)) & 0xFFFFFFFF for j in range(count)], dtype=np.int64)
+
+
+TWO_OVER_PI = _two_over_pi_words()
+_PI64 = math.pi
+
+
+def _hi_lo(v: float):
+    hi = F(v)
+    return hi, F(v - float(hi))
+
+
+PIO2_HI, PIO2_LO = _hi_lo(_PI64 / 2)
+PI_HI, PI_LO = _hi_lo(_PI64)
+PIO4 = F(_PI64 / 4)             # below (rounded down or up: either is a valid switch point)
+TINY = F(2.0 ** -12)            # below: sin, tan, asin, atan, sinh, asinh, atanh round to x
+P2_12 = F(2.0 ** 12)
+HYP_BIG = F(9.0)                # above: e**-2|x| < 2**-25, cosh/sinh = e**(|x| - ln 2)
+ASIN_SPLIT = HALF
+
+
+def _taylor(coefs):
+    return tuple(F(c) for c in coefs)
+
+
+# sin r = r + r * z * SIN(z), cos r = 1 - z/2 + z^2 * COS(z), z = r^2 (Horner tuples, low degree first)
+SIN_C = _taylor((-1) ** (k + 1) / math.factorial(2 * k + 3) for k in range(6))
+COS_C = _taylor((-1) ** k / math.factorial(2 * k + 4) for k in range(6))
+# atan t = t - t * z * ATAN(z) on |t| <= 7/16
+ATAN_C = _taylor((-1) ** k / (2 * k + 3) for k in range(12))
+# asin w = w + w * z * ASIN(z) on |w| <= 1/2; asinh the same with alternating signs
+_ASIN = [math.factorial(2 * n) / (4 ** n * math.factorial(n) ** 2 * (2 * n + 1)) for n in range(1, 14)]
+ASIN_C = _taylor(_ASIN)
+ASINH_C = _taylor((-1) ** (k + 1) * c for k, c in enumerate(_ASIN))
+# atanh t = t + t * z * ATANH(z) on |t| <= 1/2; sinh x = x + x * z * SINH(z) on |x| < 1
+ATANH_C = _taylor(1.0 / (2 * n + 1) for n in range(1, 14))
+SINH_C = _taylor(1.0 / math.factorial(2 * n + 1) for n in range(1, 8))
+# atan(c) for fdlibm's reduction points c = 1/2, 1, 3/2, inf, as float32 hi + lo
+ATAN_HALF_HI, ATAN_HALF_LO = _hi_lo(math.atan(0.5))
+ATAN_ONE_HI, ATAN_ONE_LO = _hi_lo(math.atan(1.0))
+ATAN_3HALF_HI, ATAN_3HALF_LO = _hi_lo(math.atan(1.5))
+A7_16, A11_16, A19_16, A39_16 = F(7 / 16), F(11 / 16), F(19 / 16), F(39 / 16)
+ONE_HALF3 = F(1.5)
+
+
+@njit(**_JIT)
+def _horner(c, z):
+    """c[0] + z * (c[1] + z * (c[2] + ...)) for a tuple of float32 coefficients."""
+    acc = ZERO
+    for j in range(len(c) - 1, -1, -1):
+        acc = acc * z + c[j]
+    return acc
+
+
+@njit(**_JIT)
+def _rem_pio2(a):
+    """(q mod 4, rh, rl) with a == q * pi/2 + (rh + rl) and |rh + rl| <= pi/4, for finite
+    a >= pi/4: exact integer reduction (see above), ~2**-40 relative error in rh + rl."""
+    m, e = _reduce(a)
+    big = m >= ONE
+    M = np.int64(m * (P2_23 if big else P2_24))
+    E = e - (23 if big else 24)
+    p0 = M * TWO_OVER_PI[E + 94]
+    p1 = M * TWO_OVER_PI[E + 62] + (p0 >> 32)
+    p2 = M * TWO_OVER_PI[E + 30] + (p1 >> 32)
+    q = (p2 >> 30) & 3
+    A = ((p2 & 0x3FFFFFFF) << 32) | (p1 & 0xFFFFFFFF)     # fraction, 62 bits
+    if A >= (np.int64(1) << 61):                           # round to the nearest quadrant
+        A -= np.int64(1) << 62
+        q = (q + 1) & 3
+    hi = F(A)
+    lo = F(A - np.int64(hi)) + F(p0 & 0xFFFFFFFF) * P2M32  # fraction = (hi + lo) * 2**-62
+    ph, pl = _two_prod(hi, PIO2_HI)
+    pl = pl + (hi * PIO2_LO + lo * PIO2_HI)
+    ph, pl = _fast_two_sum(ph, pl)
+    s = P2M32 * F(2.0 ** -30)
+    return q, ph * s, pl * s
+
+
+@njit(**_JIT)
+def _sin_dd(rh, rl):
+    """sin(rh + rl) as a double-float, |rh| <= pi/4."""
+    z = rh * rh
+    return _fast_two_sum(rh, rl + rh * (z * _horner(SIN_C, z)))
+
+
+@njit(**_JIT)
+def _cos_dd(rh, rl):
+    """cos(rh + rl) as a double-float, |rh| <= pi/4."""
+    zh, zl = _two_prod(rh, rh)
+    t, te = _fast_two_sum(ONE, -(HALF * zh))
+    return _fast_two_sum(t, (te - (HALF * zl + rh * rl)) + (zh * zh) * _horner(COS_C, zh))
+
+
+@njit(**_JIT)
+def _div_dd(nh, nl, dh, dl):
+    """(nh + nl) / (dh + dl), rounded once at the end."""
+    y = nh / dh
+    ph, pl = _two_prod(y, dh)
+    return y + ((((nh - ph) - pl) + nl) - y * dl) / dh
+
+
+@njit(**_JIT)
+def _trig(x_, which):
+    """which 0: sin, 1: cos, 2: tan."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a == INF:
+        return NAN
+    if which != 1 and a < TINY:
+        return x
+    if a <= PIO4:
+        q, rh, rl = 0, a, ZERO
+    else:
+        q, rh, rl = _rem_pio2(a)
+    sh, sl = _sin_dd(rh, rl)
+    ch, cl = _cos_dd(rh, rl)
+    if which == 2:
+        y = _div_dd(sh, sl, ch, cl) if (q & 1) == 0 else -_div_dd(ch, cl, sh, sl)
+        return math.copysign(ONE, x) * y
+    q = (q + which) & 3                 # cos(a) = sin(a + pi/2)
+    y = (sh + sl) if (q & 1) == 0 else (ch + cl)
+    if q >= 2:
+        y = -y
+    return math.copysign(ONE, x) * y if which == 0 else y
+
+
+@njit(**_JIT)
+def sin_f32(x):
+    """Sine in float32 (exact argument reduction; sin(-0) = -0, sin(+-inf) = nan)."""
+    return _trig(x, 0)
+
+
+@njit(**_JIT)
+def cos_f32(x):
+    """Cosine in float32 (exact argument reduction; cos(+-inf) = nan)."""
+    return _trig(x, 1)
+
+
+@njit(**_JIT)
+def tan_f32(x):
+    """Tangent in float32: sin/cos as double-floats, one double-float division."""
+    return _trig(x, 2)
+
+
+@njit(**_JIT)
+def atan_f32(x_):
+    """Arctangent in float32 (fdlibm's reduction to |t| <= 7/16, Taylor series there)."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a < TINY:
+        return x
+    if a < A7_16:
+        z = a * a
+        return math.copysign(a - a * (z * _horner(ATAN_C, z)), x)
+    if a < A11_16:
+        t, hi, lo = (TWO * a - ONE) / (TWO + a), ATAN_HALF_HI, ATAN_HALF_LO
+    elif a < A19_16:
+        t, hi, lo = (a - ONE) / (a + ONE), ATAN_ONE_HI, ATAN_ONE_LO
+    elif a < A39_16:
+        t, hi, lo = (a - ONE_HALF3) / (ONE + ONE_HALF3 * a), ATAN_3HALF_HI, ATAN_3HALF_LO
+    else:
+        t, hi, lo = -ONE / a, PIO2_HI, PIO2_LO
+    z = t * t
+    return math.copysign(hi - (((t * (z * _horner(ATAN_C, z))) - lo) - t), x)
+
+
+@njit(**_JIT)
+def _half_sqrt_dd(t):
+    """sqrt(t) as a double-float for t > 0 (the exact remainder folded into the low part)."""
+    sh = math.sqrt(t)
+    p, pe = _two_prod(sh, sh)
+    return sh, ((t - p) - pe) / (TWO * sh)
+
+
+@njit(**_JIT)
+def _asin_small(sh, sl):
+    """asin(sh + sl) - sh for |sh| <= 1/2 (the part added to sh)."""
+    z = sh * sh
+    return sh * (z * _horner(ASIN_C, z)) + sl
+
+
+@njit(**_JIT)
+def asin_f32(x_):
+    """Arcsine in float32: Taylor series on |x| <= 1/2, else pi/2 - 2 asin(sqrt((1 - |x|)/2))."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a > ONE:
+        return NAN
+    if a < TINY:
+        return x
+    if a <= ASIN_SPLIT:
+        return math.copysign(a + _asin_small(a, ZERO), x)
+    if a == ONE:
+        return math.copysign(PIO2_HI, x)
+    sh, sl = _half_sqrt_dd((ONE - a) * HALF)
+    w = _asin_small(sh, sl)
+    s, e = _two_sum(PIO2_HI, -(TWO * sh))
+    return math.copysign(s + (e + (PIO2_LO - TWO * w)), x)
+
+
+@njit(**_JIT)
+def acos_f32(x_):
+    """Arccosine in float32: pi/2 - asin(x) on |x| <= 1/2, else 2 asin(sqrt((1 -+ x)/2))."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a > ONE:
+        return NAN
+    if a <= ASIN_SPLIT:
+        return PIO2_HI - (x + (_asin_small(x, ZERO) - PIO2_LO))
+    if x == ONE:
+        return ZERO
+    if x == -ONE:
+        return PI_HI
+    sh, sl = _half_sqrt_dd((ONE - a) * HALF)
+    w = _asin_small(sh, sl)
+    if x > ZERO:
+        return TWO * (sh + w)
+    s, e = _two_sum(PI_HI, -(TWO * sh))
+    return s + (e + (PI_LO - TWO * w))
+
+
+@njit(**_JIT)
+def _exp_pair(a):
+    """e**a as a double-float (eh, el) for |a| < 89 (no overflow of e**a below 88.7)."""
+    p, plo, k = _exp_core(a, ZERO)
+    return _scale(p, k), _scale(plo, k)
+
+
+@njit(**_JIT)
+def _sinh_cosh(x_, which):
+    """which 0: sinh, 1: cosh."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a >= HYP_BIG:
+        y = exp_dd_f32(a - LN2_HI, -LN2_LO)     # a - LN2_HI is exact
+    elif which == 1:
+        if a < TINY:
+            return ONE
+        eh, el = _exp_pair(a)
+        nh, nl = _exp_pair(-a)
+        s, e = _two_sum(eh, nh)
+        return (s + (e + (el + nl))) * HALF
+    elif a < TINY:
+        return x
+    elif a < ONE:
+        z = a * a
+        y = a + a * (z * _horner(SINH_C, z))
+    else:
+        eh, el = _exp_pair(a)
+        nh, nl = _exp_pair(-a)
+        s, e = _two_sum(eh, -nh)
+        y = (s + (e + (el - nl))) * HALF
+    return y if which == 1 else math.copysign(y, x)
+
+
+@njit(**_JIT)
+def sinh_f32(x):
+    """Hyperbolic sine in float32 (Taylor below 1, double-float e**x - e**-x above)."""
+    return _sinh_cosh(x, 0)
+
+
+@njit(**_JIT)
+def cosh_f32(x):
+    """Hyperbolic cosine in float32 (double-float e**x + e**-x; e**(|x| - ln 2) above 9)."""
+    return _sinh_cosh(x, 1)
+
+
+@njit(**_JIT)
+def _log_dd_plus(yh, yl):
+    """ln(yh + yl) for finite yh > 0, |yl| small: log_dd_f32(yh) plus yl / yh."""
+    lh, ll = log_dd_f32(yh)
+    return lh + (ll + yl / yh)
+
+
+@njit(**_JIT)
+def _log2x(a, sign):
+    """ln(2a) + sign / (4 a^2): asinh (sign +1) and acosh (-1) for a >= 2**12."""
+    lh, ll = log_dd_f32(a)
+    s, e = _two_sum(lh, LN2_HI)
+    return s + (e + ((ll + LN2_LO) + sign * (F(0.25) / (a * a))))
+
+
+@njit(**_JIT)
+def asinh_f32(x_):
+    """Inverse hyperbolic sine in float32: Taylor below 1/2, else ln(|x| + sqrt(x^2 + 1))
+    with the sum carried as a double-float into log_dd_f32."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a < TINY or a == INF:
+        return x
+    if a < HALF:
+        z = a * a
+        y = a + a * (z * _horner(ASINH_C, z))
+    elif a < P2_12:
+        sh, sl = _two_prod(a, a)
+        t, te = _two_sum(sh, ONE)
+        te = te + sl
+        q = math.sqrt(t)
+        qq, qqe = _two_prod(q, q)
+        ql = (((t - qq) - qqe) + te) / (TWO * q)
+        yh, ye = _fast_two_sum(q, a)
+        y = _log_dd_plus(yh, ye + ql)
+    else:
+        y = _log2x(a, ONE)
+    return math.copysign(y, x)
+
+
+@njit(**_JIT)
+def acosh_f32(x_):
+    """Inverse hyperbolic cosine in float32: ln(x + sqrt(x^2 - 1)) with double-floats
+    (log1p form near 1, where x - 1 is exact); nan below 1."""
+    x = F(x_)
+    if x != x:
+        return x
+    if x < ONE:
+        return NAN
+    if x == ONE:
+        return ZERO
+    if x == INF:
+        return x
+    if x < TWO:
+        t = x - ONE
+        t2h, t2l = _two_prod(t, t)
+        uh, ue = _two_sum(TWO * t, t2h)
+        ue = ue + t2l
+        q = math.sqrt(uh)
+        qq, qqe = _two_prod(q, q)
+        ql = (((uh - qq) - qqe) + ue) / (TWO * q)
+        vh, ve = _two_sum(t, q)
+        ve = ve + ql
+        yh, ye = _two_sum(ONE, vh)
+        return _log_dd_plus(yh, ye + ve)
+    if x < P2_12:
+        sh, sl = _two_prod(x, x)
+        uh, ue = _fast_two_sum(sh, -ONE)
+        ue = ue + sl
+        q = math.sqrt(uh)
+        qq, qqe = _two_prod(q, q)
+        ql = (((uh - qq) - qqe) + ue) / (TWO * q)
+        yh, ye = _fast_two_sum(x, q)
+        return _log_dd_plus(yh, ye + ql)
+    return _log2x(x, -ONE)
+
+
+@njit(**_JIT)
+def atanh_f32(x_):
+    """Inverse hyperbolic tangent in float32: Taylor below 1/2, else
+    ln((1 + |x|) / (1 - |x|)) / 2 with 1 - |x| exact and the quotient a double-float."""
+    x = F(x_)
+    if x != x:
+        return x
+    a = abs(x)
+    if a > ONE:
+        return NAN
+    if a == ONE:
+        return math.copysign(INF, x)
+    if a < TINY:
+        return x
+    if a < HALF:
+        z = a * a
+        y = a + a * (z * _horner(ATANH_C, z))
+    else:
+        d = ONE - a
+        nh, nl = _two_sum(ONE, a)
+        q = nh / d
+        ph, pl = _two_prod(q, d)
+        rem = (((nh - ph) - pl) + nl) / d
+        y = HALF * _log_dd_plus(q, rem)
+    return math.copysign(y, x)
+
+
 # -- the table of portable unary functions: what the tests and bench/pmath_ulp.py sweep ----------
 def _sigmoid64(x):
     e = np.exp(-np.abs(x))
@@ -569,7 +990,19 @@ UNARY = {
     "erf": Portable(erf_f32, _erf64, (-5.0, 5.0)),
     "sqrt": Portable(sqrt_f32, np.sqrt, (0.0, np.inf), max_ulp=0),
     "softplus": Portable(softplus_f32, lambda x: np.logaddexp(0.0, x), (-110.0, 40.0)),
+    "sin": Portable(sin_f32, np.sin, (-3.4e38, 3.4e38)),
+    "cos": Portable(cos_f32, np.cos, (-3.4e38, 3.4e38)),
+    "tan": Portable(tan_f32, np.tan, (-3.4e38, 3.4e38)),
+    "asin": Portable(asin_f32, np.arcsin, (-1.0, 1.0)),
+    "acos": Portable(acos_f32, np.arccos, (-1.0, 1.0)),
+    "atan": Portable(atan_f32, np.arctan, (-np.inf, np.inf)),
+    "sinh": Portable(sinh_f32, np.sinh, (-90.0, 90.0)),
+    "cosh": Portable(cosh_f32, np.cosh, (-90.0, 90.0)),
+    "asinh": Portable(asinh_f32, np.arcsinh, (-np.inf, np.inf)),
+    "acosh": Portable(acosh_f32, np.arccosh, (1.0, np.inf)),
+    "atanh": Portable(atanh_f32, np.arctanh, (-1.0, 1.0)),
 }
 
 __all__ = ["exp_f32", "log_f32", "tanh_f32", "erf_f32", "sigmoid_f32", "pow_f32", "sqrt_f32", "softplus_f32",
-           "exp_dd_f32", "log_dd_f32", "UNARY", "Portable"]
+           "exp_dd_f32", "log_dd_f32", "sin_f32", "cos_f32", "tan_f32", "asin_f32", "acos_f32", "atan_f32",
+           "sinh_f32", "cosh_f32", "asinh_f32", "acosh_f32", "atanh_f32", "UNARY", "Portable"]

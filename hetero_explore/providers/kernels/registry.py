@@ -12,11 +12,13 @@ import functools
 
 from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, schema_version  # noqa: F401
 
-# the kernel modules, in registry order; a dotted name is an absolute module outside this package
-# (host-value ops with no numba kernels: sequences, optionals, maps, control flow), kept out of
-# the kernel directory so that their edits do not change the kernel-source hash (see target.py)
+# the kernel modules, in registry order (for an op defined twice, the first definition whose
+# check accepts a node runs it: TopK with a constant k in select, with a computed k in dynamic);
+# a dotted name is an absolute module outside this package (host-value ops with no numba
+# kernels: sequences, optionals, maps, control flow), kept out of the kernel directory so that
+# their edits do not change the kernel-source hash (see target.py)
 MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
-           "rnn", "quant", "signal", "random", "dynamic",
+           "rnn", "quant", "signal", "random", "select", "einsum", "dynamic",
            "hetero_explore.sequences", "hetero_explore.control")
 
 
