@@ -130,11 +130,8 @@ def test_attention_expands_and_plans_heterogeneously_on_capability_providers():
     assert p.transfers  # values cross between the two
 
 
-@pytest.mark.xfail(strict=True, raises=UnsupportedNodeError,
-                   reason="Attention-23's body needs primitive kernels missing today (Cast at opset 23, Mod "
-                          "for the folded shape checks); strict: turns red once they exist, so that this "
-                          "becomes a plain passing test")
 def test_attention_executes_byte_identical_and_matches_onnxruntime():
+    # (was a strict xfail until Cast at opset 23+ existed: Attention-23's body casts)
     m = attention_model()
     p = he.plan(he.load_model(m), [mask(resolve("cuda"), deny=["Softmax"]), "cpu"], strict=True)
     rng = np.random.default_rng(1)
@@ -144,7 +141,8 @@ def test_attention_executes_byte_identical_and_matches_onnxruntime():
 
 def test_attention_error_names_the_model_node_and_the_body_op_missing():
     with pytest.raises(UnsupportedNodeError) as e:
-        he.plan(he.load_model(attention_model()), ["cpu"], strict=True)
+        # the body's MatMul (no body of its own) denied on the only provider
+        he.plan(he.load_model(attention_model()), [mask(resolve("cpu"), deny=["MatMul"])], strict=True)
     msg = str(e.value)
     assert e.value.node_name == "attn" and e.value.op_type == "Attention"
     assert "its onnx function body was expanded, but no provider supports the body's node 'attn/" in msg
