@@ -352,7 +352,11 @@ def _claim(graph, provider, dynamic: bool = False) -> str | None:
     untyped = [n for n in graph.symbolic_values if graph.values[n].dtype is None]
     if untyped:
         return f"unknown element types after loading: {untyped[:3]}"
+    from .planner.core import runtime_shape_blocker
     for node in graph.nodes:
+        why = runtime_shape_blocker(graph, node) if dynamic else None
+        if why:
+            return f"{node.op_type}: {why}"
         ctx = node_context(graph, node)
         try:
             m = provider.supports(ctx)

@@ -141,9 +141,10 @@ def test_unsupported_body_op_blocks_with_the_path():
 def test_growing_loop_fails_closed():
     g = he.load_model(cm.growing_loop())
     p = he.plan(g, ["cpu"])
-    # its shapes are left to the run (issue 11 part A), and the run cannot compute a carried
-    # value that grows: a typed error naming the node, never a wrong buffer
-    with pytest.raises(he.ExecutionError, match="Loop_grow.*cannot compute its output shapes"):
+    # a carried value that grows has no static shape, and the run cannot compute it: the plan
+    # fails closed with the reason, never a wrong buffer
+    assert not p.executable and p.execution_blockers[0].kind == "dynamic-shape"
+    with pytest.raises(he.HeterogeneousExecutionUnsupported, match="Loop_grow"):
         he.execute(p, {"x": np.ones(1, np.float32)})
 
 

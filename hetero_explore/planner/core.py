@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
 from ..expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
-from ..ir import Graph
+from ..ir import Graph, shape_is_static
 from ..providers import resolve_all
 from .arrays import graph_arrays, sorted_unique
 from .capability import Answers
@@ -19,6 +19,8 @@ from .plan import Blocker, ConvexitySplit, Plan, PlanTables, _Deferred
 from .policies import get_policy
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+#: ops whose output shapes the run cannot compute when load time left them unknown
+RUNTIME_SHAPE_UNSUPPORTED = CONTROL_FLOW | {"SequenceMap", "StringSplit"}
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
                           "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement"})
@@ -271,6 +273,19 @@ def _escape_path(u: int, v: int, node_partition, succs, budget) -> list[int] | N
     return None
 
 
+def runtime_shape_blocker(graph: Graph, node) -> str | None:
+    """Why ``node`` cannot run when its output shapes are left to the run (None: it can)."""
+    if node.op_type not in RUNTIME_SHAPE_UNSUPPORTED or node.domain != "":
+        return None
+    bad = [o for o in node.outputs if o and o in graph.values
+           and (graph.values[o].shape is None or not shape_is_static(graph.values[o].shape))]
+    if not bad:
+        return None
+    return (f"{node.op_type} output {bad[0]!r} has no static shape at load time, and its shape cannot be "
+            "computed at run time (onnx's per-node inference does not reach into its subgraphs or data); "
+            "bind the input shapes (load_model(model, input_shapes={...})) so that it is known when loading")
+
+
 def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
     out: list[Blocker] = []
     for nid in unplaceable:          # first: what no provider takes
@@ -299,6 +314,13 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
         elif kind == "ep-context":
             out.append(Blocker(kind, node.name, "EPContext nodes hold another runtime's compiled "
                                "binary; it cannot be executed here. Use the model before compilation"))
+    # run-time shapes come from onnx's per-node inference (hetero_explore.shapes), which cannot
+    # see into subgraphs nor count a data-dependent split: such a node whose output shapes are
+    # not known at load time fails closed here rather than at run time
+    for node in graph.nodes:
+        why = runtime_shape_blocker(graph, node)
+        if why:
+            out.append(Blocker("dynamic-shape", node.name, why))
     # symbolic and data-dependent shapes execute: the node runner computes them at run time
     # (hetero_explore.shapes); a value whose element type is unknown cannot be allocated
     sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"
