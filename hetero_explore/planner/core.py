@@ -20,7 +20,7 @@ from .policies import get_policy
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 #: ops whose output shapes the run cannot compute when load time left them unknown
-RUNTIME_SHAPE_UNSUPPORTED = CONTROL_FLOW | {"SequenceMap", "StringSplit"}
+RUNTIME_SHAPE_UNSUPPORTED = CONTROL_FLOW | {"SequenceMap", "StringSplit", "SequenceAt", "ConcatFromSequence"}
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
                           "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement"})
