@@ -9,18 +9,13 @@ step; the chart draws one run.
 
 from __future__ import annotations
 
-import html
-
 from ..units import human_bytes, human_seconds
 from .colors import TRANSFER_COLORS, provider_colors
+from .report import _e   # the one HTML escaper of the views
 
 LANE_H = 22
 LABEL_W = 90
 WIDTH = 900
-
-
-def _e(s) -> str:
-    return html.escape("" if s is None else str(s), quote=True)
 
 
 def timeline_svg(run, width: int = WIDTH) -> str:
