@@ -199,7 +199,8 @@ def fast_paths() -> set:
     registry.registry()
     pairs = set()
     for m in registry.MODULES:
-        for v in vars(importlib.import_module(f"hetero_explore.providers.kernels.{m}")).values():
+        mod = m if "." in m else f"hetero_explore.providers.kernels.{m}"   # dotted: outside the package
+        for v in vars(importlib.import_module(mod)).values():
             if isinstance(v, KernelPair) and v.cpu_fast is not None:
                 pairs.add(v.name)
     return pairs

@@ -198,7 +198,7 @@ def test_noop_identity_and_declines():
     f32 = [np.dtype(np.float32)]
     got = run_node(CPU, node, inputs, opset=18, out_shapes=[(2,)], out_dtypes=f32)[0]   # read at run time
     np.testing.assert_allclose(got, np.prod(x, axis=1), rtol=1e-6)
-    with pytest.raises(ExecutionError, match="out of range"):
+    with pytest.raises(ExecutionError, match="out of range|axis must be in"):
         run_node(CPU, node, [x, np.array([5], np.int64)], opset=18, out_shapes=[(2,)], out_dtypes=f32)
 
 
