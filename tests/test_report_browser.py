@@ -172,14 +172,16 @@ def test_report_without_dot(tiny_plan, monkeypatch):
 
 @needs_dot
 def test_report_lists_execution_blockers():
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "sym",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    # (symbolic dims execute now; a node no provider supports still blocks execution)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="r"),
+                           helper.make_node("Abs", ["t"], ["y"], name="a")], "blocked",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
     p = he.plan(he.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])),
                 [VirtualProvider("cpu", "cpu:0", ops=["Relu"])])
     page = p.to_html()
-    assert 'id="he-blockers"' in page and "symbolic-shape" in page
-    assert "execution blocked (1)" in page and "single provider" in page
+    assert 'id="he-blockers"' in page and "unplaceable" in page and "unplaced lane" in page
+    assert "execution blocked (1)" in page
 
 
 @needs_dot
