@@ -416,16 +416,11 @@ def cmd_warmup(args) -> int:
 
 
 def version_text() -> str:
-    import platform
-    from . import __version__
-    parts = [f"hetero-explore {__version__}"]
-    deps = []
-    for mod in ("onnx", "numba", "numpy", "pandas"):
-        try:
-            deps.append(f"{mod} {__import__(mod).__version__}")
-        except Exception:  # noqa: BLE001 - a missing optional module is reported, not raised
-            deps.append(f"{mod} missing")
-    return f"{parts[0]} ({', '.join(deps)}, Python {platform.python_version()})"
+    from .about import versions
+    v = versions()
+    pkg = v.pop("hetero_explore")
+    py = v.pop("Python")
+    return f"hetero-explore {pkg} ({', '.join(f'{k} {x}' for k, x in v.items())}, Python {py})"
 
 
 class _VersionAction(argparse.Action):

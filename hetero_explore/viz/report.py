@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..about import versions
 from ..units import human_bytes, human_seconds, is_byte_column, is_second_column
 from .colors import provider_colors
 from .graph import GraphvizNotFoundError, fmt_shape, plan_to_graphviz
@@ -417,20 +418,6 @@ DIFF_MEANING = (
     "pattern equal, NaN payloads included) — not merely close within a tolerance. When it is False, n_diff "
     "counts the elements that differ, max_abs and max_ulp measure the largest difference, and the first "
     "differing index and the node or transfer blamed for it say where to look.")
-
-
-def versions() -> dict[str, str]:
-    """Versions of this package and what it computes with (for reports and bug reports)."""
-    import platform
-    from .. import __version__
-    out = {"hetero_explore": __version__}
-    for mod in ("onnx", "numba", "numpy", "pandas"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - an optional module that is missing is reported as such
-            out[mod] = "missing"
-    out["Python"] = platform.python_version()
-    return out
 
 
 def _about_section(plan, run, diff, provenance: dict) -> str:

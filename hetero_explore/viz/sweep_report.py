@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime
 
 from ..units import human_bytes
-from .report import _CSS, _e, _table, versions, write_text_safely
+from ..about import versions
+from .report import _CSS, _e, _table, write_text_safely
 
 #: the sweep columns shown in the page's table (the digest and nested dicts stay in the data)
 TABLE_COLUMNS = ["name", "providers", "mask", "ok", "error_type", "nodes", "partitions", "transfers",
