@@ -4,7 +4,7 @@
 # otherwise .venv, created by setup.sh when missing. Installs what the tests need
 # (the package's [dev] extra) into that environment, and Debian's chromium for the
 # browser tests when it is missing.
-#   bash test.sh [pytest args]
+#   bash test.sh [pytest args]      (runs on every core, at most 4 workers; -n 0 for one process)
 set -euo pipefail
 cd "$(dirname "$0")"
 ACTIVE="${CONDA_PREFIX:-${VIRTUAL_ENV:-}}"
@@ -35,4 +35,10 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 export NUMBA_ENABLE_CUDASIM="${NUMBA_ENABLE_CUDASIM:-1}"
-exec "$PY" -m pytest -q "$@"
+# One pytest worker per core (pytest-xdist), at most TEST_WORKERS (default 4); pass -n 0
+# to run in one process (a later -n wins).
+WORKERS=()
+if "$PY" -c "import xdist" >/dev/null 2>&1; then
+  WORKERS=(-n auto --maxprocesses "${TEST_WORKERS:-4}")
+fi
+exec "$PY" -m pytest -q "${WORKERS[@]}" "$@"
