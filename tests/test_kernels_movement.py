@@ -188,6 +188,20 @@ def test_space_to_depth_and_old():
     check_vs_ort(helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=1), [x], 9)
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_space_to_depth_28_mode(mode):
+    """SpaceToDepth-28 gained DepthToSpace's mode attribute; it is the inverse of DepthToSpace
+    with the same mode (numpy's reshape-transpose-reshape, as the schema defines it)."""
+    N, C, H, W, b = 2, 3, 4, 6, 2
+    x = rnd(N, C, H, W)
+    got, = both(helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=b, mode=mode), [x], 28)
+    t = x.reshape(N, C, H // b, b, W // b, b)
+    order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    assert np.array_equal(got, t.transpose(order).reshape(N, C * b * b, H // b, W // b))
+    back, = both(helper.make_node("DepthToSpace", ["y"], ["z"], blocksize=b, mode=mode), [got], 28)
+    assert np.array_equal(back, x)
+
+
 @pytest.mark.parametrize("upper", [0, 1])
 @pytest.mark.parametrize("k", [-1, 0, 2])
 def test_trilu(upper, k):

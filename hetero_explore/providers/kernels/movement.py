@@ -88,10 +88,10 @@ def _check_d2s(ctx, target):
     if ctx.node.op_type == "DepthToSpace":
         if xs[1] % (b * b):
             return f"DepthToSpace: channels {xs[1]} not divisible by blocksize^2={b * b}"
-        if ctx.attrs.get("mode", "DCR") not in ("DCR", "CRD"):
-            return f"DepthToSpace: mode {ctx.attrs.get('mode')!r} not supported"
     elif xs[2] % b or xs[3] % b:
         return f"SpaceToDepth: H, W {xs[2:]} not divisible by blocksize {b}"
+    if ctx.attrs.get("mode", "DCR") not in ("DCR", "CRD"):   # SpaceToDepth: from version 28
+        return f"{ctx.node.op_type}: mode {ctx.attrs.get('mode')!r} not supported"
     return None
 
 
@@ -102,6 +102,8 @@ def _d2s_layout(ctx):
     if ctx.node.op_type == "SpaceToDepth":
         # x (N, C, H/b, b, W/b, b) -> (N, b1, b2, C, H/b, W/b)
         h, w = H // b, W // b
+        if ctx.attrs.get("mode", "DCR") == "CRD":   # -> (N, C, b1, b2, H/b, W/b)
+            return (N, C, b, b, h, w), (C * H * W, H * W, W, 1, b * W, b)
         return (N, b, b, C, h, w), (C * H * W, W, 1, H * W, b * W, b)
     c = C // (b * b)
     if ctx.attrs.get("mode", "DCR") == "DCR":   # x (N, b1, b2, c, H, W)
@@ -124,7 +126,7 @@ def _build_d2s(ctx, target):
     return run
 
 
-# older schema versions: SpaceToDepth-1 is the same; DepthToSpace-1 has no mode (DCR)
+# older schema versions: SpaceToDepth-1 is 13's (DCR; the mode attribute arrives in 28); DepthToSpace-1 has no mode (DCR)
 register("SpaceToDepth", dtypes=MOVE, since=1, until=12, check=_check_d2s,
          note="one strided gather")(_build_d2s)
 register("DepthToSpace", dtypes=MOVE, since=1, until=12, check=_check_d2s,
