@@ -356,15 +356,20 @@ def _claim(graph, provider, dynamic: bool = False) -> str | None:
     for node in graph.nodes:
         why = runtime_shape_blocker(graph, node) if dynamic else None
         if why:
-            return f"{node.op_type}: {why}"
+            return _op_reason(node.op_type, why)
         ctx = node_context(graph, node)
         try:
             m = provider.supports(ctx)
         except Exception as e:  # a buggy capability check is a failure, not a decline
             raise _ClaimCrash(f"supports crashed on {node.op_type}: {type(e).__name__}: {e}") from e
         if not m.supported:
-            return f"{node.op_type}: {m.reason}"
+            return _op_reason(node.op_type, m.reason)
     return None
+
+
+def _op_reason(op_type: str, reason: str) -> str:
+    """``reason`` led by the op's name, once (many checks already name it)."""
+    return reason if reason.startswith(f"{op_type}:") else f"{op_type}: {reason}"
 
 
 class _ClaimCrash(Exception):
