@@ -94,6 +94,25 @@ def test_string_normalizer_result_that_does_not_fit_is_an_error():
         _run(m, {"x": _strs(["x", "y", "z"])})
 
 
+# -- Equal on strings ---------------------------------------------------------------------------
+def test_string_equal_broadcasts_and_compares_hostile_strings_exactly():
+    x = _strs(HOSTILE, (2, 5))
+    y = _strs(["a\x00", "\u202eevil"], (2, 1))
+    n = helper.make_node("Equal", ["x", "y"], ["z"])
+    m = _model([n], [_vi("x", S, [2, 5]), _vi("y", S, [2, 1])], [_vi("z", TensorProto.BOOL, [2, 5])], opset=19)
+    got = _run(m, {"x": x, "y": y})["z"]
+    _same(got, ReferenceEvaluator(m).run(None, {"x": x, "y": y})[0])
+    assert got.tolist() == [[False, False, True, False, False], [False, True, False, False, False]]
+
+
+def test_string_equal_rejects_a_non_string_element():
+    n = helper.make_node("Equal", ["x", "y"], ["z"])
+    m = _model([n], [_vi("x", S, [2]), _vi("y", S, [2])], [_vi("z", TensorProto.BOOL, [2])], opset=19)
+    bad = np.array(["a", 3], dtype=object)
+    with pytest.raises((ExecutionError, InputValidationError)):
+        _run(m, {"x": bad, "y": _strs(["a", "b"])})
+
+
 # -- StringConcat, StringSplit ----------------------------------------------------------------
 def test_string_concat_broadcasts_and_keeps_hostile_strings():
     x = _strs(HOSTILE, (2, 5))

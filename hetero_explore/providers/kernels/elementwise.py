@@ -882,16 +882,22 @@ for _op, _code in (("And", AND), ("Or", OR), ("Xor", XOR)):
     binary(_op, 7, ("bool",), bool_=f"compare({_code}, a, b)")
 
 
+_POW_UNSIGNED = ("uint8", "uint16", "uint32")   # exponents that int64 holds exactly
+
+
 def _check_pow(ctx, target):
     t = _dt(ctx, 1)
-    if t not in NUMERIC:
-        return f"Pow exponent dtype {t} not supported (kernel takes {', '.join(NUMERIC)})"
+    base_float = np.dtype(ctx.in_dtypes[0]) == np.float32
+    # a float32 base reads an unsigned exponent as float32 (and its parity, modulo 2, from its bits)
+    takes = NUMERIC + _POW_UNSIGNED + (("uint64",) if base_float else ())
+    if t not in takes:
+        return f"Pow exponent dtype {t} not supported (kernel takes {', '.join(takes)})"
     return None
 
 
 def _pow_aux(ctx):
     if np.dtype(ctx.out_dtypes[0]) == np.float32:
-        return np.int64(np.dtype(ctx.in_dtypes[1]).kind == "i")
+        return np.int64(np.dtype(ctx.in_dtypes[1]).kind in "iu")
     return np.int64(_bits(ctx.out_dtypes[0]))
 
 

@@ -35,7 +35,7 @@ from .opdef import OpList, schema_version
 OPS = OpList()
 
 F = np.float32
-SORTABLE = ("float32", "float64", "int64", "int32", "int8", "int16", "uint8", "uint16", "uint32")
+SORTABLE = ("float32", "float64", "int64", "int32", "int8", "int16", "uint8", "uint16", "uint32", "uint64")
 #: element types OneHot / ReverseSequence move as bits
 MOVE = ("float32", "int64", "int32", "bool", "float64", "float16", "int8", "uint8", "int16", "uint16",
         "uint32", "uint64")

@@ -1,4 +1,4 @@
-"""String ops on the CPU provider: StringNormalizer, StringConcat, StringSplit,
+"""String ops on the CPU provider: StringNormalizer, StringConcat, StringSplit, Equal,
 TfIdfVectorizer (int and string tokens),
 RegexFullMatch, and the string paths of ``ai.onnx.ml`` CategoryMapper and
 LabelEncoder.
@@ -124,6 +124,20 @@ def _build_strconcat(ctx, target):
         x, y = _strings(where, inputs[0]), _strings(where, inputs[1])
         res = np.frompyfunc(str.__add__, 2, 1)(x, y)
         _store(where, outputs[0], np.asarray(res, object).reshape(np.broadcast_shapes(x.shape, y.shape)))
+
+    return run
+
+
+# -- Equal on strings (19) ----------------------------------------------------------------
+@register("Equal", since=19, until=21, dtypes=STR, targets=("cpu",),
+          note="string Equal (from version 19): Python str equality per element, numpy broadcasting")
+def _build_str_equal(ctx, target):
+    where = _where(ctx)
+
+    def run(inputs, outputs):
+        x, y = _strings(where, inputs[0]), _strings(where, inputs[1])
+        res = np.frompyfunc(str.__eq__, 2, 1)(x, y)
+        _store(where, outputs[0], np.asarray(res, dtype=bool).reshape(np.broadcast_shapes(x.shape, y.shape)))
 
     return run
 
