@@ -632,3 +632,42 @@ def test_cpu_cuda_bitwise_movement(shape, seed, data):
     for g, w in zip(cpu, want):  # (the reference's Expand multiplies by 1: compare values)
         w = np.asarray(w)
         assert g.shape == w.shape and np.array_equal(g, w, equal_nan=True)
+
+
+# --- TensorScatter ---------------------------------------------------------------------
+def _tensor_scatter_spec(past, update, widx, axis, circular):
+    """The schema's pseudocode, verbatim."""
+    present = past.copy()
+    L, S = past.shape[axis], update.shape[axis]
+    for prefix in np.ndindex(past.shape[:axis]):
+        for s in range(S):
+            c = (0 if widx is None else int(widx[prefix[0]])) + s
+            c = c % L if circular else c
+            present[prefix + (c,)] = update[prefix + (s,)]
+    return present
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.integers(0, 6), st.integers(1, 3),
+       st.booleans(), st.booleans(), st.integers(0, 2 ** 31))
+def test_tensor_scatter_matches_the_schema_pseudocode(B, H, L, S, D, circular, with_w, seed):
+    S = min(S, L)
+    rng = np.random.default_rng(seed)
+    past, update = sample((B, H, L, D), seed=seed), sample((B, H, S, D), seed=seed + 1)
+    hi = (3 * L) if circular else (L - S)
+    widx = rng.integers(0, hi + 1, size=B).astype(np.int64) if with_w else None
+    node = helper.make_node("TensorScatter", ["p", "u"] + (["w"] if with_w else []), ["y"],
+                            mode="circular" if circular else "linear")
+    ins = [past, update] + ([widx] if with_w else [])
+    want = _tensor_scatter_spec(past, update, widx, 2, circular)
+    got_c, = run_node(CPU, node, ins, opset=24)
+    got_g, = run_node(GPU, node, ins, opset=24)
+    assert bits_equal(got_c, want) and bits_equal(got_g, want)
+
+
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+@pytest.mark.parametrize("widx", [[2, 0], [0, -1]])
+def test_tensor_scatter_write_index_that_does_not_fit_raises(provider, widx):
+    node = helper.make_node("TensorScatter", ["p", "u", "w"], ["y"], axis=1)
+    with pytest.raises(ExecutionError, match=r"write_indices .* do not fit"):
+        run_node(provider, node, [sample((2, 4, 3)), sample((2, 3, 3)), np.array(widx, np.int64)], opset=24)

@@ -1,6 +1,6 @@
 """Data-movement and shape ops: Reshape, Transpose, Concat, Split, Slice,
 Gather, GatherElements, GatherND, Squeeze, Unsqueeze, Flatten, Expand,
-Identity (both targets) and Shape, Size, ConstantOfShape, Constant, Range
+Identity, TensorScatter (both targets) and Shape, Size, ConstantOfShape, Constant, Range
 (CPU only, as in real GPU runtimes, which keep these small shape computations
 on the host).
 
@@ -891,3 +891,84 @@ def _build_range(ctx, target):
 
     return run
 
+
+
+# --- TensorScatter (24): a KV-cache update ----------------------------------------------
+_TENSOR_SCATTER = kernel_pair(
+    "tensor_scatter", "past, upd, widx, out, L, S, inner, per_batch, circular, has_w, bad, n",
+    """
+    q = i % inner
+    s = (i // inner) % L
+    p = i // (inner * L)
+    w = widx[p // per_batch] if has_w else 0
+    if w < 0 or (not circular and w + S > L):
+        bad[0] = 1
+    if w < 0:
+        w = 0
+    if circular:
+        w = w % L
+    j = s - w
+    if circular and j < 0:
+        j += L
+    if j >= 0 and j < S:
+        out[i] = upd[(p * S + j) * inner + q]
+    else:
+        out[i] = past[i]
+    """, count="n", module=__name__)
+
+
+def _check_tensor_scatter(ctx, target):
+    why = _shapes_known(ctx, (0, 1) + ((2,) if len(ctx.node.inputs) > 2 and ctx.node.inputs[2] else ()))
+    if why:
+        return why
+    ps, us = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    rank = len(ps)
+    if rank < 2 or len(us) != rank:
+        return f"TensorScatter: past_cache {ps} and update {us} must have one rank >= 2"
+    try:
+        axis = _norm_axis(ctx, ctx.attrs.get("axis", -2), rank)
+    except KernelError as e:
+        return str(e)
+    if axis == 0:
+        return "TensorScatter: axis 0 is the batch axis, not a sequence axis"
+    if any(a != b for k, (a, b) in enumerate(zip(ps, us)) if k != axis) or us[axis] > ps[axis]:
+        return f"TensorScatter: update {us} must match past_cache {ps} except along axis {axis}, and not exceed it"
+    mode = ctx.attrs.get("mode", "linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("linear", "circular"):
+        return f"TensorScatter: mode {mode!r} is not 'linear' or 'circular'"
+    if len(ctx.node.inputs) > 2 and ctx.node.inputs[2]:
+        dt = ctx.in_dtypes[2]
+        if dt is None or np.dtype(dt).name != "int64" or tuple(ctx.in_shapes[2]) != (ps[0],):
+            return f"TensorScatter: write_indices must be int64 of shape ({ps[0]},)"
+    return None
+
+
+@register("TensorScatter", dtypes=MOVE, since=24, until=28, check=_check_tensor_scatter,
+          note="present = past with update written at write_indices along axis (linear: must fit; "
+               "circular: modulo the axis); a bad write index raises")
+def _build_tensor_scatter(ctx, target):
+    ps, us = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    axis = _norm_axis(ctx, ctx.attrs.get("axis", -2), len(ps))
+    mode = ctx.attrs.get("mode", "linear")
+    circular = (mode.decode() if isinstance(mode, bytes) else mode) == "circular"
+    L, S, inner, per_batch = int(ps[axis]), int(us[axis]), _prod(ps[axis + 1:]), _prod(ps[1:axis])
+    n = _prod(ps)
+    has_w = len(ctx.node.inputs) > 2 and bool(ctx.node.inputs[2])
+    no_w = None if has_w else target.to_device(np.zeros(1, np.int64))
+
+    def run(inputs, outputs):
+        if n == 0:
+            return
+        past, upd, out = bits(inputs[0]), bits(inputs[1]), bits(outputs[0])
+        widx = inputs[2].reshape(-1) if has_w else no_w
+        bad = index_flag(target)
+        target.launch(_TENSOR_SCATTER, n, past.reshape(-1), upd.reshape(-1), widx, out.reshape(-1), L, S,
+                      inner, per_batch, circular, has_w, bad, n)
+        if int(target.to_host(bad)[0]):
+            w = np.asarray(target.to_host(widx)).reshape(-1).tolist()
+            raise ExecutionError(f"{_where(ctx)}: write_indices {w} do not fit: an update of length {S} "
+                                 f"must start in [0, {L - S if not circular else L - 1}] along axis {axis} "
+                                 f"of length {L} ({'circular' if circular else 'linear'} mode)")
+
+    return run
