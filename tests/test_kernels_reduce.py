@@ -20,7 +20,8 @@ from kernel_harness import node_model, run_node, supports
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
 
-AXES_INPUT_SINCE = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18}
+AXES_INPUT_SINCE = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18,
+                    "ReduceL1": 18, "ReduceSumSquare": 18}
 
 
 def make(op, x, axes, keepdims=1, noop=None, opset=18, const_axes=True):
@@ -197,3 +198,34 @@ def test_reduce_cpu_cuda_bitwise(case):
     assert bits_equal(a, b)
     want = reference(node, inputs, 18)
     np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-4)
+
+
+_SEQ64 = {  # the documented per-element step, in float64, ascending order
+    "ReduceSum": (0.0, lambda a, v: a + v),
+    "ReduceProd": (1.0, lambda a, v: a * v), "ReduceL1": (0.0, lambda a, v: a + abs(v)),
+    "ReduceSumSquare": (0.0, lambda a, v: a + v * v),
+    "ReduceMax": (-np.inf, lambda a, v: v if (v > a or v != v) else a),
+    "ReduceMin": (np.inf, lambda a, v: v if (v < a or v != v) else a),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_SEQ64))
+@pytest.mark.parametrize("axes", [[1], [0, 2], None])
+def test_reduce_float64_is_the_sequential_float64_fold_on_both_targets(op, axes):
+    x = RNG.standard_normal((3, 5, 4)) * 1e3
+    x[1, 2, 3] = 1e17                                   # a large term: the order shows in the sum
+    node, inputs, const = make(op, x, axes, keepdims=0)
+    got = run_node(CPU, node, inputs, opset=18, const_inputs=const)[0]
+    assert bits_equal(got, run_node(GPU, node, inputs, opset=18, const_inputs=const)[0])
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, reference(node, inputs, 18), rtol=1e-12)   # numpy sums pairwise
+    ax = tuple(range(3)) if axes is None else tuple(axes)
+    moved = np.moveaxis(x, ax, tuple(range(3 - len(ax), 3))).reshape(-1, int(np.prod([x.shape[a] for a in ax])))
+    init, step = _SEQ64[op]
+    want = []
+    for row in moved:
+        acc = np.float64(init)
+        for v in row:
+            acc = np.float64(step(acc, v))
+        want.append(acc)
+    assert bits_equal(got.reshape(-1), np.array(want, np.float64))

@@ -1037,7 +1037,7 @@ def _unary_build(pairs: dict, attrs: tuple):
 def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: str | None = None,
           bool_: str | None = None, f64: str | None = None, u64: str | None = None, attrs: tuple = (),
           note: str = "", until: int | None = None, tag: str = "", add: bool = True, check=None,
-          half: bool = False):
+          half: bool = False, targets: tuple | None = None):
     """Declare a unary elementwise op from its per-element expressions over ``x``.
 
     ``attrs``: up to two float attributes ``(name, default)``, passed as ``p0``, ``p1``
@@ -1051,6 +1051,8 @@ def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: st
     if not add:
         return build
     kw = {} if until is None else {"until": until}
+    if targets is not None:
+        kw["targets"] = targets
     family = "unary_pred" if op in ("IsNaN", "IsInf") else "unary"
     return OPS.add(op, build, since=since, dtypes=dtypes, note=note, check=check,
                    kernels=tuple(pairs.values()), family=family, **kw)
@@ -1059,6 +1061,12 @@ def unary(op: str, since: int, dtypes=FLOAT, *, f32: str | None = None, int_: st
 _PM = "portable float32 math (pmath), <= 1 ULP measured"
 unary("Exp", 6, f32="exp_f32(x)", note=_PM)
 unary("Log", 6, f32="log_f32(x)", note=_PM)
+# float64 (e.g. onnx's ReduceLogSumExp function body casts to double): the CPU's libm, which
+# a CUDA device's exp/log do not match bit for bit, so the CUDA provider does not claim it
+_LIBM = "float64: the CPU's libm (CPU only: not bitwise portable to CUDA)"
+unary("Exp", 6, ("float64",), f64="math.exp(x)", tag="_libm", targets=("cpu",), note=_LIBM)
+unary("Log", 6, ("float64",), f64="math.log(x) if x > D_ZERO else (-math.inf if x == D_ZERO else math.nan)",
+      tag="_libm", targets=("cpu",), note=_LIBM)
 unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
 unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
 unary("Erf", 9, f32="erf_f32(x)", note=_PM)

@@ -22,6 +22,9 @@ input index order, one element at a time:
   infinite (an empty set gives -inf); else ``s = 0; s = s + exp_f32(x - m)``
   then ``log_f32(s) + m`` (float32, portable). float64 uses libm's exp/log and
   is CPU-only.
+* float64: ReduceSum/Max/Min/Prod/L1/SumSquare fold in float64 with the same
+  steps on both targets (each step is one IEEE operation, so portable);
+  ReduceMean stays float32-only (its division is written in float32).
 
 The CUDA kernel runs one thread per output element. The CPU kernel loops
 over output elements calling the same ``@dual`` per-element function, or,
@@ -553,19 +556,20 @@ def _build(ctx, target):
 
 
 _ORDER = "ascending flat-index order per output element"
-register("ReduceSum", dtypes=NUMERIC, since=1, check=_check,
+NUMERIC64 = NUMERIC + ("float64",)   # float64 + * and comparisons are single IEEE operations: portable
+register("ReduceSum", dtypes=NUMERIC64, since=1, check=_check,
          note=f"acc = acc + x in {_ORDER}; axes input must be constant on CUDA")(_build)
 register("ReduceMean", dtypes=("float32",), since=1, check=_check,
          note=f"float32 acc = acc + x in {_ORDER}, then one division by the count")(_build)
-register("ReduceMax", dtypes=NUMERIC + ("bool",), since=1, check=_check,
+register("ReduceMax", dtypes=NUMERIC64 + ("bool",), since=1, check=_check,
          note=f"NaN-propagating max in {_ORDER} (empty: -inf / type minimum / False)")(_build)
-register("ReduceMin", dtypes=NUMERIC + ("bool",), since=1, check=_check,
+register("ReduceMin", dtypes=NUMERIC64 + ("bool",), since=1, check=_check,
          note=f"NaN-propagating min in {_ORDER} (empty: +inf / type maximum / True)")(_build)
-register("ReduceProd", dtypes=NUMERIC, since=1, check=_check,
+register("ReduceProd", dtypes=NUMERIC64, since=1, check=_check,
          note=f"acc = 1, acc = acc * x in {_ORDER} (integers wrap)")(_build)
-register("ReduceL1", dtypes=NUMERIC, since=1, check=_check,
+register("ReduceL1", dtypes=NUMERIC64, since=1, check=_check,
          note=f"acc = 0, acc = acc + |x| in {_ORDER}")(_build)
-register("ReduceSumSquare", dtypes=NUMERIC, since=1, check=_check,
+register("ReduceSumSquare", dtypes=NUMERIC64, since=1, check=_check,
          note=f"acc = 0, acc = acc + x*x in {_ORDER}")(_build)
 register("ReduceL2", dtypes=("float32",), since=1, check=_check,
          note=f"sqrt_f32 of acc = acc + x*x in {_ORDER}")(_build)
