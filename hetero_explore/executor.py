@@ -45,6 +45,31 @@ Kernels never write into their inputs. Staged constants are shared by every
 run, so on host providers their arrays are marked read-only: a kernel that
 writes into one fails loudly instead of corrupting the next run.
 
+The memory plan: every partition's runner lays out its intermediates in an
+arena by lifetime when it is built (see :mod:`hetero_explore.runner`); the
+executor sizes one arena per memory owner (provider) as the largest of its
+partitions' arenas (partitions run one after another and no arena value
+crosses a partition, so they share it) and binds every runner to it once
+(a *program*: prebuilt views and kernel calls). With ``keep_constants`` the
+arenas are held like the constants, in a pool: a run takes a free set (or
+allocates one, outside its own meter, when every set is in use by another
+thread), returns it when it ends, and :meth:`~HeterogeneousExecutor.close`
+frees them all. The one-shot :func:`execute` allocates its arenas through the
+run's ledger. Graph outputs and values crossing partitions are never in an
+arena (each run allocates them), so what a run returns never aliases another
+run's memory. ``RunResult.peak_bytes`` counts the arenas (live for the whole
+run) plus the run's own allocations; ``RunResult.arena_bytes`` says how much
+of it the plan laid out.
+
+Compile time: numba compiles a kernel the first time it is launched with a
+signature that is neither compiled nor in its on-disk cache. The time spent in
+such compilations during a run is measured (numba's ``numba:compile`` event)
+and reported as ``RunResult.compile_seconds`` and per partition as
+``Event.compile_s``; it is excluded from ``Event.seconds`` and
+``RunResult.wall_seconds``. ``run(..., progress=callback)`` calls
+``callback("compiling kernels (k/n)")`` when compilation ``k`` starts (``n``:
+the plan's nodes, raised to ``k`` when one node compiles several functions).
+
 Functions:
 
 * :func:`execute` — ``execute(plan, inputs) -> RunResult``.
@@ -55,6 +80,7 @@ Functions:
 from __future__ import annotations
 
 import json
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -112,6 +138,8 @@ class Event:
     """Bytes moved."""
     src_provider: str | None = None
     """A transfer's source provider."""
+    compile_s: float = 0.0
+    """Seconds of kernel compilation during the step (excluded from ``seconds``)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +190,12 @@ class RunResult:
     value_shapes: dict = field(default_factory=dict)
     """Value name → (shape, dtype) computed at run time, for every output of a node whose shapes
     the plan could not promise (symbolic dims, run-time shape inputs, data-dependent ops)."""
+    compile_seconds: float = 0.0
+    """Seconds this run spent compiling kernels (numba), excluded from ``wall_seconds`` and from
+    every event's ``seconds`` (see ``Event.compile_s``)."""
+    arena_bytes: dict = field(default_factory=dict)
+    """Device → bytes of the arena(s) the memory plan laid out for this run (part of ``peak_bytes``;
+    empty when the run did not use the plan, as with ``keep_intermediates``)."""
     _executor: Any = field(repr=False, default=None)
 
     @property
@@ -182,13 +216,15 @@ class RunResult:
     def timings_df(self):
         """One row per partition, transfer and output read-back: provider, device, seconds,
         nodes (partitions), value, kind, source provider and bytes (transfers; ``provider`` is
-        the destination). ``partition`` of a transfer is the partition it was made for."""
+        the destination). ``partition`` of a transfer is the partition it was made for.
+        ``compile_s``: kernel compilation during the step (not in ``seconds``)."""
         import pandas as pd
         cols = ["event", "partition", "provider", "device", "nodes", "value", "kind", "src_provider", "bytes",
-                "start_s", "seconds"]
+                "start_s", "seconds", "compile_s"]
         rows = [{"event": e.kind, "partition": e.partition, "provider": e.provider, "device": e.device,
                  "nodes": e.nodes, "value": e.value, "kind": e.transfer_kind, "src_provider": e.src_provider,
-                 "bytes": e.bytes, "start_s": e.start, "seconds": e.seconds} for e in self.events]
+                 "bytes": e.bytes, "start_s": e.start, "seconds": e.seconds, "compile_s": e.compile_s}
+                for e in self.events]
         df = pd.DataFrame(rows, columns=cols)
         return df.astype({"partition": "Int64", "nodes": "Int64", "bytes": "Int64"})
 
@@ -254,8 +290,9 @@ class RunResult:
         peaks = ", ".join(f"{d}: {b} B" for d, b in self.peak_bytes.items())
         return (f"{self.kind} run of {self.graph.name!r}: {n_parts} partition(s) on "
                 f"{', '.join(self.providers) or 'no provider'}; {self.transfers_performed} transfer(s) "
-                f"({self.transfer_seconds * 1e3:.3f} ms); wall {self.wall_seconds * 1e3:.3f} ms; "
-                f"peak {peaks or 'none'}")
+                f"({self.transfer_seconds * 1e3:.3f} ms); wall {self.wall_seconds * 1e3:.3f} ms"
+                + (f" (+ {self.compile_seconds:.3f} s compiling kernels)" if self.compile_seconds else "")
+                + f"; peak {peaks or 'none'}")
 
     def __repr__(self) -> str:
         return f"RunResult({self.summary()})"
@@ -287,13 +324,74 @@ def _read_only(buf) -> None:
         buf.data.flags.writeable = False
 
 
-def _free_constants(held: dict) -> None:
-    """Free the constants an executor holds (also its garbage-collection finalizer:
+def _free_constants(held: dict, arenas: list | None = None, pool: list | None = None) -> None:
+    """Free the constants and arenas an executor holds (also its garbage-collection finalizer:
     it must not refer to the executor)."""
-    bufs = list(held.values())
+    bufs = list(held.values()) + list(arenas or ())
     held.clear()
+    if arenas:
+        arenas.clear()
+    if pool:
+        pool.clear()
     for buf in bufs:
         buf.provider.free(buf)
+
+
+class _CompileWatch:
+    """Kernel compilation seen by one thread's run (see the module docs)."""
+
+    __slots__ = ("seconds", "count", "total", "depth", "t0", "progress")
+
+    def __init__(self, total: int, progress):
+        self.seconds = 0.0
+        self.count = 0
+        self.total = total
+        self.depth = 0
+        self.t0 = 0.0
+        self.progress = progress
+
+
+_watch = threading.local()
+_listener_lock = threading.Lock()
+_listener_installed = False
+
+
+def _install_compile_listener() -> None:
+    """Listen to numba's ``numba:compile`` events once per process (a no-op without numba)."""
+    global _listener_installed
+    if _listener_installed:
+        return
+    with _listener_lock:
+        if _listener_installed:
+            return
+        try:
+            from numba.core import event as nev
+        except Exception:  # pragma: no cover - numba is a dependency
+            _listener_installed = True
+            return
+
+        class Listener(nev.Listener):
+            def on_start(self, event):
+                w = getattr(_watch, "w", None)
+                if w is None:
+                    return
+                w.depth += 1
+                if w.depth == 1:
+                    w.count += 1
+                    if w.progress is not None:
+                        w.progress(f"compiling kernels ({w.count}/{max(w.total, w.count)})")
+                    w.t0 = time.perf_counter()
+
+            def on_end(self, event):
+                w = getattr(_watch, "w", None)
+                if w is None or w.depth == 0:
+                    return
+                w.depth -= 1
+                if w.depth == 0:
+                    w.seconds += time.perf_counter() - w.t0
+
+        nev.install_listener("numba:compile", Listener())
+        _listener_installed = True
 
 
 class HeterogeneousExecutor:
@@ -335,6 +433,18 @@ class HeterogeneousExecutor:
         self._check_boundaries()
         self._schedule()
         self.owners = memory_owners([plan.providers[i] for i in used])
+        # the memory plan: one arena per memory owner, as large as its largest partition's
+        from .providers.virtual import unmask
+        self._owner_of = [id(unmask(ex.provider)) for ex in self.parts]
+        sizes: dict[int, int] = {}
+        for ex, oid in zip(self.parts, self._owner_of):
+            if ex.arena_size:
+                sizes[oid] = max(sizes.get(oid, 0), ex.arena_size)
+        self._arena_sizes = [(o, sizes[id(o)]) for o in self.owners if id(o) in sizes]
+        #: free program sets (one per concurrent run), and every arena they hold
+        self._pool: list = []
+        self._arenas: list = []
+        self._pool_lock = threading.Lock()
         #: (initializer, provider index) → the buffer every run reads; empty when not kept
         self._constants: dict[tuple[str, int], Any] = {}
         self._kept = False
@@ -366,7 +476,7 @@ class HeterogeneousExecutor:
             raise ExecutionError(f"staging initializer {name!r} on provider {prov.name!r} ({prov.device}) for "
                                  f"partition {part.id} failed: {type(e).__name__}: {e}") from e
         self._kept = True
-        self._finalizer = weakref.finalize(self, _free_constants, held)
+        self._finalizer = weakref.finalize(self, _free_constants, held, self._arenas, self._pool)
         self._finalizer.atexit = False  # at exit the process releases everything anyway
 
     @property
@@ -383,8 +493,43 @@ class HeterogeneousExecutor:
             out[dev] = out.get(dev, 0) + buf.nbytes
         return out
 
+    @property
+    def arena_bytes(self) -> dict[str, int]:
+        """Device → bytes of one run's arenas (the memory plan; a run holds them throughout)."""
+        out: dict[str, int] = {}
+        for o, n in self._arena_sizes:
+            out[str(o.device)] = out.get(str(o.device), 0) + n
+        return out
+
+    @property
+    def held_arenas(self) -> int:
+        """Arena allocations the executor holds now (one set per run that ran at once)."""
+        return len(self._arenas)
+
+    def _programs(self, ledger: Ledger | None):
+        """One program per partition, bound to a set of arenas: from the pool (``ledger`` None:
+        held by the executor) or allocated through ``ledger`` (freed with the run)."""
+        if ledger is None:
+            with self._pool_lock:
+                if self._pool:
+                    return self._pool.pop()
+        arenas = {}
+        try:
+            for o, n in self._arena_sizes:
+                arenas[id(o)] = ledger.allocate(o, (n,), np.uint8) if ledger is not None else o.allocate((n,), np.uint8)
+                if ledger is None:
+                    with self._pool_lock:
+                        self._arenas.append(arenas[id(o)])
+        except HeteroExploreError:
+            raise
+        except Exception as e:
+            raise ExecutionError(f"allocating the memory plan's arena(s) ({self.arena_bytes} bytes) failed: "
+                                 f"{type(e).__name__}: {e}") from e
+        return [ex.bind(arenas.get(oid)) for ex, oid in zip(self.parts, self._owner_of)]
+
     def close(self) -> None:
-        """Free the staged initializers (idempotent). Later runs stage them per run."""
+        """Free the staged initializers and the held arenas (idempotent). Later runs stage
+        them per run."""
         if self._finalizer is not None:
             self._finalizer()  # calls _free_constants once, then detaches
             self._finalizer = None
@@ -505,12 +650,35 @@ class HeterogeneousExecutor:
             dst.fence(dst.copy_device_async(src_buf, out))
         return out
 
-    def run(self, inputs, *, keep_intermediates: bool = False) -> RunResult:
-        """Execute the plan on ``inputs``; see :func:`execute`."""
+    def run(self, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
+        """Execute the plan on ``inputs``; see :func:`execute`. ``progress``: called with
+        ``"compiling kernels (k/n)"`` when a kernel compilation starts (see the module docs)."""
         plan = self.plan
         graph = plan.graph
         feeds = _private_copies(validate_inputs(graph, inputs))
         kept, held = self._kept, self._constants
+        _install_compile_listener()
+        outer = getattr(_watch, "w", None)
+        watch = _watch.w = _CompileWatch(len(graph.nodes), progress)
+        progs = None
+        pooled = kept and not keep_intermediates
+        try:
+            if pooled:
+                progs = self._programs(None)
+            return self._run(feeds, keep_intermediates, kept, held, progs, watch)
+        finally:
+            _watch.w = outer
+            if outer is not None:   # a run inside a run (control flow): the outer one sees it too
+                outer.seconds += watch.seconds
+                outer.count += watch.count
+            if progs is not None and self._kept:
+                with self._pool_lock:
+                    self._pool.append(progs)
+
+    def _run(self, feeds, keep_intermediates, kept, held, progs, watch) -> RunResult:
+        plan = self.plan
+        graph = plan.graph
+        pooled = progs is not None
         auth: dict[str, Any] = {}
         real: dict[int, Any] = {}
         host_out: dict[str, np.ndarray] = {}
@@ -523,9 +691,14 @@ class HeterogeneousExecutor:
         performed = 0
         clock = time.perf_counter
         t_run = clock()
+        c_run = watch.seconds
         # the run's own ledger and meters: runs in other threads on the same providers are not counted
         with Ledger(self.owners) as ledger:
-            for part, ex, s in zip(plan.partitions, self.parts, self.sched):
+            if progs is None and not keep_intermediates:
+                progs = self._programs(ledger)
+            if progs is None:
+                progs = [None] * len(self.parts)
+            for part, ex, s, prog in zip(plan.partitions, self.parts, self.sched, progs):
                 prov = ex.provider
                 pdev = s.device
                 try:
@@ -542,6 +715,7 @@ class HeterogeneousExecutor:
                         if trec is not None:
                             trec[ti] = self.copies[ti][1].copy_to_host(buf)
                     t0 = clock()
+                    c0 = watch.seconds
                     env = {}
                     transient = []
                     for name in s.stage:
@@ -566,14 +740,15 @@ class HeterogeneousExecutor:
                         env[name] = auth[name]
                     for name, ti in s.remote:
                         env[name] = real[ti]
-                    auth.update(ex.run(env, ledger, record, dyn_shapes))
+                    auth.update(ex.run(env, ledger, record, dyn_shapes, prog))
                     if s.sync:
                         prov.synchronize()
                     for buf in transient:
                         ledger.free(buf)
                     t1 = clock()
-                    events.append(Event("partition", prov.name, pdev, t0 - t_run, t1 - t0, part.id,
-                                        part.n_nodes))
+                    comp = watch.seconds - c0
+                    events.append(Event("partition", prov.name, pdev, t0 - t_run, t1 - t0 - comp,
+                                        part.id, part.n_nodes, compile_s=comp))
                     for name in s.readback:
                         t2 = clock()
                         host_out[name] = prov.copy_to_host(auth[name])
@@ -590,12 +765,17 @@ class HeterogeneousExecutor:
                 except Exception as e:
                     raise ExecutionError(f"partition {part.id} on provider {prov.name!r} ({pdev}) failed: "
                                          f"{type(e).__name__}: {e}") from e
-        wall = clock() - t_run
+        compile_s = watch.seconds - c_run
+        wall = clock() - t_run - compile_s
         if performed != len(plan.transfers):
             raise TransferCountMismatch(f"the run performed {performed} transfer(s), the plan lists "
                                         f"{len(plan.transfers)}")
         ledger.check_leaks()
         peaks = ledger.peak_bytes()
+        arena = self.arena_bytes if progs and progs[0] is not None else {}
+        if pooled:   # held arenas are not the run's allocations, but it holds them throughout
+            for dev, n in arena.items():
+                peaks[dev] = peaks.get(dev, 0) + n
         outputs: dict[str, np.ndarray] = {}
         for name in graph.outputs:
             if name in host_out:
@@ -613,7 +793,8 @@ class HeterogeneousExecutor:
                          transfers_performed=performed, releases=releases, allocations=ledger.allocations,
                          wall_seconds=wall, inputs=feeds, constant_bytes=self.constant_bytes if kept else {},
                          intermediates=record, transfer_values=trec, staged_values=srec,
-                         value_shapes=dyn_shapes, _executor=self)
+                         value_shapes=dyn_shapes, compile_seconds=compile_s, arena_bytes=arena,
+                         _executor=self)
 
 
 # -- public entry points --------------------------------------------------------------
