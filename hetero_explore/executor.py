@@ -447,6 +447,7 @@ class HeterogeneousExecutor:
         self._pool_lock = threading.Lock()
         #: (initializer, provider index) → the buffer every run reads; empty when not kept
         self._constants: dict[tuple[str, int], Any] = {}
+        self._constant_bytes = None
         self._kept = False
         self._finalizer = None
         if keep_constants:
@@ -487,11 +488,14 @@ class HeterogeneousExecutor:
     @property
     def constant_bytes(self) -> dict[str, int]:
         """Device → bytes of the initializers this executor holds."""
-        out: dict[str, int] = {}
-        for buf in self._constants.values():
-            dev = str(buf.device)
-            out[dev] = out.get(dev, 0) + buf.nbytes
-        return out
+        key = len(self._constants)
+        if self._constant_bytes is None or self._constant_bytes[0] != key:
+            out: dict[str, int] = {}
+            for buf in self._constants.values():
+                dev = str(buf.device)
+                out[dev] = out.get(dev, 0) + buf.nbytes
+            self._constant_bytes = (key, out)
+        return dict(self._constant_bytes[1])
 
     @property
     def arena_bytes(self) -> dict[str, int]:
@@ -525,7 +529,10 @@ class HeterogeneousExecutor:
         except Exception as e:
             raise ExecutionError(f"allocating the memory plan's arena(s) ({self.arena_bytes} bytes) failed: "
                                  f"{type(e).__name__}: {e}") from e
-        return [ex.bind(arenas.get(oid)) for ex, oid in zip(self.parts, self._owner_of)]
+        held = self._constants if ledger is None else {}
+        return [ex.bind(arenas.get(oid), {n: held[(n, part.provider_index)] for n in s.consts
+                                          if (n, part.provider_index) in held})
+                for ex, oid, part, s in zip(self.parts, self._owner_of, self.plan.partitions, self.sched)]
 
     def close(self) -> None:
         """Free the staged initializers and the held arenas (idempotent). Later runs stage
@@ -725,7 +732,7 @@ class HeterogeneousExecutor:
                         prov.copy_from_host(arr, buf)
                         if srec is not None:
                             srec[(name, part.id)] = prov.copy_to_host(buf)
-                    for name in s.consts:
+                    for name in (() if pooled else s.consts):   # pooled programs hold them bound
                         buf = held.get((name, part.provider_index)) if kept else None
                         if buf is None:
                             arr = graph.initializer(name)

@@ -414,10 +414,12 @@ class NodeRunner:
                 if name in names:
                     yield name, shape, np.dtype(dtype)
 
-    def bind(self, arena) -> "Program":
+    def bind(self, arena, fixed: Mapping[str, Any] | None = None) -> "Program":
         """A :class:`Program` running this runner's nodes with its arena values in ``arena``
         (a buffer of at least :attr:`arena_size` bytes on the runner's provider, or None when
-        the size is 0). The arena is not owned by the program."""
+        the size is 0). ``fixed``: input buffers that stay the same for every run of the program
+        (constants the executor holds), bound into the calls too; the caller then need not pass
+        them in ``env``. Neither the arena nor ``fixed`` is owned by the program."""
         from .providers.base import Kernel
         from .providers.virtual import unmask
         owner = unmask(self.provider)
@@ -428,6 +430,8 @@ class NodeRunner:
             view = owner.arena_view(arena, off, shape, dtype)
             b = DeviceBufferView(provider, shape, dtype, view)
             bufs[name] = b
+        for name, b in (fixed or {}).items():
+            bufs.setdefault(name, b)
         items = []
         for st in self.steps:
             frees = tuple(n for n in st.free if n not in layout)
@@ -440,7 +444,11 @@ class NodeRunner:
                 if not name:
                     ins_d.append(None)
                 elif name in bufs:
-                    ins_d.append(bufs[name].data)
+                    b = bufs[name]
+                    shape, dtype = checks.get(i, (None, None))
+                    if shape is not None and (b.shape != shape or not _same_dtype(b.dtype, dtype)):
+                        raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+                    ins_d.append(b.data)
                 else:
                     ins_d.append(None)
                     shape, dtype = checks.get(i, (None, None))
