@@ -50,12 +50,14 @@ arena by lifetime when it is built (see :mod:`hetero_explore.runner`); the
 executor sizes one arena per memory owner (provider) as the largest of its
 partitions' arenas (partitions run one after another and no arena value
 crosses a partition, so they share it) and binds every runner to it once
-(a *program*: prebuilt views and kernel calls). With ``keep_constants`` the
-arenas are held like the constants, in a pool: a run takes a free set (or
-allocates one, outside its own meter, when every set is in use by another
-thread), returns it when it ends, and :meth:`~HeterogeneousExecutor.close`
-frees them all. The one-shot :func:`execute` allocates its arenas through the
-run's ledger. Graph outputs and values crossing partitions are never in an
+(a *program*: prebuilt views and kernel calls, the held constants bound in).
+With ``keep_constants`` one set of arenas is allocated with the constants when
+the executor is built and held like them: a run takes it and gives it back
+when it ends; a run that finds it in use by another thread's run allocates a
+set of its own through its ledger (freed with it, counted in its
+``arena_allocations``); :meth:`~HeterogeneousExecutor.close` frees the held
+set. The one-shot :func:`execute` allocates its arenas through the run's
+ledger. Graph outputs and values crossing partitions are never in an
 arena (each run allocates them), so what a run returns never aliases another
 run's memory. ``RunResult.peak_bytes`` counts the arenas (live for the whole
 run) plus the run's own allocations; ``RunResult.arena_bytes`` says how much
@@ -173,7 +175,8 @@ class RunResult:
     releases: list
     """:class:`Release` s of boundary values, in order."""
     allocations: int
-    """Buffers allocated by the run (all of them were freed)."""
+    """Buffers allocated by the run (all of them were freed), the memory plan's arenas not
+    counted (see ``arena_allocations``)."""
     wall_seconds: float
     """Wall time of the run, input validation excluded."""
     inputs: dict = field(repr=False, default_factory=dict)
@@ -193,6 +196,10 @@ class RunResult:
     compile_seconds: float = 0.0
     """Seconds this run spent compiling kernels (numba), excluded from ``wall_seconds`` and from
     every event's ``seconds`` (see ``Event.compile_s``)."""
+    arena_allocations: int = 0
+    """Arenas the run allocated itself (and freed), not counted in ``allocations``: 0 when it used a
+    set the executor holds; one per provider with an arena in a one-shot :func:`execute`, or when
+    other threads' runs held every set."""
     arena_bytes: dict = field(default_factory=dict)
     """Device → bytes of the arena(s) the memory plan laid out for this run (part of ``peak_bytes``;
     empty when the run did not use the plan, as with ``keep_intermediates``)."""
@@ -476,6 +483,11 @@ class HeterogeneousExecutor:
             _free_constants(held)
             raise ExecutionError(f"staging initializer {name!r} on provider {prov.name!r} ({prov.device}) for "
                                  f"partition {part.id} failed: {type(e).__name__}: {e}") from e
+        try:   # the first set of arenas and programs (more only if runs overlap, see _take_programs)
+            self._pool.append(self._programs(None))
+        except BaseException:
+            _free_constants(held, self._arenas, self._pool)
+            raise
         self._kept = True
         self._finalizer = weakref.finalize(self, _free_constants, held, self._arenas, self._pool)
         self._finalizer.atexit = False  # at exit the process releases everything anyway
@@ -507,16 +519,18 @@ class HeterogeneousExecutor:
 
     @property
     def held_arenas(self) -> int:
-        """Arena allocations the executor holds now (one set per run that ran at once)."""
+        """Arena allocations the executor holds (one per provider with an arena; 0 after close)."""
         return len(self._arenas)
 
+    def _take_programs(self):
+        """A free program set from the pool, or None when every set is in use by another run."""
+        with self._pool_lock:
+            return self._pool.pop() if self._pool else None
+
     def _programs(self, ledger: Ledger | None):
-        """One program per partition, bound to a set of arenas: from the pool (``ledger`` None:
-        held by the executor) or allocated through ``ledger`` (freed with the run)."""
-        if ledger is None:
-            with self._pool_lock:
-                if self._pool:
-                    return self._pool.pop()
+        """One program per partition, bound to a new set of arenas: held by the executor
+        (``ledger`` None; also bound to its held constants) or allocated through ``ledger``
+        (freed with the run)."""
         arenas = {}
         try:
             for o, n in self._arena_sizes:
@@ -668,10 +682,9 @@ class HeterogeneousExecutor:
         outer = getattr(_watch, "w", None)
         watch = _watch.w = _CompileWatch(len(graph.nodes), progress)
         progs = None
-        pooled = kept and not keep_intermediates
         try:
-            if pooled:
-                progs = self._programs(None)
+            if kept and not keep_intermediates:
+                progs = self._take_programs()
             return self._run(feeds, keep_intermediates, kept, held, progs, watch)
         finally:
             _watch.w = outer
@@ -701,8 +714,11 @@ class HeterogeneousExecutor:
         c_run = watch.seconds
         # the run's own ledger and meters: runs in other threads on the same providers are not counted
         with Ledger(self.owners) as ledger:
-            if progs is None and not keep_intermediates:
+            n_arenas = 0
+            if progs is None and not keep_intermediates:   # one-shot, or every held set is busy
+                n0 = ledger.allocations
                 progs = self._programs(ledger)
+                n_arenas = ledger.allocations - n0
             if progs is None:
                 progs = [None] * len(self.parts)
             for part, ex, s, prog in zip(plan.partitions, self.parts, self.sched, progs):
@@ -797,7 +813,8 @@ class HeterogeneousExecutor:
             from .control import host_outputs
             outputs = host_outputs(graph, outputs)
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
-                         transfers_performed=performed, releases=releases, allocations=ledger.allocations,
+                         transfers_performed=performed, releases=releases,
+                         allocations=ledger.allocations - n_arenas, arena_allocations=n_arenas,
                          wall_seconds=wall, inputs=feeds, constant_bytes=self.constant_bytes if kept else {},
                          intermediates=record, transfer_values=trec, staged_values=srec,
                          value_shapes=dyn_shapes, compile_seconds=compile_s, arena_bytes=arena,
