@@ -397,7 +397,7 @@ def _install_compile_listener() -> None:
                 if w.depth == 0:
                     w.seconds += time.perf_counter() - w.t0
 
-        nev.install_listener("numba:compile", Listener())
+        nev.register("numba:compile", Listener())
         _listener_installed = True
 
 
@@ -822,7 +822,7 @@ class HeterogeneousExecutor:
 
 
 # -- public entry points --------------------------------------------------------------
-def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResult:
+def execute(plan: Plan, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
     """Run ``plan`` on ``inputs`` (name → numpy array, or a list in graph-input order).
 
     Every kernel is built and every boundary checked before anything runs.
@@ -830,6 +830,8 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResul
     :class:`HeterogeneousExecutor` to stage them once for many runs). With
     ``keep_intermediates`` every node output, staged input and transfer is
     also copied to the host (what :func:`hetero_explore.compare` uses to blame).
+    ``progress``: called with ``"compiling kernels (k/n)"`` when numba compiles a kernel
+    during the run (that time is reported as ``compile_seconds``, not as run time).
 
     Raises:
         InputValidationError: missing, unexpected or mismatched inputs (all named).
@@ -840,10 +842,11 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResul
             buffer is freed first.
         TransferCountMismatch: copies performed differ from the plan's transfers.
     """
-    return HeterogeneousExecutor(plan, keep_constants=False).run(inputs, keep_intermediates=keep_intermediates)
+    return HeterogeneousExecutor(plan, keep_constants=False).run(inputs, keep_intermediates=keep_intermediates,
+                                                                 progress=progress)
 
 
-def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False) -> RunResult:
+def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
     """Run the whole graph on one ``provider`` (an object or ``"cpu"``/``"cuda"``/``"gpu"``).
 
     ``graph`` is a loaded :class:`Graph`, a :class:`Plan` (its graph is used) or
@@ -856,7 +859,7 @@ def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = Fal
     if len(p.partitions) > 1:  # pragma: no cover - one provider is always one convex partition
         raise ExecutionError(f"a one-provider plan has {len(p.partitions)} partitions")
     return HeterogeneousExecutor(p, kind="reference", keep_constants=False).run(
-        inputs, keep_intermediates=keep_intermediates)
+        inputs, keep_intermediates=keep_intermediates, progress=progress)
 
 
 def partition_model(plan: Plan, partition: int):
