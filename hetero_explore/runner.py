@@ -628,7 +628,8 @@ class NodeRunner:
             return {name: vals[name] for name in self.outputs}
         if record is not None:
             raise ExecutionError("a run that records every intermediate does not use the memory plan")
-        vals.update(program.bufs)
+        if program.slow:   # per-run-path nodes read arena values through their buffers
+            vals.update(program.bufs)
         provider = self.provider
         allocate, free = ledger.allocate, ledger.free
         for st, fn, ins_d, outs_d, patch, alloc, frees in program.items:
@@ -702,12 +703,14 @@ class Program:
     input arrays, output arrays, inputs to patch, outputs to allocate, values to free)``; ``fn``
     is None for a node on the per-run path. ``bufs``: the arena values as buffers (views)."""
 
-    __slots__ = ("runner", "items", "bufs")
+    __slots__ = ("runner", "items", "bufs", "slow")
 
     def __init__(self, runner, items, bufs):
         self.runner = runner
         self.items = items
         self.bufs = bufs
+        #: some node runs on the per-run path
+        self.slow = any(it[1] is None for it in items)
 
 
 class DeviceBufferView:
