@@ -190,3 +190,66 @@ def test_compile_time_is_reported_apart_from_run_time_with_progress():
     df = first.timings_df()
     assert "compile_s" in df.columns and df.loc[df.event == "partition", "compile_s"].sum() > 0
     assert "compiling kernels" in first.summary()
+
+
+def test_the_cli_prints_compile_progress_on_stderr(capsys, tmp_path, monkeypatch):
+    """``report --execute`` passes a progress callback to both runs and prints one line per run
+    that compiled (the compile itself: a kernel numba has not seen, as above)."""
+    import onnx
+
+    from hetero_explore import executor
+    from hetero_explore.cli import main
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(models.chain("tiny", layers=2), str(path))
+    real = executor.execute
+    calls = []
+
+    def execute_with_a_cold_kernel(plan, inputs, **kw):
+        calls.append(kw)
+        relu = _fresh_jit_relu()
+        kw["progress"]("compiling kernels (1/4)")   # what the executor's listener says ...
+        relu(np.zeros(2, np.float32), np.zeros(2, np.float32))   # ... when numba compiles
+        run = real(plan, inputs, **kw)
+        run.compile_seconds = 0.5
+        return run
+
+    monkeypatch.setattr(executor, "execute", execute_with_a_cold_kernel)
+    rc = main(["report", str(path), "-o", str(tmp_path / "r.html"), "--execute", "--providers", "cpu"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert calls and callable(calls[0]["progress"])
+    assert "heterogeneous run: compiling kernels (1/4), 0.5 s (not counted as run time)" in err
+    assert "cpu reference: compiling" not in err    # the reference compiled nothing: no line
+
+
+def test_four_threads_through_one_executor_share_its_arena_safely():
+    """Runs that overlap in time cannot share the held arena set: the one that finds it taken
+    allocates its own through its ledger. Every run is byte-identical to a lone run, its peak
+    is the lone run's, and the counters come back."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = he.load_model(models.transformer("tiny"))
+    cpu = NumbaCPUProvider()
+    feeds = [random_inputs(g, seed=s) for s in range(4)]
+    with HeterogeneousExecutor(he.plan(g, [cpu])) as ex:
+        assert ex.arena_bytes
+        lone = [ex.run(f) for f in feeds]
+        built = (cpu.live_allocations, cpu.live_bytes)
+        barrier = threading.Barrier(4)
+
+        def worker(i):
+            barrier.wait()
+            return [((i + r) % 4, ex.run(feeds[(i + r) % 4])) for r in range(6)]
+
+        with ThreadPoolExecutor(4) as pool:
+            runs = [x for f in [pool.submit(worker, i) for i in range(4)] for x in f.result()]
+        assert (cpu.live_allocations, cpu.live_bytes) == built
+        for k, run in runs:
+            for name, ref in lone[k].outputs.items():
+                assert run.outputs[name].tobytes() == ref.tobytes()
+            assert run.peak_bytes == lone[k].peak_bytes
+            assert run.allocations == lone[k].allocations
+            assert run.arena_allocations in (0, len(ex.arena_bytes))
+    assert cpu.live_allocations == 0 and cpu.live_bytes == 0
