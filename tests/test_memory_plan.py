@@ -253,3 +253,43 @@ def test_four_threads_through_one_executor_share_its_arena_safely():
             assert run.allocations == lone[k].allocations
             assert run.arena_allocations in (0, len(ex.arena_bytes))
     assert cpu.live_allocations == 0 and cpu.live_bytes == 0
+
+
+def test_a_run_that_finds_the_held_arenas_in_use_allocates_its_own():
+    import threading
+
+    g = he.load_model(models.chain("tiny", layers=3))
+    midway, resume = threading.Event(), threading.Event()
+
+    class Pausing(P.VirtualProvider):
+        def get_kernel(self, ctx):
+            k = super().get_kernel(ctx)
+            if ctx.node.op_type != "Relu":
+                return k
+
+            def fn(ins, outs):
+                if threading.current_thread().name == "pausing":
+                    midway.set()
+                    assert resume.wait(30)
+                k._fn(ins, outs)
+            return Kernel(ctx, fn)
+
+    npu = Pausing("npu", "npu:0", ["Relu", "Add"], kernels=NumbaCPUProvider("k"))
+    feeds = random_inputs(g, seed=0)
+    with HeterogeneousExecutor(he.plan(g, [npu])) as ex:
+        lone = ex.run(feeds)
+        built = npu.live_allocations
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("run", ex.run(feeds)), name="pausing")
+        t.start()
+        assert midway.wait(30)          # the paused run holds the executor's arena set
+        busy = ex.run(feeds)
+        assert npu.live_allocations == built + 1   # the paused run holds its staged input, nothing else
+        resume.set()
+        t.join(30)
+        assert busy.arena_allocations == 1 and out["run"].arena_allocations == 0
+        for r in (busy, out["run"]):
+            assert r.outputs["y"].tobytes() == lone.outputs["y"].tobytes()
+            assert r.peak_bytes == lone.peak_bytes and r.allocations == lone.allocations
+        assert npu.live_allocations == built
+    assert npu.live_allocations == 0
