@@ -6,8 +6,9 @@ Two layers:
 * :class:`~hetero_explore.runner.NodeRunner` runs a set of nodes (one
   partition, or a whole graph) on one provider: every kernel is built when it
   is created, each input is checked against the shape and dtype its kernel was
-  built for, intermediates are allocated on that provider and freed right
-  after their last consumer inside the set.
+  built for, intermediates live in the provider's arena at offsets laid out
+  by lifetime (or, on the per-run path, are allocated on that provider and
+  freed right after their last consumer inside the set).
 * :class:`HeterogeneousExecutor` runs a :class:`~hetero_explore.planner.Plan`:
   one single-provider executor per partition, in the plan's order. Each
   boundary value has **one authoritative allocation**, owned by the provider
@@ -168,7 +169,8 @@ class RunResult:
     events: list
     """Timed :class:`Event` s in execution order."""
     peak_bytes: dict
-    """Device → peak bytes this run held live on it (over its providers); the
+    """Device → peak bytes this run held live on it (over its providers): its memory-plan arenas
+    (``arena_bytes``, held throughout the run) plus the peak of what it allocated itself; the
     constants an executor holds across runs are not counted (see ``constant_bytes``)."""
     transfers_performed: int
     """Copies made between providers (equals ``len(plan.transfers)``)."""
