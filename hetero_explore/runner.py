@@ -740,14 +740,20 @@ def plan_offsets(items, align: int) -> tuple[dict, int]:
     """Offsets for ``items`` = ``(name, nbytes, first, last)`` (live from step ``first`` through
     step ``last``, inclusive) in one arena: largest first, each at the best-fitting (smallest
     sufficient) gap among the values whose lifetimes overlap its own, else above them. Sizes are
-    rounded up to ``align``. Returns (name → offset, arena bytes)."""
+    rounded up to ``align``. Returns (name → offset, arena bytes). The values live at each step
+    are indexed, so the cost grows with the lifetimes' total length, not with the square of the
+    number of values."""
     order = sorted(items, key=lambda it: (-it[1], it[2], it[0]))
-    placed: list[tuple[int, int, int, int]] = []   # (offset, size, first, last)
+    placed: list[tuple[int, int]] = []            # (offset, size) per placed value
+    live_at: dict[int, list[int]] = {}            # step → indices of the placed values live then
     offsets: dict[str, int] = {}
     total = 0
     for name, nbytes, first, last in order:
         size = -(-nbytes // align) * align
-        busy = sorted((o, sz) for o, sz, a, b in placed if a <= last and first <= b)
+        seen: set[int] = set()
+        for t in range(first, last + 1):
+            seen.update(live_at.get(t, ()))
+        busy = sorted(placed[i] for i in seen)
         best, best_gap, end = None, None, 0
         for o, sz in busy:
             gap = o - end
@@ -755,7 +761,10 @@ def plan_offsets(items, align: int) -> tuple[dict, int]:
                 best, best_gap = end, gap
             end = max(end, o + sz)
         off = end if best is None else best
-        placed.append((off, size, first, last))
+        idx = len(placed)
+        placed.append((off, size))
+        for t in range(first, last + 1):
+            live_at.setdefault(t, []).append(idx)
         offsets[name] = off
         total = max(total, off + size)
     return offsets, total
