@@ -102,12 +102,72 @@ def measure(name, make_model, npu_ops, repeat, budget_s=10.0):
     }
 
 
+def chain_vs_onnxruntime(nodes=1000, repeat=200, budget_s=10.0):
+    """Per-node cost of a warm one-partition run of a ``nodes``-node Add/Relu chain on a tiny
+    tensor (2x8; the kernels themselves take well under a microsecond), side by side with
+    onnxruntime (1 thread, all graph optimisations off so that it runs every node too)."""
+    import numpy as np
+    import onnxruntime as ort
+    model = models.chain("tiny", layers=nodes // 2)
+    graph = he.load_model(model)
+    feeds = random_inputs(graph, seed=0)
+    ex = HeterogeneousExecutor(he.plan(graph, [NumbaCPUProvider()]))
+    first = ex.run(feeds)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)[0]
+    np.testing.assert_allclose(first.outputs["y"], got, rtol=1e-6, atol=1e-6)
+    # the kernels alone: the same prebuilt calls of the executor's program in a bare loop (the
+    # floor a Python executor cannot go under); executor overhead = a run minus this
+    calls = [(fn, a, b) for prog in ex._pool[0] for _, fn, a, b, *_ in prog.items if fn is not None]
+    assert len(calls) == len(graph.nodes), "every node of the chain should run its prebuilt call"
+
+    def bare():
+        t0 = clock()
+        for fn, a, b in calls:
+            fn(a, b)
+        return clock() - t0
+
+    ours, theirs, floor = [], [], []
+    clock = time.perf_counter
+    deadline = clock() + budget_s
+    for i in range(repeat):
+        if i >= 10 and clock() > deadline:
+            break
+        ours.append(ex.run(feeds).wall_seconds)
+        floor.append(bare())
+        t0 = clock()
+        sess.run(None, feeds)
+        theirs.append(clock() - t0)
+    med = statistics.median
+    n = len(graph.nodes)
+    return {"nodes": n, "runs": len(ours), "us_per_node": med(ours) / n * 1e6,
+            "us_per_node_best": min(ours) / n * 1e6, "ort_us_per_node": med(theirs) / n * 1e6,
+            "ort_us_per_node_best": min(theirs) / n * 1e6,
+            "kernels_us_per_node": med(floor) / n * 1e6, "kernels_us_per_node_best": min(floor) / n * 1e6,
+            "overhead_us_per_node": med(w - f for w, f in zip(ours, floor)) / n * 1e6,
+            "overhead_us_per_node_best": (min(ours) - min(floor)) / n * 1e6}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=200,
                     help="paired runs per workload (at least 10; fewer when a workload passes 10 s)")
     ap.add_argument("--quick", action="store_true", help="only the tiny chain, 30 runs")
+    ap.add_argument("--chain-only", action="store_true",
+                    help="only the 1,000-node chain against onnxruntime (per-node overhead)")
     args = ap.parse_args(argv)
+    c = chain_vs_onnxruntime(repeat=30 if args.quick else args.repeat)
+    print(f"- {c['nodes']}-node Add/Relu chain (2x8), one partition, warm, {c['runs']} runs: "
+          f"{c['us_per_node']:.2f} us per node (best {c['us_per_node_best']:.2f}); onnxruntime (1 thread, "
+          f"no graph optimisation) {c['ort_us_per_node']:.2f} us per node (best {c['ort_us_per_node_best']:.2f}); "
+          f"the kernel calls alone (bare loop) {c['kernels_us_per_node']:.2f} us per node (best "
+          f"{c['kernels_us_per_node_best']:.2f}); executor overhead {c['overhead_us_per_node']:.2f} us per node "
+          f"(median of paired runs; best {c['overhead_us_per_node_best']:.2f}); goal <= 1 us per node", flush=True)
+    if args.chain_only:
+        return 0
     workloads = WORKLOADS[:1] if args.quick else WORKLOADS
     repeat = 30 if args.quick else args.repeat
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU(s), load average "

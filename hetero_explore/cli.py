@@ -303,14 +303,42 @@ def load_inputs(path: str) -> dict:
                                    f"(numpy.savez(path, name=array, ...)): {e}") from None
 
 
+class _CompileProgress:
+    """Kernel-compilation progress as one line on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self, label: str, stream=None):
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.last = ""
+
+    def __call__(self, message: str) -> None:
+        self.last = message
+        if self.tty:
+            self.stream.write(f"\r{self.label}: {message}\033[K")
+            self.stream.flush()
+
+    def done(self, seconds: float) -> None:
+        if not self.last:
+            return
+        line = f"{self.label}: {self.last}, {seconds:.1f} s (not counted as run time)"
+        self.stream.write(f"\r{line}\033[K\n" if self.tty else line + "\n")
+        self.stream.flush()
+        self.last = ""
+
+
 def _execute(p, inputs=None, seed=0):
     from .compare import compare
     from .executor import execute, execute_reference
     from .inputs import random_inputs
     from .providers import cpu
     inputs = inputs if inputs is not None else random_inputs(p.graph, seed=seed)
-    run = execute(p, inputs)
-    ref = execute_reference(p.graph, cpu(), inputs)
+    prog = _CompileProgress("heterogeneous run")
+    run = execute(p, inputs, progress=prog)
+    prog.done(run.compile_seconds)
+    prog = _CompileProgress("cpu reference")
+    ref = execute_reference(p.graph, cpu(), inputs, progress=prog)
+    prog.done(ref.compile_seconds)
     return run, compare(run, ref)
 
 

@@ -6,8 +6,9 @@ Two layers:
 * :class:`~hetero_explore.runner.NodeRunner` runs a set of nodes (one
   partition, or a whole graph) on one provider: every kernel is built when it
   is created, each input is checked against the shape and dtype its kernel was
-  built for, intermediates are allocated on that provider and freed right
-  after their last consumer inside the set.
+  built for, intermediates live in the provider's arena at offsets laid out
+  by lifetime (or, on the per-run path, are allocated on that provider and
+  freed right after their last consumer inside the set).
 * :class:`HeterogeneousExecutor` runs a :class:`~hetero_explore.planner.Plan`:
   one single-provider executor per partition, in the plan's order. Each
   boundary value has **one authoritative allocation**, owned by the provider
@@ -45,6 +46,33 @@ Kernels never write into their inputs. Staged constants are shared by every
 run, so on host providers their arrays are marked read-only: a kernel that
 writes into one fails loudly instead of corrupting the next run.
 
+The memory plan: every partition's runner lays out its intermediates in an
+arena by lifetime when it is built (see :mod:`hetero_explore.runner`); the
+executor sizes one arena per memory owner (provider) as the largest of its
+partitions' arenas (partitions run one after another and no arena value
+crosses a partition, so they share it) and binds every runner to it once
+(a *program*: prebuilt views and kernel calls, the held constants bound in).
+With ``keep_constants`` one set of arenas is allocated with the constants when
+the executor is built and held like them: a run takes it and gives it back
+when it ends; a run that finds it in use by another thread's run allocates a
+set of its own through its ledger (freed with it, counted in its
+``arena_allocations``); :meth:`~HeterogeneousExecutor.close` frees the held
+set. The one-shot :func:`execute` allocates its arenas through the run's
+ledger. Graph outputs and values crossing partitions are never in an
+arena (each run allocates them), so what a run returns never aliases another
+run's memory. ``RunResult.peak_bytes`` counts the arenas (live for the whole
+run) plus the run's own allocations; ``RunResult.arena_bytes`` says how much
+of it the plan laid out.
+
+Compile time: numba compiles a kernel the first time it is launched with a
+signature that is neither compiled nor in its on-disk cache. The time spent in
+such compilations during a run is measured (numba's ``numba:compile`` event)
+and reported as ``RunResult.compile_seconds`` and per partition as
+``Event.compile_s``; it is excluded from ``Event.seconds`` and
+``RunResult.wall_seconds``. ``run(..., progress=callback)`` calls
+``callback("compiling kernels (k/n)")`` when compilation ``k`` starts (``n``:
+the plan's nodes, raised to ``k`` when one node compiles several functions).
+
 Functions:
 
 * :func:`execute` — ``execute(plan, inputs) -> RunResult``.
@@ -55,6 +83,7 @@ Functions:
 from __future__ import annotations
 
 import json
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -112,6 +141,8 @@ class Event:
     """Bytes moved."""
     src_provider: str | None = None
     """A transfer's source provider."""
+    compile_s: float = 0.0
+    """Seconds of kernel compilation during the step (excluded from ``seconds``)."""
 
 
 @dataclass(frozen=True)
@@ -138,14 +169,16 @@ class RunResult:
     events: list
     """Timed :class:`Event` s in execution order."""
     peak_bytes: dict
-    """Device → peak bytes this run held live on it (over its providers); the
+    """Device → peak bytes this run held live on it (over its providers): its memory-plan arenas
+    (``arena_bytes``, held throughout the run) plus the peak of what it allocated itself; the
     constants an executor holds across runs are not counted (see ``constant_bytes``)."""
     transfers_performed: int
     """Copies made between providers (equals ``len(plan.transfers)``)."""
     releases: list
     """:class:`Release` s of boundary values, in order."""
     allocations: int
-    """Buffers allocated by the run (all of them were freed)."""
+    """Buffers allocated by the run (all of them were freed), the memory plan's arenas not
+    counted (see ``arena_allocations``)."""
     wall_seconds: float
     """Wall time of the run, input validation excluded."""
     inputs: dict = field(repr=False, default_factory=dict)
@@ -162,6 +195,16 @@ class RunResult:
     value_shapes: dict = field(default_factory=dict)
     """Value name → (shape, dtype) computed at run time, for every output of a node whose shapes
     the plan could not promise (symbolic dims, run-time shape inputs, data-dependent ops)."""
+    compile_seconds: float = 0.0
+    """Seconds this run spent compiling kernels (numba), excluded from ``wall_seconds`` and from
+    every event's ``seconds`` (see ``Event.compile_s``)."""
+    arena_allocations: int = 0
+    """Arenas the run allocated itself (and freed), not counted in ``allocations``: 0 when it used a
+    set the executor holds; one per provider with an arena in a one-shot :func:`execute`, or when
+    other threads' runs held every set."""
+    arena_bytes: dict = field(default_factory=dict)
+    """Device → bytes of the arena(s) the memory plan laid out for this run (part of ``peak_bytes``;
+    empty when the run did not use the plan, as with ``keep_intermediates``)."""
     _executor: Any = field(repr=False, default=None)
 
     @property
@@ -182,13 +225,15 @@ class RunResult:
     def timings_df(self):
         """One row per partition, transfer and output read-back: provider, device, seconds,
         nodes (partitions), value, kind, source provider and bytes (transfers; ``provider`` is
-        the destination). ``partition`` of a transfer is the partition it was made for."""
+        the destination). ``partition`` of a transfer is the partition it was made for.
+        ``compile_s``: kernel compilation during the step (not in ``seconds``)."""
         import pandas as pd
         cols = ["event", "partition", "provider", "device", "nodes", "value", "kind", "src_provider", "bytes",
-                "start_s", "seconds"]
+                "start_s", "seconds", "compile_s"]
         rows = [{"event": e.kind, "partition": e.partition, "provider": e.provider, "device": e.device,
                  "nodes": e.nodes, "value": e.value, "kind": e.transfer_kind, "src_provider": e.src_provider,
-                 "bytes": e.bytes, "start_s": e.start, "seconds": e.seconds} for e in self.events]
+                 "bytes": e.bytes, "start_s": e.start, "seconds": e.seconds, "compile_s": e.compile_s}
+                for e in self.events]
         df = pd.DataFrame(rows, columns=cols)
         return df.astype({"partition": "Int64", "nodes": "Int64", "bytes": "Int64"})
 
@@ -254,8 +299,9 @@ class RunResult:
         peaks = ", ".join(f"{d}: {b} B" for d, b in self.peak_bytes.items())
         return (f"{self.kind} run of {self.graph.name!r}: {n_parts} partition(s) on "
                 f"{', '.join(self.providers) or 'no provider'}; {self.transfers_performed} transfer(s) "
-                f"({self.transfer_seconds * 1e3:.3f} ms); wall {self.wall_seconds * 1e3:.3f} ms; "
-                f"peak {peaks or 'none'}")
+                f"({self.transfer_seconds * 1e3:.3f} ms); wall {self.wall_seconds * 1e3:.3f} ms"
+                + (f" (+ {self.compile_seconds:.3f} s compiling kernels)" if self.compile_seconds else "")
+                + f"; peak {peaks or 'none'}")
 
     def __repr__(self) -> str:
         return f"RunResult({self.summary()})"
@@ -287,13 +333,74 @@ def _read_only(buf) -> None:
         buf.data.flags.writeable = False
 
 
-def _free_constants(held: dict) -> None:
-    """Free the constants an executor holds (also its garbage-collection finalizer:
+def _free_constants(held: dict, arenas: list | None = None, pool: list | None = None) -> None:
+    """Free the constants and arenas an executor holds (also its garbage-collection finalizer:
     it must not refer to the executor)."""
-    bufs = list(held.values())
+    bufs = list(held.values()) + list(arenas or ())
     held.clear()
+    if arenas:
+        arenas.clear()
+    if pool:
+        pool.clear()
     for buf in bufs:
         buf.provider.free(buf)
+
+
+class _CompileWatch:
+    """Kernel compilation seen by one thread's run (see the module docs)."""
+
+    __slots__ = ("seconds", "count", "total", "depth", "t0", "progress")
+
+    def __init__(self, total: int, progress):
+        self.seconds = 0.0
+        self.count = 0
+        self.total = total
+        self.depth = 0
+        self.t0 = 0.0
+        self.progress = progress
+
+
+_watch = threading.local()
+_listener_lock = threading.Lock()
+_listener_installed = False
+
+
+def _install_compile_listener() -> None:
+    """Listen to numba's ``numba:compile`` events once per process (a no-op without numba)."""
+    global _listener_installed
+    if _listener_installed:
+        return
+    with _listener_lock:
+        if _listener_installed:
+            return
+        try:
+            from numba.core import event as nev
+        except Exception:  # pragma: no cover - numba is a dependency
+            _listener_installed = True
+            return
+
+        class Listener(nev.Listener):
+            def on_start(self, event):
+                w = getattr(_watch, "w", None)
+                if w is None:
+                    return
+                w.depth += 1
+                if w.depth == 1:
+                    w.count += 1
+                    if w.progress is not None:
+                        w.progress(f"compiling kernels ({w.count}/{max(w.total, w.count)})")
+                    w.t0 = time.perf_counter()
+
+            def on_end(self, event):
+                w = getattr(_watch, "w", None)
+                if w is None or w.depth == 0:
+                    return
+                w.depth -= 1
+                if w.depth == 0:
+                    w.seconds += time.perf_counter() - w.t0
+
+        nev.register("numba:compile", Listener())
+        _listener_installed = True
 
 
 class HeterogeneousExecutor:
@@ -335,8 +442,21 @@ class HeterogeneousExecutor:
         self._check_boundaries()
         self._schedule()
         self.owners = memory_owners([plan.providers[i] for i in used])
+        # the memory plan: one arena per memory owner, as large as its largest partition's
+        from .providers.virtual import unmask
+        self._owner_of = [id(unmask(ex.provider)) for ex in self.parts]
+        sizes: dict[int, int] = {}
+        for ex, oid in zip(self.parts, self._owner_of):
+            if ex.arena_size:
+                sizes[oid] = max(sizes.get(oid, 0), ex.arena_size)
+        self._arena_sizes = [(o, sizes[id(o)]) for o in self.owners if id(o) in sizes]
+        #: free program sets (one per concurrent run), and every arena they hold
+        self._pool: list = []
+        self._arenas: list = []
+        self._pool_lock = threading.Lock()
         #: (initializer, provider index) → the buffer every run reads; empty when not kept
         self._constants: dict[tuple[str, int], Any] = {}
+        self._constant_bytes = None
         self._kept = False
         self._finalizer = None
         if keep_constants:
@@ -365,8 +485,13 @@ class HeterogeneousExecutor:
             _free_constants(held)
             raise ExecutionError(f"staging initializer {name!r} on provider {prov.name!r} ({prov.device}) for "
                                  f"partition {part.id} failed: {type(e).__name__}: {e}") from e
+        try:   # the first set of arenas and programs (more only if runs overlap, see _take_programs)
+            self._pool.append(self._programs(None))
+        except BaseException:
+            _free_constants(held, self._arenas, self._pool)
+            raise
         self._kept = True
-        self._finalizer = weakref.finalize(self, _free_constants, held)
+        self._finalizer = weakref.finalize(self, _free_constants, held, self._arenas, self._pool)
         self._finalizer.atexit = False  # at exit the process releases everything anyway
 
     @property
@@ -377,14 +502,57 @@ class HeterogeneousExecutor:
     @property
     def constant_bytes(self) -> dict[str, int]:
         """Device → bytes of the initializers this executor holds."""
+        key = len(self._constants)
+        if self._constant_bytes is None or self._constant_bytes[0] != key:
+            out: dict[str, int] = {}
+            for buf in self._constants.values():
+                dev = str(buf.device)
+                out[dev] = out.get(dev, 0) + buf.nbytes
+            self._constant_bytes = (key, out)
+        return dict(self._constant_bytes[1])
+
+    @property
+    def arena_bytes(self) -> dict[str, int]:
+        """Device → bytes of one run's arenas (the memory plan; a run holds them throughout)."""
         out: dict[str, int] = {}
-        for buf in self._constants.values():
-            dev = str(buf.device)
-            out[dev] = out.get(dev, 0) + buf.nbytes
+        for o, n in self._arena_sizes:
+            out[str(o.device)] = out.get(str(o.device), 0) + n
         return out
 
+    @property
+    def held_arenas(self) -> int:
+        """Arena allocations the executor holds (one per provider with an arena; 0 after close)."""
+        return len(self._arenas)
+
+    def _take_programs(self):
+        """A free program set from the pool, or None when every set is in use by another run."""
+        with self._pool_lock:
+            return self._pool.pop() if self._pool else None
+
+    def _programs(self, ledger: Ledger | None):
+        """One program per partition, bound to a new set of arenas: held by the executor
+        (``ledger`` None; also bound to its held constants) or allocated through ``ledger``
+        (freed with the run)."""
+        arenas = {}
+        try:
+            for o, n in self._arena_sizes:
+                arenas[id(o)] = ledger.allocate(o, (n,), np.uint8) if ledger is not None else o.allocate((n,), np.uint8)
+                if ledger is None:
+                    with self._pool_lock:
+                        self._arenas.append(arenas[id(o)])
+        except HeteroExploreError:
+            raise
+        except Exception as e:
+            raise ExecutionError(f"allocating the memory plan's arena(s) ({self.arena_bytes} bytes) failed: "
+                                 f"{type(e).__name__}: {e}") from e
+        held = self._constants if ledger is None else {}
+        return [ex.bind(arenas.get(oid), {n: held[(n, part.provider_index)] for n in s.consts
+                                          if (n, part.provider_index) in held})
+                for ex, oid, part, s in zip(self.parts, self._owner_of, self.plan.partitions, self.sched)]
+
     def close(self) -> None:
-        """Free the staged initializers (idempotent). Later runs stage them per run."""
+        """Free the staged initializers and the held arenas (idempotent). Later runs stage
+        them per run."""
         if self._finalizer is not None:
             self._finalizer()  # calls _free_constants once, then detaches
             self._finalizer = None
@@ -505,12 +673,34 @@ class HeterogeneousExecutor:
             dst.fence(dst.copy_device_async(src_buf, out))
         return out
 
-    def run(self, inputs, *, keep_intermediates: bool = False) -> RunResult:
-        """Execute the plan on ``inputs``; see :func:`execute`."""
+    def run(self, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
+        """Execute the plan on ``inputs``; see :func:`execute`. ``progress``: called with
+        ``"compiling kernels (k/n)"`` when a kernel compilation starts (see the module docs)."""
         plan = self.plan
         graph = plan.graph
         feeds = _private_copies(validate_inputs(graph, inputs))
         kept, held = self._kept, self._constants
+        _install_compile_listener()
+        outer = getattr(_watch, "w", None)
+        watch = _watch.w = _CompileWatch(len(graph.nodes), progress)
+        progs = None
+        try:
+            if kept and not keep_intermediates:
+                progs = self._take_programs()
+            return self._run(feeds, keep_intermediates, kept, held, progs, watch)
+        finally:
+            _watch.w = outer
+            if outer is not None:   # a run inside a run (control flow): the outer one sees it too
+                outer.seconds += watch.seconds
+                outer.count += watch.count
+            if progs is not None and self._kept:
+                with self._pool_lock:
+                    self._pool.append(progs)
+
+    def _run(self, feeds, keep_intermediates, kept, held, progs, watch) -> RunResult:
+        plan = self.plan
+        graph = plan.graph
+        pooled = progs is not None
         auth: dict[str, Any] = {}
         real: dict[int, Any] = {}
         host_out: dict[str, np.ndarray] = {}
@@ -523,9 +713,17 @@ class HeterogeneousExecutor:
         performed = 0
         clock = time.perf_counter
         t_run = clock()
+        c_run = watch.seconds
         # the run's own ledger and meters: runs in other threads on the same providers are not counted
         with Ledger(self.owners) as ledger:
-            for part, ex, s in zip(plan.partitions, self.parts, self.sched):
+            n_arenas = 0
+            if progs is None and not keep_intermediates:   # one-shot, or every held set is busy
+                n0 = ledger.allocations
+                progs = self._programs(ledger)
+                n_arenas = ledger.allocations - n0
+            if progs is None:
+                progs = [None] * len(self.parts)
+            for part, ex, s, prog in zip(plan.partitions, self.parts, self.sched, progs):
                 prov = ex.provider
                 pdev = s.device
                 try:
@@ -542,6 +740,7 @@ class HeterogeneousExecutor:
                         if trec is not None:
                             trec[ti] = self.copies[ti][1].copy_to_host(buf)
                     t0 = clock()
+                    c0 = watch.seconds
                     env = {}
                     transient = []
                     for name in s.stage:
@@ -551,7 +750,7 @@ class HeterogeneousExecutor:
                         prov.copy_from_host(arr, buf)
                         if srec is not None:
                             srec[(name, part.id)] = prov.copy_to_host(buf)
-                    for name in s.consts:
+                    for name in (() if pooled else s.consts):   # pooled programs hold them bound
                         buf = held.get((name, part.provider_index)) if kept else None
                         if buf is None:
                             arr = graph.initializer(name)
@@ -566,14 +765,15 @@ class HeterogeneousExecutor:
                         env[name] = auth[name]
                     for name, ti in s.remote:
                         env[name] = real[ti]
-                    auth.update(ex.run(env, ledger, record, dyn_shapes))
+                    auth.update(ex.run(env, ledger, record, dyn_shapes, prog))
                     if s.sync:
                         prov.synchronize()
                     for buf in transient:
                         ledger.free(buf)
                     t1 = clock()
-                    events.append(Event("partition", prov.name, pdev, t0 - t_run, t1 - t0, part.id,
-                                        part.n_nodes))
+                    comp = watch.seconds - c0
+                    events.append(Event("partition", prov.name, pdev, t0 - t_run, t1 - t0 - comp,
+                                        part.id, part.n_nodes, compile_s=comp))
                     for name in s.readback:
                         t2 = clock()
                         host_out[name] = prov.copy_to_host(auth[name])
@@ -590,12 +790,17 @@ class HeterogeneousExecutor:
                 except Exception as e:
                     raise ExecutionError(f"partition {part.id} on provider {prov.name!r} ({pdev}) failed: "
                                          f"{type(e).__name__}: {e}") from e
-        wall = clock() - t_run
+        compile_s = watch.seconds - c_run
+        wall = clock() - t_run - compile_s
         if performed != len(plan.transfers):
             raise TransferCountMismatch(f"the run performed {performed} transfer(s), the plan lists "
                                         f"{len(plan.transfers)}")
         ledger.check_leaks()
         peaks = ledger.peak_bytes()
+        arena = self.arena_bytes if progs and progs[0] is not None else {}
+        if pooled:   # held arenas are not the run's allocations, but it holds them throughout
+            for dev, n in arena.items():
+                peaks[dev] = peaks.get(dev, 0) + n
         outputs: dict[str, np.ndarray] = {}
         for name in graph.outputs:
             if name in host_out:
@@ -610,14 +815,16 @@ class HeterogeneousExecutor:
             from .control import host_outputs
             outputs = host_outputs(graph, outputs)
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
-                         transfers_performed=performed, releases=releases, allocations=ledger.allocations,
+                         transfers_performed=performed, releases=releases,
+                         allocations=ledger.allocations - n_arenas, arena_allocations=n_arenas,
                          wall_seconds=wall, inputs=feeds, constant_bytes=self.constant_bytes if kept else {},
                          intermediates=record, transfer_values=trec, staged_values=srec,
-                         value_shapes=dyn_shapes, _executor=self)
+                         value_shapes=dyn_shapes, compile_seconds=compile_s, arena_bytes=arena,
+                         _executor=self)
 
 
 # -- public entry points --------------------------------------------------------------
-def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResult:
+def execute(plan: Plan, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
     """Run ``plan`` on ``inputs`` (name → numpy array, or a list in graph-input order).
 
     Every kernel is built and every boundary checked before anything runs.
@@ -625,6 +832,8 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResul
     :class:`HeterogeneousExecutor` to stage them once for many runs). With
     ``keep_intermediates`` every node output, staged input and transfer is
     also copied to the host (what :func:`hetero_explore.compare` uses to blame).
+    ``progress``: called with ``"compiling kernels (k/n)"`` when numba compiles a kernel
+    during the run (that time is reported as ``compile_seconds``, not as run time).
 
     Raises:
         InputValidationError: missing, unexpected or mismatched inputs (all named).
@@ -635,10 +844,11 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False) -> RunResul
             buffer is freed first.
         TransferCountMismatch: copies performed differ from the plan's transfers.
     """
-    return HeterogeneousExecutor(plan, keep_constants=False).run(inputs, keep_intermediates=keep_intermediates)
+    return HeterogeneousExecutor(plan, keep_constants=False).run(inputs, keep_intermediates=keep_intermediates,
+                                                                 progress=progress)
 
 
-def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False) -> RunResult:
+def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
     """Run the whole graph on one ``provider`` (an object or ``"cpu"``/``"cuda"``/``"gpu"``).
 
     ``graph`` is a loaded :class:`Graph`, a :class:`Plan` (its graph is used) or
@@ -651,7 +861,7 @@ def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = Fal
     if len(p.partitions) > 1:  # pragma: no cover - one provider is always one convex partition
         raise ExecutionError(f"a one-provider plan has {len(p.partitions)} partitions")
     return HeterogeneousExecutor(p, kind="reference", keep_constants=False).run(
-        inputs, keep_intermediates=keep_intermediates)
+        inputs, keep_intermediates=keep_intermediates, progress=progress)
 
 
 def partition_model(plan: Plan, partition: int):

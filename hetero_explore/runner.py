@@ -53,10 +53,21 @@ when the run ends (successfully or not) and, through one
 tells the run's leaks and peak bytes apart from those of other threads running
 on the same providers at the same time.
 
-The steps are plain data built once (kernel, input names, planned shapes,
-what to free after), so a static memory plan (offsets in a per-provider
-arena, by lifetime) can later replace the per-run allocations without
-changing the callers.
+**The static memory plan.** When the runner is built it also lays out, by
+lifetime, every intermediate it can (:meth:`NodeRunner.arena_layout`): a value
+produced by a static node with a plain kernel, not kept, a tensor (not a host
+value) of non-zero size, read only by such nodes, gets an offset in one arena
+(greedy best fit by size over live intervals, the way onnxruntime's and
+TFLite's planners do; a node's outputs never share memory with its inputs, so
+nothing is computed in place). :meth:`NodeRunner.bind` turns the layout and an
+arena buffer into a :class:`Program`: per node, the kernel's function and the
+lists of arrays it is called with, built once. :meth:`NodeRunner.run` with a
+program then does, per node, one call (plus, for the few inputs and outputs
+that are not in the arena — staged inputs, constants, values crossing a
+partition, kept outputs — a check and a per-run allocation); dynamic nodes,
+control-flow kernels and nodes with an output-shape function keep the per-run
+path. A program is used by one run at a time (its lists are patched per run);
+the executor keeps a pool of them (see :mod:`hetero_explore.executor`).
 """
 
 from __future__ import annotations
@@ -72,7 +83,7 @@ from .ir import shape_is_static
 from .providers.base import KernelContext, node_context, present_outputs
 
 __all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "RuntimeShapeError",
-           "AllocationLeak", "memory_owners"]
+           "AllocationLeak", "memory_owners", "Program", "plan_offsets"]
 
 #: kernels (and output shapes) cached per dynamic node; the cache is emptied when it is full
 DYNAMIC_CACHE_SIZE = 64
@@ -355,6 +366,104 @@ class NodeRunner:
             st.free = tuple(dict.fromkeys(names))
         self.steps = steps
         self._check_memory()
+        self._plan_arena(last, keep_set)
+
+    # -- the static memory plan ------------------------------------------------------
+    def _plan_arena(self, last: dict, keep_set: set) -> None:
+        """Lay out the arena (see the module docs): ``self.layout`` (name → (offset, shape,
+        dtype)) and ``self.arena_size`` in bytes (0: nothing in an arena)."""
+        from .providers.base import Kernel
+        from .providers.virtual import unmask
+        owner = unmask(self.provider)
+        self.align = int(getattr(owner, "arena_alignment", 0) or 0)
+        self.layout: dict[str, tuple] = {}
+        self.arena_size = 0
+        if not self.align:          # the provider cannot hand out views of one allocation
+            return
+        host = np.dtype(object)
+
+        def plain(st) -> bool:
+            return (not st.dynamic and st.infer is None and type(st.kernel) is Kernel
+                    and all(d is not None and np.dtype(d) != host for n, _, d in st.out_specs if n))
+
+        ok_consumer: dict[str, bool] = {}
+        for st in self.steps:
+            p = plain(st)
+            for name in st.inputs:
+                if name:
+                    ok_consumer[name] = ok_consumer.get(name, True) and p
+        items = []
+        for pos, st in enumerate(self.steps):
+            if not plain(st):
+                continue
+            for name, shape, dtype in st.out_specs:
+                if not name or name in keep_set or not ok_consumer.get(name, True):
+                    continue
+                nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+                if nbytes == 0:
+                    continue
+                items.append((name, nbytes, pos, max(last.get(name, pos), pos)))
+        offsets, total = plan_offsets(items, self.align)
+        self.layout = {name: (offsets[name], st_shape, st_dtype)
+                       for name, st_shape, st_dtype in self._specs_of(offsets)}
+        self.arena_size = total
+
+    def _specs_of(self, names):
+        for st in self.steps:
+            for name, shape, dtype in st.out_specs:
+                if name in names:
+                    yield name, shape, np.dtype(dtype)
+
+    def bind(self, arena, fixed: Mapping[str, Any] | None = None) -> "Program":
+        """A :class:`Program` running this runner's nodes with its arena values in ``arena``
+        (a buffer of at least :attr:`arena_size` bytes on the runner's provider, or None when
+        the size is 0). ``fixed``: input buffers that stay the same for every run of the program
+        (constants the executor holds), bound into the calls too; the caller then need not pass
+        them in ``env``. Neither the arena nor ``fixed`` is owned by the program."""
+        from .providers.base import Kernel
+        from .providers.virtual import unmask
+        owner = unmask(self.provider)
+        provider = self.provider
+        layout = self.layout
+        bufs = {}
+        for name, (off, shape, dtype) in layout.items():
+            view = owner.arena_view(arena, off, shape, dtype)
+            b = DeviceBufferView(provider, shape, dtype, view)
+            bufs[name] = b
+        for name, b in (fixed or {}).items():
+            bufs.setdefault(name, b)
+        items = []
+        for st in self.steps:
+            frees = tuple(n for n in st.free if n not in layout)
+            if st.dynamic or st.infer is not None or type(st.kernel) is not Kernel:
+                items.append((st, None, None, None, None, None, frees))
+                continue
+            checks = {i: (shape, dtype) for i, _, shape, dtype in st.checks}
+            ins_d, patch = [], []
+            for i, name in enumerate(st.inputs):
+                if not name:
+                    ins_d.append(None)
+                elif name in bufs:
+                    b = bufs[name]
+                    shape, dtype = checks.get(i, (None, None))
+                    if shape is not None and (b.shape != shape or not _same_dtype(b.dtype, dtype)):
+                        raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+                    ins_d.append(b.data)
+                else:
+                    ins_d.append(None)
+                    shape, dtype = checks.get(i, (None, None))
+                    patch.append((i, name, shape, dtype))
+            outs_d, alloc = [], []
+            for i, (name, shape, dtype) in enumerate(st.out_specs):
+                if not name:
+                    outs_d.append(None)
+                elif name in bufs:
+                    outs_d.append(bufs[name].data)
+                else:
+                    outs_d.append(None)
+                    alloc.append((i, name, shape, dtype))
+            items.append((st, st.kernel._fn, ins_d, outs_d, tuple(patch), tuple(alloc), frees))
+        return Program(self, tuple(items), bufs)
 
     def _check_memory(self) -> None:
         """Refuse, before anything is allocated, a run whose intermediates would exceed the
@@ -506,53 +615,159 @@ class NodeRunner:
             "allocated (raise it with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
 
     def run(self, env: Mapping[str, Any], ledger: Ledger, record: dict | None = None,
-            shapes: dict | None = None) -> dict[str, Any]:
+            shapes: dict | None = None, program: "Program | None" = None) -> dict[str, Any]:
         """Run every node on the buffers in ``env`` (value name → buffer); returns the kept
         buffers. With ``record``, each node output is also copied to the host into it; with
-        ``shapes``, the (shape, dtype) of every output a dynamic node produced goes into it."""
-        provider = self.provider
+        ``shapes``, the (shape, dtype) of every output a dynamic node produced goes into it.
+        With ``program`` (from :meth:`bind`, used by this run alone) the arena values live in its
+        arena and every plain node runs its prebuilt call; ``record`` then must be None."""
         vals = dict(env)
-        for st in self.steps:
-            ins = [vals[n] if n else None for n in st.inputs]
-            if st.dynamic:
-                specs, kernel = self._prepare(st, ins, ledger)
-                if shapes is not None:
-                    for name, shape, dtype in specs:
-                        if name:
-                            shapes[name] = (shape, dtype)
-            else:
-                specs, kernel = st.out_specs, st.kernel
-                for i, name, shape, dtype in st.checks:
-                    b = ins[i]
-                    if b.shape != shape or not _same_dtype(b.dtype, dtype):
-                        raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+        if program is None:
+            for st in self.steps:
+                self._run_step(st, vals, ledger, record, shapes, st.free)
+            return {name: vals[name] for name in self.outputs}
+        if record is not None:
+            raise ExecutionError("a run that records every intermediate does not use the memory plan")
+        if program.slow:   # per-run-path nodes read arena values through their buffers
+            vals.update(program.bufs)
+        provider = self.provider
+        allocate, free = ledger.allocate, ledger.free
+        for st, fn, ins_d, outs_d, patch, alloc, frees in program.items:
+            if fn is None:
+                self._run_step(st, vals, ledger, None, shapes, frees)
+                continue
             try:
-                if st.infer is not None:
-                    got_shapes = st.infer(st.ctx, [None if b is None else b.data for b in ins])
-                    if got_shapes is not None:
-                        for (name, shape, dtype), got in zip(st.out_specs, got_shapes):
-                            if name and tuple(got) != shape:
-                                raise self._mismatch(st, "output", name, (shape, dtype), (tuple(got), dtype))
-                outs = []
-                for name, shape, dtype in specs:
-                    if not name:
-                        outs.append(ABSENT)
-                        continue
-                    buf = ledger.allocate(provider, shape, dtype)
-                    vals[name] = buf
-                    outs.append(buf)
-                kernel.run(ins, outs)
-                if record is not None:
-                    for name, buf in zip(st.outputs, outs):
-                        if name:
-                            record[name] = provider.copy_to_host(buf)
+                for i, name, shape, dtype in patch:
+                    b = vals[name]
+                    if shape is not None and (b.shape != shape or not _same_dtype(b.dtype, dtype)):
+                        raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+                    ins_d[i] = b.data
+                for i, name, shape, dtype in alloc:
+                    b = vals[name] = allocate(provider, shape, dtype)
+                    outs_d[i] = b.data
+                fn(ins_d, outs_d)
             except ShapeMismatchError:
                 raise
             except Exception as e:
                 raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
-            for name in st.free:
-                ledger.free(vals.pop(name))
+            for name in frees:
+                free(vals.pop(name))
         return {name: vals[name] for name in self.outputs}
+
+    def _run_step(self, st: Step, vals: dict, ledger: Ledger, record, shapes, frees) -> None:
+        """One node on the per-run path: checks, run-time shapes, allocation, kernel, frees."""
+        provider = self.provider
+        ins = [vals[n] if n else None for n in st.inputs]
+        if st.dynamic:
+            specs, kernel = self._prepare(st, ins, ledger)
+            if shapes is not None:
+                for name, shape, dtype in specs:
+                    if name:
+                        shapes[name] = (shape, dtype)
+        else:
+            specs, kernel = st.out_specs, st.kernel
+            for i, name, shape, dtype in st.checks:
+                b = ins[i]
+                if b.shape != shape or not _same_dtype(b.dtype, dtype):
+                    raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+        try:
+            if st.infer is not None:
+                got_shapes = st.infer(st.ctx, [None if b is None else b.data for b in ins])
+                if got_shapes is not None:
+                    for (name, shape, dtype), got in zip(st.out_specs, got_shapes):
+                        if name and tuple(got) != shape:
+                            raise self._mismatch(st, "output", name, (shape, dtype), (tuple(got), dtype))
+            outs = []
+            for name, shape, dtype in specs:
+                if not name:
+                    outs.append(ABSENT)
+                    continue
+                buf = ledger.allocate(provider, shape, dtype)
+                vals[name] = buf
+                outs.append(buf)
+            kernel.run(ins, outs)
+            if record is not None:
+                for name, buf in zip(st.outputs, outs):
+                    if name:
+                        record[name] = provider.copy_to_host(buf)
+        except ShapeMismatchError:
+            raise
+        except Exception as e:
+            raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
+        for name in frees:
+            ledger.free(vals.pop(name))
+
+
+class Program:
+    """A :class:`NodeRunner` bound to an arena (see the module docs): per node ``(step, fn,
+    input arrays, output arrays, inputs to patch, outputs to allocate, values to free)``; ``fn``
+    is None for a node on the per-run path. ``bufs``: the arena values as buffers (views)."""
+
+    __slots__ = ("runner", "items", "bufs", "slow")
+
+    def __init__(self, runner, items, bufs):
+        self.runner = runner
+        self.items = items
+        self.bufs = bufs
+        #: some node runs on the per-run path
+        self.slow = any(it[1] is None for it in items)
+
+
+class DeviceBufferView:
+    """A value's place in an arena: a buffer-like (``provider``, ``shape``, ``dtype``,
+    ``nbytes``, ``data``) that is never allocated nor freed by itself (the arena is)."""
+
+    __slots__ = ("provider", "shape", "dtype", "nbytes", "data", "freed", "meter")
+
+    def __init__(self, provider, shape, dtype, data):
+        self.provider = provider
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        self.data = data
+        self.freed = False
+        self.meter = None
+
+    @property
+    def device(self):
+        return self.provider.device
+
+    def __repr__(self) -> str:
+        return f"DeviceBufferView({self.provider.name}, {self.shape}, {self.dtype})"
+
+
+def plan_offsets(items, align: int) -> tuple[dict, int]:
+    """Offsets for ``items`` = ``(name, nbytes, first, last)`` (live from step ``first`` through
+    step ``last``, inclusive) in one arena: largest first, each at the best-fitting (smallest
+    sufficient) gap among the values whose lifetimes overlap its own, else above them. Sizes are
+    rounded up to ``align``. Returns (name → offset, arena bytes). The values live at each step
+    are indexed, so the cost grows with the lifetimes' total length, not with the square of the
+    number of values."""
+    order = sorted(items, key=lambda it: (-it[1], it[2], it[0]))
+    placed: list[tuple[int, int]] = []            # (offset, size) per placed value
+    live_at: dict[int, list[int]] = {}            # step → indices of the placed values live then
+    offsets: dict[str, int] = {}
+    total = 0
+    for name, nbytes, first, last in order:
+        size = -(-nbytes // align) * align
+        seen: set[int] = set()
+        for t in range(first, last + 1):
+            seen.update(live_at.get(t, ()))
+        busy = sorted(placed[i] for i in seen)
+        best, best_gap, end = None, None, 0
+        for o, sz in busy:
+            gap = o - end
+            if gap >= size and (best_gap is None or gap < best_gap):
+                best, best_gap = end, gap
+            end = max(end, o + sz)
+        off = end if best is None else best
+        idx = len(placed)
+        placed.append((off, size))
+        for t in range(first, last + 1):
+            live_at.setdefault(t, []).append(idx)
+        offsets[name] = off
+        total = max(total, off + size)
+    return offsets, total
 
 
 def _spec(shape, dtype) -> str:

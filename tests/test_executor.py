@@ -221,8 +221,11 @@ def test_constants_are_staged_once_held_across_runs_and_freed_by_close():
     ex = HeterogeneousExecutor(plan)
     assert ex.holds_constants
     held = (cpu.live_allocations - before[0]) + (npu.live_allocations - before[1])
-    assert held == n
-    assert sum(ex.constant_bytes.values()) == (cpu.live_bytes - before[2]) + (npu.live_bytes - before[3]) > 0
+    # the constants, and one arena per provider for the memory plan
+    assert ex.held_arenas == len(ex.arena_bytes) == 2
+    assert held == n + ex.held_arenas
+    assert (sum(ex.constant_bytes.values()) + sum(ex.arena_bytes.values())
+            == (cpu.live_bytes - before[2]) + (npu.live_bytes - before[3]) > 0)
     built = (cpu.live_allocations, npu.live_allocations)
     staged_totals = (cpu.total_allocations, npu.total_allocations)
     one_shot = execute(plan, ref.inputs)  # stages the constants itself
@@ -231,11 +234,13 @@ def test_constants_are_staged_once_held_across_runs_and_freed_by_close():
         assert (cpu.live_allocations, npu.live_allocations) == built
         assert_identical(run, ref)
         assert run.constant_bytes == ex.constant_bytes
-        # the held constants are not allocated again: each run allocates n fewer buffers
+        # the held constants are not allocated again: each run allocates n fewer buffers; the
+        # held arenas are not allocated again either (the one-shot run allocated its own)
         assert run.allocations == one_shot.allocations - n
+        assert run.arena_allocations == 0 and one_shot.arena_allocations == ex.held_arenas
     assert one_shot.constant_bytes == {}
     assert (cpu.total_allocations + npu.total_allocations - sum(staged_totals)
-            == one_shot.allocations + sum(r.allocations for r in runs))
+            == one_shot.allocations + one_shot.arena_allocations + sum(r.allocations for r in runs))
     ex.close()
     assert (cpu.live_allocations, npu.live_allocations, cpu.live_bytes, npu.live_bytes) == before
     assert not ex.holds_constants and ex.constant_bytes == {}
@@ -243,7 +248,12 @@ def test_constants_are_staged_once_held_across_runs_and_freed_by_close():
     # a closed executor still runs: it stages the constants per run again
     again = ex.run(ref.inputs, keep_intermediates=True)
     assert (cpu.live_allocations, npu.live_allocations) == before[:2]
-    assert again.allocations == one_shot.allocations and again.constant_bytes == {}
+    # keep_intermediates runs on the per-run path: every value the memory plan lays out in an
+    # arena is allocated (and freed) on its own instead
+    in_arenas = sum(len(r.layout) for r in ex.parts)
+    assert in_arenas > 0
+    assert again.allocations == one_shot.allocations + in_arenas and again.constant_bytes == {}
+    assert again.arena_allocations == 0 and again.arena_bytes == {}
     assert_identical(again, ref)
 
 
@@ -252,13 +262,15 @@ def test_garbage_collecting_an_executor_frees_its_constants():
     cpu = P.cpu()
     before = cpu.live_allocations
     ex = HeterogeneousExecutor(he.plan(ref.graph, [cpu]))
-    assert cpu.live_allocations - before == _n_consts(ex.plan) > 0
+    arenas = ex.held_arenas
+    assert arenas == 1
+    assert cpu.live_allocations - before == _n_consts(ex.plan) + arenas > arenas
     run = ex.run(ref.inputs)
-    assert cpu.live_allocations - before == _n_consts(ex.plan)
+    assert cpu.live_allocations - before == _n_consts(ex.plan) + arenas
     del ex
     gc.collect()
     # the run result keeps its executor (for rerun): still held
-    assert cpu.live_allocations - before == _n_consts(run.plan)
+    assert cpu.live_allocations - before == _n_consts(run.plan) + arenas
     del run
     gc.collect()
     assert cpu.live_allocations == before
@@ -308,7 +320,7 @@ def test_a_kernel_that_keeps_an_allocation_is_a_leak_even_with_held_constants():
     bad = _Tweaked("bad", "npu:0", ["Relu", "Add"], tweak)
     n_relu = sum(n.op_type == "Relu" for n in g.nodes)
     with HeterogeneousExecutor(he.plan(g, [bad, P.cpu()])) as ex:
-        assert ex.holds_constants and bad.live_allocations == _n_consts(ex.plan) > 0
+        assert ex.holds_constants and bad.live_allocations == _n_consts(ex.plan) + ex.held_arenas > 1
         with pytest.raises(AllocationLeak, match=f"'bad': \\+{n_relu} allocation"):
             ex.run(random_inputs(g))
     assert len(hoard) == n_relu and bad.live_allocations == n_relu

@@ -326,6 +326,15 @@ class ExecutionProvider:
         with self._counter_lock:
             self.peak_bytes = self.live_bytes
 
+    #: byte alignment of values laid out in one arena allocation (see :meth:`arena_view`);
+    #: 0 when the provider cannot hand out such views (each value is then allocated per run)
+    arena_alignment: int = 0
+
+    def arena_view(self, arena: DeviceBuffer, offset: int, shape, dtype):
+        """The provider's array for a value of ``shape`` and ``dtype`` at byte ``offset`` of
+        ``arena`` (a one-dimensional uint8 allocation of this provider)."""
+        raise NotImplementedError(f"provider {self.name!r} has no arena views")
+
     def allocate(self, shape, dtype) -> DeviceBuffer:
         raise NotImplementedError(f"provider {self.name!r} cannot allocate memory (planning only)")
 
@@ -367,6 +376,13 @@ class ExecutionProvider:
 
 class HostMemory:
     """Memory hooks for providers whose buffers are host numpy arrays (mixin)."""
+
+    arena_alignment = 64
+
+    def arena_view(self, arena: DeviceBuffer, offset: int, shape, dtype):
+        dtype = np.dtype(dtype)
+        n = math.prod(shape) * dtype.itemsize
+        return arena.data[offset:offset + n].view(dtype).reshape(tuple(shape))
 
     def _before_allocate(self) -> None:
         """Hook: raise when this provider cannot hold memory."""

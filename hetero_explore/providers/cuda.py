@@ -6,6 +6,8 @@ Without either, :meth:`available` says why and nothing crashes."""
 from __future__ import annotations
 
 
+import math
+
 import numpy as np
 
 from ..errors import ProviderUnavailableError
@@ -75,6 +77,13 @@ class NumbaCUDAProvider(RegistryProvider):
         buf = DeviceBuffer(self, shape, dtype, arr)
         self._track_alloc(buf.nbytes, buf)
         return buf
+
+    arena_alignment = 256
+
+    def arena_view(self, arena: DeviceBuffer, offset: int, shape, dtype):
+        dtype = np.dtype(dtype)
+        n = math.prod(shape) * dtype.itemsize
+        return arena.data[offset:offset + n].view(dtype).reshape(tuple(shape))
 
     def free(self, buf: DeviceBuffer) -> None:
         if buf.freed:
