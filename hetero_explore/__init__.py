@@ -14,7 +14,7 @@ from .compare import compare
 from .errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, MissingDependencyError, ModelLoadError,
                      PlanningError,
-                     ProviderUnavailableError, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
+                     ProviderUnavailableError, RunCancelled, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
 from .executor import RunResult, execute, execute_reference
 from .explorer import Explorer, explore
 from .inputs import random_inputs
@@ -34,6 +34,6 @@ __all__ = [
     "HeteroExploreError", "ModelLoadError", "InvalidModelError", "ShapeBindingError", "UnsupportedNodeError",
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
-    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError",
+    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError", "RunCancelled",
     "sweep", "compare_sweeps", "save_sweep", "load_sweep",
 ]

@@ -186,14 +186,16 @@ def test_a_raising_handler_never_kills_the_app(app, ex, monkeypatch):
 def test_execute_fills_run_and_diff(app, ex):
     app.deny_selects["gpu"].value = ("GatherND",)
     assert "Not executed yet" in view(app, "Diff")
-    app.execute_button.click()
+    app.execute_button.click()  # runs in a worker thread
+    assert app.wait_for_run(120)
     assert app.run_error == "" and not app.busy
     p = app.progress.get_state()
-    assert p["value"] == p["max"] == 4 and p["bar_style"] == "success"
+    assert p["value"] == p["max"] == len(ex.plan.partitions) + 3 and p["bar_style"] == "success"
     diff = view(app, "Diff")
     assert "byte-identical" in diff and "hx-ok" in diff and "probs" in diff
     run = view(app, "Run")
     assert "1 transfer(s) performed (plan lists 1)" in run and "partition" in run
+    assert "class=\"he-timeline\"" in run and run.count("he-step he-partition") == len(ex.plan.partitions)
     assert "byte-identical" in app.status
     # a new plan invalidates the shown run
     app.order = ["cpu", "gpu"]
@@ -376,3 +378,86 @@ def test_every_view_escapes_hostile_names():
         assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in pages["header"]
     finally:
         a.close()
+
+
+# -- Execute runs off the main thread: progress, Cancel, re-planning meanwhile ----------------------
+@pytest.fixture
+def gated(monkeypatch):
+    """Holds each run after its first partition until ``release`` is set (``started`` says it got there)."""
+    import threading
+    from hetero_explore import explorer as E
+    started, release = threading.Event(), threading.Event()
+    orig = E._WatchedPart.run
+
+    def held(self, *a, **k):
+        out = orig(self, *a, **k)
+        if self.k == 0:
+            started.set()
+            release.wait(60)
+        return out
+
+    monkeypatch.setattr(E._WatchedPart, "run", held)
+    yield started, release
+    release.set()
+
+
+def _live(ex):
+    from hetero_explore.providers import unmask
+    return [(unmask(p).live_allocations, unmask(p).live_bytes) for p in ex.providers.values()]
+
+
+def test_execute_runs_in_a_worker_with_progress_and_cancel(app, ex, gated):
+    started, release = gated
+    ex.deny("gpu", ["Relu"]).replan()
+    n = len(ex.plan.partitions)
+    assert n > 2
+    before = _live(ex)
+    app.execute_button.click()
+    assert started.wait(60), "the run never reached its first partition"
+    # the click returned while the run is held: the app is live
+    assert app.busy and app.execute_button.disabled and not app.cancel_button.disabled
+    assert app.status == f"partition 1/{n} on gpu" and app.progress.value == 1 and app.progress.max == n + 3
+    app.select("Placement")
+    assert "node(s)" in value(app.views["Placement"])
+    app.cancel_button.click()
+    assert app.status.startswith("cancelling")
+    release.set()
+    assert app.wait_for_run(60)
+    assert not app.busy and app.cancel_button.disabled and not app.execute_button.disabled
+    assert app.status.startswith(f"cancelled: the run was cancelled after partition 1/{n} on gpu, before "
+                                 f"partition 2/{n}")
+    assert app.progress.bar_style == "warning" and app.run_error == ""
+    assert ex.run is None and ex.current.run is None
+    assert "Not executed yet" in view(app, "Run")
+    assert _live(ex) == before  # nothing leaked
+    app.execute()  # and the next run goes through
+    assert ex.byte_identical is True and "byte-identical" in app.status
+
+
+def test_replanning_while_a_run_executes_keeps_the_runs_own_plan(app, ex, gated):
+    started, release = gated
+    ex.deny("gpu", ["Relu"]).replan()
+    first = ex.current
+    app.execute_button.click()
+    assert started.wait(60)
+    v = app.plan_version
+    app.order = ["cpu", "gpu"]  # re-plan while the run is held after its first partition
+    assert app.plan_version == v + 1 and ex.current is not first
+    assert app.status.startswith(f"plan #{ex.current.index} in")
+    assert "Not executed yet" in view(app, "Run")
+    release.set()
+    assert app.wait_for_run(60)
+    assert app.run_error == ""
+    # the run finished on the plan it started with, recorded on its own step
+    assert first.run is not None and first.run.plan is first.plan
+    assert bool(first.diff["byte_identical"].all())
+    assert ex.run is None and ex.diff is None and ex.current.run is None
+    assert "configuration changed meanwhile" in app.status
+    assert "Not executed yet" in view(app, "Run") and not app.execute_button.disabled
+    app.execute()
+    assert ex.current.run is not None and ex.byte_identical is True
+
+
+def test_cancel_with_nothing_running_says_so(app):
+    app.cancel()
+    assert app.status == "nothing is running" and app.cancel_button.disabled

@@ -28,6 +28,8 @@ from typing import Any, Callable
 import ipywidgets as widgets
 from traitlets import Bool, Dict, Int, List, Unicode, observe
 
+from ..errors import RunCancelled
+
 #: views, in tab order
 VIEWS = ("Graph", "Placement", "Partitions", "Transfers", "Run", "Diff", "Changes", "Export")
 #: rows shown per table (the full table is one DataFrame call away)
@@ -168,6 +170,8 @@ class ViewState:
     """Most boxes drawn without asking (0: no limit)."""
     drawing: bool = False
     """The picture is being laid out in the background: show a placeholder."""
+    compile_seconds: float = 0.0
+    """Seconds the last run spent compiling kernels (inside its timings)."""
 
 
 def graph_boxes(plan, level: str) -> tuple[str, int]:
@@ -263,12 +267,19 @@ def _render_run(s: ViewState) -> str:
     if tp is not None:
         n = tp if isinstance(tp, int) else len(tp)
         bits.append(f"{n} transfer(s) performed (plan lists {len(s.plan.transfers)})")
+    if s.compile_seconds >= 0.05:
+        bits.append(f"of which compiling kernels {s.compile_seconds:.1f} s (a first run; the next is warm)")
     head = f"<div class='hx-note hx-run-summary'>{_esc('; '.join(bits))}</div>" if bits else ""
+    try:
+        from .timeline import timeline_svg  # the report's renderer: one timeline for both
+        chart = f"<div class='hx-timeline'>{timeline_svg(r)}</div>"
+    except Exception as e:
+        chart = _error_box(f"no timeline: {type(e).__name__}: {e}", "hx-timeline-error")
     try:
         table = _table(r.timings_df(), what="timings")
     except Exception as e:
         table = _error_box(f"no timings: {type(e).__name__}: {e}", "")
-    return err + head + table
+    return err + head + chart + table
 
 
 def diff_verdict(diff, reference: str) -> tuple[bool | None, str]:
@@ -356,6 +367,8 @@ class ExplorerApp(widgets.VBox):
         self._pending: tuple | None = None
         self._future = None
         self._lock = threading.RLock()
+        self._run_thread: threading.Thread | None = None
+        self._cancel = threading.Event()
 
         names = ex.provider_names
         # provider order: a list with up/down buttons
@@ -381,7 +394,11 @@ class ExplorerApp(widgets.VBox):
         self.execute_button = widgets.Button(description="Execute", button_style="primary",
                                              icon="play", tooltip="run the plan and the reference; diff them")
         self.execute_button.add_class("hx-execute")
-        self.execute_button.on_click(lambda _b: self._guard(self.execute))
+        self.execute_button.on_click(lambda _b: self._guard(self.execute, False))
+        self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True,
+                                            tooltip="stop the run before its next partition")
+        self.cancel_button.add_class("hx-cancel")
+        self.cancel_button.on_click(lambda _b: self._guard(self.cancel))
         self.progress = widgets.IntProgress(value=0, min=0, max=4, description="",
                                             layout=widgets.Layout(width="160px"))
         self.progress.add_class("hx-progress")
@@ -436,7 +453,7 @@ class ExplorerApp(widgets.VBox):
         self.deny_box.add_class("hx-deny")
         self._layout_provider_controls()
         controls = widgets.HBox([order_box, self.enable_box, self.deny_box])
-        run_row = widgets.HBox([self.execute_button, self.progress, self.status_label])
+        run_row = widgets.HBox([self.execute_button, self.cancel_button, self.progress, self.status_label])
         self.children = [header, controls, run_row, self.error_html, self.summary_html, self.tabs]
 
         self._read_model()
@@ -578,7 +595,7 @@ class ExplorerApp(widgets.VBox):
 
     def _on_model(self, event: str) -> None:
         """The explorer changed under us (a scripted call in another cell)."""
-        if self._syncing or self._self_call:
+        if self._syncing or self._self_call or threading.current_thread() is self._run_thread:
             return
         self._read_model()
         if event == "run":
@@ -647,7 +664,8 @@ class ExplorerApp(widgets.VBox):
         return ViewState(plan=plan, plan_is_current=current, plan_index=idx, previous=previous,
                          run=run, diff=diff, reference=ex.reference_provider.name, error=self.error,
                          run_error=self.run_error, level=self.level, svg=ex.svg,
-                         export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW)
+                         export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW,
+                         compile_seconds=ex.compile_seconds if run is not None else 0.0)
 
     def _redraw(self) -> None:
         """Redraw the summary, the error box and the visible view from the traits."""
@@ -665,6 +683,7 @@ class ExplorerApp(widgets.VBox):
             self.summary_html.value = ""
         self.status_label.value = f"<span class='hx-note'>{_esc(self.status)}</span>"
         self.execute_button.disabled = self.busy or s.plan is None or not s.plan_is_current
+        self.cancel_button.disabled = not self.busy
         visible = VIEWS[self.tabs.selected_index or 0]
         if visible == "Graph":
             s = self._maybe_draw_later(s)
@@ -744,35 +763,83 @@ class ExplorerApp(widgets.VBox):
         """Open a tab by name (``"Graph"``, ``"Diff"``, ...)."""
         self.tabs.selected_index = VIEWS.index(view)
 
-    def execute(self) -> None:
-        """What the Execute button does."""
+    @observe("status")
+    def _status_changed(self, change) -> None:
+        self.status_label.value = f"<span class='hx-note'>{_esc(change['new'])}</span>"
+
+    def execute(self, wait: bool = True) -> None:
+        """What the Execute button does (with ``wait=False``): run the current plan in a worker
+        thread, with progress per partition and the Cancel button live; re-planning and the
+        tabs stay usable meanwhile (the run keeps the plan it started with). ``wait=True``
+        returns when the run has finished."""
+        if self.busy:
+            self.status = "a run is in progress: wait for it or press Cancel"
+            return
         ex = self.explorer
-        self.busy = True
+        self._cancel.clear()
         self.run_error = ""
         self.progress.bar_style = "info"
         self.progress.value = 0
+        self.busy = True
         t0 = time.perf_counter()
+        planned = ex.current.index if ex.current is not None else None
 
         def tick(i, total, label):
             self.progress.max = total
-            self.progress.value = i
+            self.progress.value = min(i, total)
             self.status = label
 
-        self._self_call = True
-        try:
-            ex.execute(progress=tick)
-        except Exception as e:
-            self.progress.bar_style = "danger"
-            self.run_error = f"execution failed: {type(e).__name__}: {e}"
-            self.status = "execution failed"
-        else:
-            ok, line = diff_verdict(ex.diff, ex.reference_provider.name)
-            self.progress.bar_style = "success" if ok else "warning"
-            self.status = f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms: {line.split(':')[0]}"
-        finally:
-            self._self_call = False
-            self.busy = False
-            self.run_version += 1
+        def work():
+            try:
+                ex.execute(progress=tick, cancel=self._cancel.is_set)
+            except RunCancelled as e:
+                self.progress.bar_style = "warning"
+                self.status = f"cancelled: {e}"
+            except Exception as e:
+                self.progress.bar_style = "danger"
+                self.run_error = f"execution failed: {type(e).__name__}: {e}"
+                self.status = "execution failed"
+            else:
+                cur = ex.current.index if ex.current is not None else None
+                if cur != planned:
+                    self.progress.bar_style = "info"
+                    self.status = (f"executed plan #{planned} in {(time.perf_counter() - t0) * 1e3:.0f} ms; "
+                                   f"the configuration changed meanwhile: plan #{cur} is not executed "
+                                   "(the run is kept in the history)")
+                else:
+                    ok, line = diff_verdict(ex.diff, ex.reference_provider.name)
+                    self.progress.bar_style = "success" if ok else "warning"
+                    comp = (f" (of which compiling kernels {ex.compile_seconds:.1f} s)"
+                            if ex.compile_seconds >= 0.05 else "")
+                    self.status = (f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms{comp}: "
+                                   f"{line.split(':')[0]}")
+            finally:
+                self.busy = False
+                try:
+                    self.run_version += 1
+                except Exception:  # pragma: no cover - a redraw error is shown by _guard next time
+                    pass
+
+        th = threading.Thread(target=work, name="hx-execute", daemon=True)
+        self._run_thread = th
+        th.start()
+        if wait:
+            th.join()
+
+    def cancel(self) -> None:
+        """What the Cancel button does: stop the run before its next partition."""
+        if not self.busy:
+            self.status = "nothing is running"
+            return
+        self._cancel.set()
+        self.status = "cancelling: the run stops before its next partition\u2026"
+
+    def wait_for_run(self, timeout: float = 120.0) -> bool:
+        """Wait for a run started with ``execute(wait=False)``; True when none is running."""
+        th = self._run_thread
+        if th is not None:
+            th.join(timeout)
+        return not self.busy
 
     def export(self) -> str | None:
         """What the Export button does: write the report, offer it for download."""
@@ -799,8 +866,12 @@ class ExplorerApp(widgets.VBox):
 
     def close(self):
         """Stop following the explorer and close every widget of the app (ipywidgets keeps
-        each one, with its layout and style, in a registry until it is closed)."""
+        each one, with its layout and style, in a registry until it is closed). A run in
+        progress is cancelled and waited for."""
         self.explorer.unobserve(self._on_model)
+        if self.busy:
+            self._cancel.set()
+            self.wait_for_run(60.0)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         extra = list(self.enable_boxes.values()) + list(self.deny_selects.values())
