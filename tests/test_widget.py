@@ -461,3 +461,58 @@ def test_replanning_while_a_run_executes_keeps_the_runs_own_plan(app, ex, gated)
 def test_cancel_with_nothing_running_says_so(app):
     app.cancel()
     assert app.status == "nothing is running" and app.cancel_button.disabled
+
+
+# -- tables: filter, sort, pages beyond MAX_ROWS ---------------------------------------------------
+def test_tables_are_paged_sorted_and_filtered():
+    import re
+    e = hx.explore(models.chain("tiny", layers=250), providers=["gpu", "cpu"])  # 500 nodes
+    a = e.show()
+    a.background_drawing = False
+    try:
+        a.select("Placement")
+
+        def shown():
+            v = value(a.views["Placement"])
+            return (re.search(r"hx-table-page'>(.*?)</div>", v).group(1),
+                    re.findall(r"<tr><td>[^<]*</td><td>([^<]*)</td>", v))
+
+        note, names = shown()
+        assert note == "nodes 1–300 of 500; page 1 of 2" and len(names) == 300
+        assert names[:2] == [e.graph.nodes[0].name, e.graph.nodes[1].name]
+        c = a.table_controls["Placement"]
+        c["next"].click()
+        note, names = shown()
+        assert note == "nodes 301–500 of 500; page 2 of 2" and len(names) == 200
+        c["next"].click()  # no page 3
+        assert a.tables["Placement"]["page"] == 1
+        assert ("name", "name") in c["sort"].options
+        c["sort"].value = "name"  # back to page 1, sorted
+        c["descending"].value = True
+        note, names = shown()
+        everything = sorted((n.name for n in e.graph.nodes), key=str.lower, reverse=True)
+        assert note.startswith("nodes 1–300 of 500, sorted by <code>name</code> descending")
+        assert names == everything[:300]
+        c["query"].value = "ADD"  # case-insensitive, over every shown cell
+        note, names = shown()
+        adds = [n for n in everything if "add" in n.lower()]
+        assert note.startswith(f"nodes 1–{len(adds)} of {len(adds)} matching <code>ADD</code> (of 500)")
+        assert names == adds
+        c["query"].value = "no such node"
+        assert "(no nodes matching" in value(a.views["Placement"])
+        # the options survive a re-plan; the sort menu keeps its choice
+        e.deny("gpu", "Relu").replan()
+        assert c["sort"].value == "name" and a.tables["Placement"]["query"] == "no such node"
+    finally:
+        a.close()
+
+
+def test_table_page_sorts_mixed_columns_by_their_text():
+    import pandas as pd
+    df = pd.DataFrame({"k": ["b", None, "A", ["x"]], "n": [3, 1, 2, 0]})
+    rows, m, page, pages = W.table_page(df, W.TableOptions(sort="k"))
+    assert list(rows["n"]) == [1, 2, 3, 0] and (m, page, pages) == (4, 0, 1)  # '' < 'a' < 'b' < 'x'
+    rows, *_ = W.table_page(df, W.TableOptions(sort="n", descending=True))
+    assert list(rows["n"]) == [3, 2, 1, 0]
+    rows, m, page, pages = W.table_page(df, W.TableOptions(page=9), page_rows=3)
+    assert (m, page, pages) == (4, 1, 2) and list(rows["n"]) == [0]

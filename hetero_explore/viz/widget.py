@@ -101,14 +101,84 @@ def close_tree(w, keep=()) -> None:
             widgets.Widget.close(x)  # the base close: ExplorerApp.close calls close_tree itself
 
 
-def _table(df, max_rows: int = MAX_ROWS, what: str = "rows") -> str:
+@dataclass(frozen=True)
+class TableOptions:
+    """How the app shows a view's main table: filtered, sorted, one page of it."""
+
+    query: str = ""
+    """Rows whose shown text contains this (case-insensitive); '' keeps every row."""
+    sort: str = ""
+    """Column sorted by ('' keeps the plan's order)."""
+    descending: bool = False
+    """Sort descending."""
+    page: int = 0
+    """0-based page (clamped to the pages there are)."""
+
+
+#: views whose main table has filter / sort / page controls in the app
+TABLE_VIEWS = ("Placement", "Partitions", "Transfers")
+
+
+def main_table(view: str, plan):
+    """The DataFrame of ``view``'s main table (the one the app pages, sorts and filters)."""
+    if view == "Placement":
+        return plan.placement_df()
+    if view == "Partitions":
+        return plan.partitions_df()
+    if view == "Transfers":
+        return plan.transfers_df()
+    raise ValueError(f"{view!r} has no main table; those that do: {TABLE_VIEWS}")
+
+
+def table_page(df, opts: TableOptions, page_rows: int = MAX_ROWS):
+    """``(rows shown, rows matching, page, pages)`` of ``df`` under ``opts`` (pandas does the work:
+    the app's HTML widgets run no script, so sorting, filtering and paging happen here)."""
+    import pandas as pd
+    n = len(df)
+    if opts.query and n:
+        q = opts.query.lower()
+        text = df.map(_cell)
+        hit = text.apply(lambda col: col.str.lower().str.contains(q, regex=False)).any(axis=1)
+        df = df[hit.to_numpy()]
+    if opts.sort and opts.sort in df.columns and len(df):
+        col = df[opts.sort]
+        if pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+            key = None
+        else:  # mixed objects (lists, None, numbers): by the text shown
+            def key(c):
+                return c.map(_cell).str.lower()
+        df = df.sort_values(opts.sort, ascending=not opts.descending, kind="stable", key=key,
+                            na_position="last")
+    m = len(df)
+    pages = max(1, -(-m // page_rows))
+    page = min(max(int(opts.page), 0), pages - 1)
+    return df.iloc[page * page_rows:(page + 1) * page_rows], m, page, pages
+
+
+def _table(df, max_rows: int = MAX_ROWS, what: str = "rows", opts: TableOptions | None = None) -> str:
     """A DataFrame as an escaped HTML table, at most ``max_rows`` rows (a plain loop:
-    several times faster than ``DataFrame.to_html`` on the tables the app redraws live)."""
+    several times faster than ``DataFrame.to_html`` on the tables the app redraws live).
+    With ``opts`` the table is filtered, sorted and cut into pages of ``max_rows``."""
     if df is None:
         return ""
     n = len(df)
     if n == 0:
         return f"<div class='hx-note'>(no {what})</div>"
+    note = ""
+    if opts is not None:
+        total = n
+        df, n, page, pages = table_page(df, opts, max_rows)
+        first = page * max_rows
+        where = f" matching <code>{_esc(opts.query)}</code>" if opts.query else ""
+        order = (f", sorted by <code>{_esc(opts.sort)}</code> {'descending' if opts.descending else 'ascending'}"
+                 if opts.sort and opts.sort in df.columns else "")
+        note = (f"<div class='hx-note hx-table-page'>{what} {first + 1 if n else 0:,d}\u2013"
+                f"{min(first + max_rows, n):,d} of {n:,d}{where}"
+                + (f" (of {total:,d})" if n != total else "") + order
+                + f"; page {page + 1} of {pages}</div>")
+        if n == 0:
+            return note + f"<div class='hx-note'>(no {what}{where})</div>"
+        max_rows = len(df)
     cols = [str(c) for c in df.columns]
     parts = ["<div class='hx-table-wrap'><table class='hx-table'><thead><tr>"]
     parts += [f"<th>{_esc(c)}</th>" for c in cols]
@@ -116,9 +186,9 @@ def _table(df, max_rows: int = MAX_ROWS, what: str = "rows") -> str:
     for row in df.head(max_rows).itertuples(index=False, name=None):
         parts.append("<tr>" + "".join(f"<td>{_esc(_cell(v))}</td>" for v in row) + "</tr>")
     parts.append("</tbody></table></div>")
-    if n > max_rows:
+    if opts is None and n > max_rows:
         parts.append(f"<div class='hx-note'>showing {max_rows} of {n} {what}</div>")
-    return "".join(parts)
+    return note + "".join(parts)
 
 
 def _cell(v) -> str:
@@ -172,6 +242,11 @@ class ViewState:
     """The picture is being laid out in the background: show a placeholder."""
     compile_seconds: float = 0.0
     """Seconds the last run spent compiling kernels (inside its timings)."""
+    tables: tuple = ()
+    """``(view, TableOptions)`` pairs for the main tables of :data:`TABLE_VIEWS`."""
+
+    def table_options(self, view: str) -> TableOptions:
+        return dict(self.tables).get(view, TableOptions())
 
 
 def graph_boxes(plan, level: str) -> tuple[str, int]:
@@ -213,11 +288,12 @@ def render(view: str, s: ViewState) -> str:
             body = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}", "hx-graph-error")
         return stale + head + body
     if view == "Placement":
-        df = p.placement_df()
+        df = main_table(view, p)
         return stale + (f"<div class='hx-note'>{len(df)} node(s); <code>declined_by</code> lists each "
-                        "higher-priority provider's reason</div>") + _table(df, what="nodes")
+                        "higher-priority provider's reason</div>") + _table(df, what="nodes",
+                                                                            opts=s.table_options(view))
     if view == "Partitions":
-        body = _table(p.partitions_df(), what="partitions")
+        body = _table(main_table(view, p), what="partitions", opts=s.table_options(view))
         if p.convexity_splits:
             body += ("<div class='hx-note'>Same-provider partitions kept apart to stay convex:</div>"
                      + _table(_splits_df(p), what="splits"))
@@ -229,7 +305,7 @@ def render(view: str, s: ViewState) -> str:
         tb = p.transfer_bytes
         head = (f"<div class='hx-note'>{len(p.transfers)} transfer(s), "
                 f"{'unknown' if tb is None else f'{tb:,d}'} byte(s), one per (value, destination)</div>")
-        return stale + head + _table(p.transfers_df(), what="transfers")
+        return stale + head + _table(main_table(view, p), what="transfers", opts=s.table_options(view))
     if view == "Run":
         return stale + _render_run(s)
     if view == "Diff":
@@ -351,12 +427,16 @@ class ExplorerApp(widgets.VBox):
     """One line: what just happened."""
     busy = Bool(False).tag(sync=True)
     """True while executing."""
+    tables = Dict().tag(sync=True)
+    """View → its main table's options (``query``, ``sort``, ``descending``, ``page``; see
+    :class:`TableOptions`)."""
 
     def __init__(self, explorer, **kwargs):
         super().__init__(**kwargs)
         self.add_class("hx-app")
         self.explorer = ex = explorer
         self._syncing = False
+        self._table_syncing = False
         self._self_call = False
         self._rendered: dict[str, tuple] = {}
         self._export_message = ""
@@ -417,6 +497,8 @@ class ExplorerApp(widgets.VBox):
         self.draw_big_box.add_class("hx-draw-big")
         self.draw_big_box.observe(lambda ch: setattr(self, "draw_big", bool(ch["new"])), names="value")
 
+        self.table_controls: dict[str, dict] = {}
+        self._table_columns: dict[str, tuple] = {}
         self.views: dict[str, widgets.HTML] = {}
         for v in VIEWS:
             h = widgets.HTML("")
@@ -436,6 +518,8 @@ class ExplorerApp(widgets.VBox):
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
                                            self.views[v]]))
+            elif v in TABLE_VIEWS:
+                pages.append(widgets.VBox([self._make_table_controls(v), self.views[v]]))
             else:
                 pages.append(self.views[v])
         self.tabs = widgets.Tab(children=pages, titles=list(VIEWS))
@@ -461,6 +545,72 @@ class ExplorerApp(widgets.VBox):
         self._guard(self._replan)
 
     # -- construction helpers ---------------------------------------------------------
+    def _make_table_controls(self, view: str):
+        """Filter box, sort column, direction and page buttons of ``view``'s main table."""
+        v = view.lower()
+        q = widgets.Text(value="", placeholder="filter rows\u2026", layout=widgets.Layout(width="240px"))
+        sort = widgets.Dropdown(options=[("(plan order)", "")], value="", description="sort by",
+                                layout=widgets.Layout(width="260px"))
+        desc = widgets.ToggleButton(value=False, description="descending", icon="sort-amount-desc",
+                                    layout=widgets.Layout(width="120px"))
+        prev = widgets.Button(description="\u25c0 prev", layout=widgets.Layout(width="80px"))
+        nxt = widgets.Button(description="next \u25b6", layout=widgets.Layout(width="80px"))
+        for w, css in ((q, "filter"), (sort, "sort"), (desc, "desc"), (prev, "prev"), (nxt, "next")):
+            w.add_class(f"hx-table-{css}")
+            w.add_class(f"hx-{css}-{v}")
+        q.observe(lambda ch: self._guard(self._set_table, view, query=ch["new"], page=0), names="value")
+        sort.observe(lambda ch: self._guard(self._set_table, view, sort=ch["new"], page=0), names="value")
+        desc.observe(lambda ch: self._guard(self._set_table, view, descending=bool(ch["new"]), page=0),
+                     names="value")
+        prev.on_click(lambda _b: self._guard(self._turn_page, view, -1))
+        nxt.on_click(lambda _b: self._guard(self._turn_page, view, +1))
+        self.table_controls[view] = {"query": q, "sort": sort, "descending": desc, "prev": prev, "next": nxt}
+        box = widgets.HBox([q, sort, desc, prev, nxt])
+        box.add_class("hx-table-controls")
+        return box
+
+    def _options(self, view: str) -> TableOptions:
+        return TableOptions(**self.tables.get(view, {}))
+
+    def _set_table(self, view: str, **changes) -> None:
+        if self._table_syncing:
+            return
+        o = replace(self._options(view), **changes)
+        self.tables = {**self.tables, view: {"query": o.query, "sort": o.sort, "descending": o.descending,
+                                             "page": o.page}}
+
+    def _turn_page(self, view: str, delta: int) -> None:
+        s = self.view_state()
+        if s.plan is None:
+            return
+        o = self._options(view)
+        _rows, _m, page, pages = table_page(main_table(view, s.plan), o)
+        self._set_table(view, page=min(max(page + delta, 0), pages - 1))
+
+    def _sync_table_controls(self, view: str, plan) -> None:
+        """The sort menu lists the columns of the table shown; the controls show the options."""
+        c = self.table_controls.get(view)
+        if c is None or plan is None:
+            return
+        cols = self._table_columns.get(view)
+        if cols is None or cols[0] is not plan:
+            cols = (plan, tuple(str(x) for x in main_table(view, plan).columns))
+            self._table_columns[view] = cols
+        opts = [("(plan order)", "")] + [(x, x) for x in cols[1]]
+        o = self._options(view)
+        self._table_syncing = True
+        try:
+            if list(c["sort"].options) != opts:
+                c["sort"].options = opts
+            if c["sort"].value != (o.sort if o.sort in cols[1] else ""):
+                c["sort"].value = o.sort if o.sort in cols[1] else ""
+            if c["query"].value != o.query:
+                c["query"].value = o.query
+            if c["descending"].value != o.descending:
+                c["descending"].value = o.descending
+        finally:
+            self._table_syncing = False
+
     def _make_provider_controls(self, n: str, ops) -> None:
         cb = widgets.Checkbox(value=True, description=n, indent=False)
         cb.add_class("hx-enable-toggle")
@@ -503,12 +653,12 @@ class ExplorerApp(widgets.VBox):
                              self.deny_selects[n]])
 
     # -- errors never kill the widget -------------------------------------------------------
-    def _guard(self, fn, *args):
+    def _guard(self, fn, *args, **kwargs):
         """Run a handler; show what it raised in the app instead of letting the widget die."""
         if self.action_error:
             self.action_error = ""
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except Exception as e:  # shown in the app
             self.action_error = f"{type(e).__name__}: {e}"
             self.status = "error"
@@ -637,7 +787,7 @@ class ExplorerApp(widgets.VBox):
         if self.level_dropdown.value != self.level:
             self.level_dropdown.value = self.level
 
-    @observe("plan_version", "run_version", "level", "busy", "draw_big")
+    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables")
     def _state_changed(self, change) -> None:
         self._guard(self._redraw)
 
@@ -665,7 +815,8 @@ class ExplorerApp(widgets.VBox):
                          run=run, diff=diff, reference=ex.reference_provider.name, error=self.error,
                          run_error=self.run_error, level=self.level, svg=ex.svg,
                          export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW,
-                         compile_seconds=ex.compile_seconds if run is not None else 0.0)
+                         compile_seconds=ex.compile_seconds if run is not None else 0.0,
+                         tables=tuple((v, self._options(v)) for v in TABLE_VIEWS))
 
     def _redraw(self) -> None:
         """Redraw the summary, the error box and the visible view from the traits."""
@@ -692,7 +843,9 @@ class ExplorerApp(widgets.VBox):
 
     def _render_view(self, view: str, s: ViewState) -> None:
         key = (id(s.plan), s.plan_is_current, id(s.run), id(s.diff), id(s.previous), s.error, s.run_error,
-               s.level, s.export_message, s.max_draw, s.drawing)
+               s.level, s.export_message, s.max_draw, s.drawing, s.table_options(view))
+        if view in TABLE_VIEWS:
+            self._sync_table_controls(view, s.plan)
         with self._lock:
             if self._rendered.get(view) != key:
                 self.views[view].value = render(view, s)
