@@ -25,7 +25,7 @@ from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, g
 from .providers import VirtualProvider, mask
 from .fleet import compare_sweeps, load_sweep, save_sweep, sweep
 
-__version__ = "0.1.0"
+from .about import __version__
 
 __all__ = [
     "explore", "Explorer", "load_model", "plan", "execute", "execute_reference", "compare", "RunResult",

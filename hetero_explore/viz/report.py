@@ -583,7 +583,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
     """
-    from .. import __version__
+    from ..about import __version__
 
     graph = plan.graph
     colors = provider_colors(plan.provider_names)
