@@ -150,7 +150,8 @@ def test_fail_closed_execution_is_shown():
     e = hx.explore(cnn_model(), providers=["gpu", "cpu"])
     e.deny("gpu", "Conv").deny("cpu", "Conv")        # Conv on the unplaced lane: execution fails closed
     a = e.show()
-    a.execute_button.click()
+    a.execute_button.click()  # the run starts in a worker thread
+    assert a.wait_for_run(60)
     assert "HeterogeneousExecutionUnsupported" in a.run_error
     assert "unplaceable" in value(a.error_html)
     assert a.progress.bar_style == "danger" and not a.busy
@@ -265,6 +266,7 @@ def test_level_dropdown(app):
 def test_export_writes_and_offers_the_report(app, tmp_path):
     pytest.importorskip("hetero_explore.viz.report")
     app.execute_button.click()
+    assert app.wait_for_run(120)
     app.export_path.value = str(tmp_path / "report.html")
     app.export_button.click()
     html = value(app.views["Export"])
@@ -516,3 +518,33 @@ def test_table_page_sorts_mixed_columns_by_their_text():
     assert list(rows["n"]) == [3, 2, 1, 0]
     rows, m, page, pages = W.table_page(df, W.TableOptions(page=9), page_rows=3)
     assert (m, page, pages) == (4, 1, 2) and list(rows["n"]) == [0]
+
+
+@needs_dot
+def test_find_a_node_in_the_graph_and_zoom(app, ex):
+    import re
+    app.level = "node"
+    app.select("Graph")
+    app.wait_for_graph()
+    full = view(app, "Graph")
+    assert "hx-found" not in full
+    app.find_box.value = "relu2"
+    g = view(app, "Graph")
+    assert "1 match(es); showing the first, outlined in red" in g
+    found = re.search(r'<g id="node\d+" class="node hx-found">(.*?)</g>\s*</g>', g, re.S).group(1)
+    assert ">relu2</text>" in found
+    # the view is cut around the node: its box lies inside the new viewBox
+    x0, y0, w, h = map(float, re.search(r'<svg width="[\d.]+pt" height="[\d.]+pt"\s+viewBox="([-\d. ]+)"',
+                                        g).group(1).split())
+    from hetero_explore.viz.graph import find_in_svg
+    (_at, (bx, by, bw, bh)), = find_in_svg(full[full.index("<svg"):], "relu2")
+    assert x0 < bx and bx + bw < x0 + w and y0 < by and by + bh < y0 + h and h < 1000
+    app.find_box.value = "no such node"
+    assert "nothing matches" in view(app, "Graph")
+    app.find_box.value = ""
+    app.zoom_dropdown.value = "fit"
+    assert '<svg width="100%"' in view(app, "Graph")
+    app.zoom_dropdown.value = "50%"
+    w100 = float(re.search(r'<svg width="([\d.]+)pt"', full).group(1))
+    w50 = float(re.search(r'<svg width="([\d.]+)pt"', view(app, "Graph")).group(1))
+    assert abs(w50 - w100 / 2) < 0.02

@@ -54,6 +54,7 @@ STYLE = """<style>
   white-space: pre-wrap; font-family: monospace; font-size: 12px;}
 .hx-app .hx-warn-box {background: #fff8e1; border: 1px solid #ffe08a; padding: 4px 8px; font-size: 12px;}
 .hx-app .hx-svg {overflow: auto; max-height: 640px; border: 1px solid #eee;}
+.hx-app .hx-found path, .hx-app .hx-found polygon, .hx-app .hx-found ellipse {stroke: #d1242f; stroke-width: 4px;}
 </style>"""
 
 
@@ -242,6 +243,10 @@ class ViewState:
     """The picture is being laid out in the background: show a placeholder."""
     compile_seconds: float = 0.0
     """Seconds the last run spent compiling kernels (inside its timings)."""
+    find: str = ""
+    """Graph view: the box to find and show (see :func:`~.graph.focus_svg`)."""
+    zoom: str = "100%"
+    """Graph view: ``fit`` or a percentage."""
     tables: tuple = ()
     """``(view, TableOptions)`` pairs for the main tables of :data:`TABLE_VIEWS`."""
 
@@ -283,7 +288,12 @@ def render(view: str, s: ViewState) -> str:
                                    f"picture ({boxes:,d} boxes)\u2026</div>")
         try:
             svg = s.svg(p, s.level) if s.svg is not None else p.to_graphviz(level=s.level).svg()
-            body = f"<div class='hx-svg'>{svg}</div>"
+            note = ""
+            if s.find.strip() or s.zoom != "100%":
+                from .graph import focus_svg
+                svg, note = focus_svg(svg, s.find, None if s.zoom == "fit" else float(s.zoom.rstrip("%")) / 100)
+            body = ((f"<div class='hx-note hx-find-result'>find <code>{_esc(s.find)}</code>: {_esc(note)}</div>"
+                     if note else "") + f"<div class='hx-svg'>{svg}</div>")
         except Exception as e:
             body = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}", "hx-graph-error")
         return stale + head + body
@@ -427,6 +437,10 @@ class ExplorerApp(widgets.VBox):
     """One line: what just happened."""
     busy = Bool(False).tag(sync=True)
     """True while executing."""
+    find = Unicode("").tag(sync=True)
+    """Graph view: outline the first box whose name contains this and show the picture around it."""
+    zoom = Unicode("100%").tag(sync=True)
+    """Graph view: ``fit`` (to the width) or a percentage of the drawn size."""
     tables = Dict().tag(sync=True)
     """View → its main table's options (``query``, ``sort``, ``descending``, ``page``; see
     :class:`TableOptions`)."""
@@ -497,6 +511,14 @@ class ExplorerApp(widgets.VBox):
         self.draw_big_box.add_class("hx-draw-big")
         self.draw_big_box.observe(lambda ch: setattr(self, "draw_big", bool(ch["new"])), names="value")
 
+        self.find_box = widgets.Text(value="", placeholder="find a node or partition by name\u2026",
+                                     continuous_update=False, layout=widgets.Layout(width="260px"))
+        self.find_box.add_class("hx-find")
+        self.find_box.observe(lambda ch: setattr(self, "find", ch["new"]), names="value")
+        self.zoom_dropdown = widgets.Dropdown(options=["fit", "25%", "50%", "100%", "200%"], value="100%",
+                                              description="zoom", layout=widgets.Layout(width="160px"))
+        self.zoom_dropdown.add_class("hx-zoom")
+        self.zoom_dropdown.observe(lambda ch: setattr(self, "zoom", ch["new"]), names="value")
         self.table_controls: dict[str, dict] = {}
         self._table_columns: dict[str, tuple] = {}
         self.views: dict[str, widgets.HTML] = {}
@@ -513,7 +535,8 @@ class ExplorerApp(widgets.VBox):
         pages = []
         for v in VIEWS:
             if v == "Graph":
-                pages.append(widgets.VBox([widgets.HBox([self.level_dropdown, self.draw_big_box]),
+                pages.append(widgets.VBox([widgets.HBox([self.level_dropdown, self.draw_big_box,
+                                                         self.find_box, self.zoom_dropdown]),
                                            self.views[v]]))
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
@@ -787,7 +810,7 @@ class ExplorerApp(widgets.VBox):
         if self.level_dropdown.value != self.level:
             self.level_dropdown.value = self.level
 
-    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables")
+    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables", "find", "zoom")
     def _state_changed(self, change) -> None:
         self._guard(self._redraw)
 
@@ -816,7 +839,8 @@ class ExplorerApp(widgets.VBox):
                          run_error=self.run_error, level=self.level, svg=ex.svg,
                          export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW,
                          compile_seconds=ex.compile_seconds if run is not None else 0.0,
-                         tables=tuple((v, self._options(v)) for v in TABLE_VIEWS))
+                         tables=tuple((v, self._options(v)) for v in TABLE_VIEWS), find=self.find,
+                         zoom=self.zoom)
 
     def _redraw(self) -> None:
         """Redraw the summary, the error box and the visible view from the traits."""
@@ -843,7 +867,7 @@ class ExplorerApp(widgets.VBox):
 
     def _render_view(self, view: str, s: ViewState) -> None:
         key = (id(s.plan), s.plan_is_current, id(s.run), id(s.diff), id(s.previous), s.error, s.run_error,
-               s.level, s.export_message, s.max_draw, s.drawing, s.table_options(view))
+               s.level, s.export_message, s.max_draw, s.drawing, s.table_options(view), s.find, s.zoom)
         if view in TABLE_VIEWS:
             self._sync_table_controls(view, s.plan)
         with self._lock:
