@@ -14,7 +14,7 @@ from .compare import compare
 from .errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, MissingDependencyError, ModelLoadError,
                      PlanningError,
-                     ProviderUnavailableError, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
+                     ProviderUnavailableError, RunCancelled, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
 from .executor import RunResult, execute, execute_reference
 from .explorer import Explorer, explore
 from .inputs import random_inputs
@@ -25,7 +25,7 @@ from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, g
 from .providers import VirtualProvider, mask
 from .fleet import compare_sweeps, load_sweep, save_sweep, sweep
 
-__version__ = "0.1.0"
+from .about import __version__
 
 __all__ = [
     "explore", "Explorer", "load_model", "plan", "execute", "execute_reference", "compare", "RunResult",
@@ -34,6 +34,6 @@ __all__ = [
     "HeteroExploreError", "ModelLoadError", "InvalidModelError", "ShapeBindingError", "UnsupportedNodeError",
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
-    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError",
+    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError", "RunCancelled",
     "sweep", "compare_sweeps", "save_sweep", "load_sweep",
 ]

@@ -3,13 +3,15 @@ bug reports)."""
 
 from __future__ import annotations
 
+#: this package's version (``hetero_explore.__version__``; keep equal to pyproject.toml's)
+__version__ = "0.1.0"
+
 
 def versions() -> dict[str, str]:
     """``{"hetero_explore": ..., "onnx": ..., "numba": ..., "numpy": ..., "pandas": ..., "Python": ...}``;
     a module that is missing is reported as ``"missing"``."""
     import platform
 
-    from . import __version__
     out = {"hetero_explore": __version__}
     for mod in ("onnx", "numba", "numpy", "pandas"):
         try:

@@ -109,3 +109,7 @@ class GraphvizNotFoundError(HeteroExploreError, RuntimeError):
 
 class MissingDependencyError(HeteroExploreError, ImportError):
     """An optional dependency a feature needs is not installed (the message says which extra)."""
+
+
+class RunCancelled(HeteroExploreError):
+    """An execution was cancelled (between partitions) before it finished; every buffer it held was freed."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .errors import ArgumentTypeError, ArgumentValueError, PlanningError
+from .errors import ArgumentTypeError, ArgumentValueError, PlanningError, RunCancelled
 from .ir import Graph
 from .plandiff import PlanComparison, compare_plans  # noqa: F401  (re-exported: the Changes view's diff)
 from .providers import ExecutionProvider, MaskedProvider, resolve
@@ -167,6 +168,12 @@ class Explorer:
         self._current: Step | None = None
         self._inputs: dict | None = None
         self._listeners: list[Callable[[str], None]] = []
+        #: guards the state a run in another thread reads at its start and writes at its end
+        #: (held only for those moments: re-planning stays possible while a run executes)
+        self._lock = threading.RLock()
+        self.compile_seconds = 0.0
+        """Seconds the last :meth:`execute` spent compiling kernels (numba's compile events; 0 when
+        every kernel came from the cache). They are inside the run's timings."""
         self.run = None
         """The last :class:`~hetero_explore.executor.RunResult` of the current plan (None until executed)."""
         self.reference_run = None
@@ -348,6 +355,10 @@ class Explorer:
         record it in :attr:`history` and return the plan. Raises the planner's error
         (e.g. :class:`~hetero_explore.errors.UnsupportedNodeError`) when it cannot be
         planned; the failed step is recorded too."""
+        with self._lock:
+            return self._replan()
+
+    def _replan(self):
         key = self._key()
         if self._current is not None and self._step_key(self._current) == key:
             if self._current.plan is None:
@@ -481,45 +492,71 @@ class Explorer:
             self._inputs = random_inputs(self.graph, self.seed)
         return self._inputs
 
-    def execute(self, inputs: dict | None = None, progress: Callable[[int, int, str], None] | None = None):
+    def execute(self, inputs: dict | None = None, progress: Callable[[int, int, str], None] | None = None,
+                cancel: Callable[[], bool] | None = None):
         """Execute the current plan, run the same graph on the reference provider,
         and compare them byte for byte. Returns the run; sets :attr:`run`,
         :attr:`reference_run` and :attr:`diff`.
 
         ``inputs`` defaults to :attr:`inputs` (seeded random). ``progress(step,
-        total, label)`` is called before each of the four stages. Fails closed
-        (``HeterogeneousExecutionUnsupported``) when the plan has execution blockers."""
+        total, label)`` is called before each stage: planning, each partition
+        (``"partition k/n on PROVIDER"``; ``"... compiling kernels"`` while numba
+        compiles for it), the reference run, the comparison; ``total`` is the
+        number of partitions + 3. ``cancel()`` (e.g. a ``threading.Event``'s
+        ``is_set``) is asked before each partition and stage: when it answers
+        True the run stops there, frees every buffer and raises
+        :class:`~hetero_explore.errors.RunCancelled`.
+
+        The run keeps the plan it started with: it may run in another thread while
+        the configuration changes and is re-planned; its result is then recorded on
+        its own :attr:`history` step and :attr:`run`/:attr:`diff` stay those of
+        the current plan (None). Fails closed (``HeterogeneousExecutionUnsupported``)
+        when the plan has execution blockers."""
         from .compare import compare
-        from .executor import execute as run_plan
-        from .executor import execute_reference
+        from .executor import HeterogeneousExecutor
         from .planner import guard_heterogeneous_fallback
+        from .planner import plan as make_plan
 
-        def tick(i, label):
-            if progress is not None:
-                progress(i, 4, label)
-
-        tick(0, "planning")
-        plan = self.plan
-        step = self._current
+        with self._lock:  # the snapshot this run keeps, whatever is re-planned meanwhile
+            plan = self.plan
+            step = self._current
+            feeds = self.inputs if inputs is None else dict(inputs)
+        n = len(plan.partitions)
+        total = n + 3
+        watch = _RunWatch(progress, cancel, total)
+        watch.tick(0, "planning")
         guard_heterogeneous_fallback(plan)
-        feeds = self.inputs if inputs is None else dict(inputs)
-        self._inputs_source = (f"seeded random inputs (hetero_explore.random_inputs, seed {self.seed})"
-                               if inputs is None else "given by the caller (Explorer.execute(inputs=...))")
-        tick(1, f"running the plan ({len(plan.partitions)} partition(s))")
-        run = run_plan(plan, feeds)
-        tick(2, f"running the reference ({self.reference_provider.name})")
-        key = _inputs_key(feeds)
-        ref = self._ref_cache.get(key)
-        if ref is None:
-            ref = execute_reference(self.graph, self.reference_provider, feeds)
-            self._ref_cache[key] = ref
-            while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
-                self._ref_cache.popitem(last=False)
-        tick(3, "comparing")
+        source = (f"seeded random inputs (hetero_explore.random_inputs, seed {self.seed})"
+                  if inputs is None else "given by the caller (Explorer.execute(inputs=...))")
+        with watch.compiles():
+            runner = HeterogeneousExecutor(plan, keep_constants=False)  # builds every kernel first
+            runner.parts = [_WatchedPart(r, k, n, plan.partitions[k].provider, watch)
+                            for k, r in enumerate(runner.parts)]
+            try:
+                run = runner.run(feeds)
+            finally:  # the run result keeps its executor (for rerun): without our hooks
+                runner.parts = [getattr(r, "inner", r) for r in runner.parts]
+            watch.tick(n + 1, f"running the reference ({self.reference_provider.name})")
+            key = _inputs_key(feeds)
+            with self._lock:
+                ref = self._ref_cache.get(key)
+                if ref is None:  # planned under the lock: the planner keeps answers on the graph
+                    rplan = make_plan(self.graph, [self.reference_provider], strict=True)
+            if ref is None:
+                ref = HeterogeneousExecutor(rplan, kind="reference", keep_constants=False).run(feeds)
+                with self._lock:
+                    self._ref_cache[key] = ref
+                    while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
+                        self._ref_cache.popitem(last=False)
+        watch.tick(n + 2, "comparing")
         diff = compare(run, ref, blame=True)
-        self.run, self.reference_run, self.diff = run, ref, diff
-        step.run, step.diff = run, diff
-        tick(4, "done")
+        with self._lock:
+            step.run, step.diff = run, diff
+            self.compile_seconds = watch.compile_seconds
+            if self._current is step:  # not re-planned meanwhile
+                self.run, self.reference_run, self.diff = run, ref, diff
+                self._inputs_source = source
+        watch.tick(total, "done", check=False)
         self._notify("run")
         return run
 
@@ -594,6 +631,69 @@ class Explorer:
         return (f"<div><b>Explorer</b> {html.escape(self.graph.name)}: {len(self.graph.nodes)} nodes; "
                 f"providers {html.escape(', '.join(self._order))}</div>"
                 + self.providers_df().to_html(index=False, escape=True))
+
+
+class _RunWatch:
+    """Progress, cancellation and compile accounting of one :meth:`Explorer.execute`."""
+
+    def __init__(self, progress, cancel, total: int):
+        self.progress, self.cancel, self.total = progress, cancel, total
+        self.step, self.label = 0, ""
+        self.compile_seconds = 0.0
+        self.compiling = 0
+        self.thread = threading.get_ident()
+
+    def tick(self, step: int, label: str, check: bool = True) -> None:
+        if check and self.cancel is not None and self.cancel():
+            where = f" after {self.label}," if self.label else ""
+            raise RunCancelled(f"the run was cancelled{where} before {label}; nothing ran after that "
+                               "point and every buffer it held was freed")
+        self.step, self.label = step, label
+        if self.progress is not None:
+            self.progress(step, self.total, label)
+
+    def compiles(self):
+        """A context in which numba's compile events of this thread are counted and shown."""
+        import contextlib
+        import sys
+        if "numba" not in sys.modules:
+            return contextlib.nullcontext()
+        from numba.core import event as nev
+        watch = self
+
+        class _Listener(nev.Listener):
+            def on_start(self, event):
+                if threading.get_ident() != watch.thread:
+                    return
+                watch.compiling += 1
+                if watch.compiling == 1:  # outermost compile: nested ones are inside its time
+                    watch._t0 = time.perf_counter()
+                    if watch.progress is not None and "compiling" not in watch.label:
+                        watch.label = f"{watch.label}: compiling kernels"
+                        watch.progress(watch.step, watch.total, watch.label)
+
+            def on_end(self, event):
+                if threading.get_ident() != watch.thread:
+                    return
+                watch.compiling -= 1
+                if watch.compiling == 0:
+                    watch.compile_seconds += time.perf_counter() - watch._t0
+
+        return nev.install_listener("numba:compile", _Listener())
+
+
+class _WatchedPart:
+    """A partition's runner that reports progress and honours cancellation before it runs."""
+
+    def __init__(self, inner, k: int, n: int, provider: str, watch: _RunWatch):
+        self.inner, self.k, self.n, self.pname, self.watch = inner, k, n, provider, watch
+
+    def run(self, *args, **kwargs):
+        self.watch.tick(self.k + 1, f"partition {self.k + 1}/{self.n} on {self.pname}")
+        return self.inner.run(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
 
 def _replay(step: Step) -> Exception:

@@ -238,8 +238,11 @@ def test_compare_plans_rejects_failed_steps_and_bad_indices(ex):
 def test_execute_proves_byte_identity_and_records_it(ex):
     ex.deny("gpu", "GatherND")
     stages = []
-    run = ex.execute(progress=lambda i, n, label: stages.append((i, n)))
-    assert stages == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    run = ex.execute(progress=lambda i, n, label: stages.append((i, n, label)))
+    k = len(ex.plan.partitions)
+    assert [(i, n) for i, n, _ in stages] == [(i, k + 3) for i in range(k + 4)]
+    assert [lab for _, _, lab in stages[1:k + 1]] == [f"partition {j + 1}/{k} on {p.provider}"
+                                                      for j, p in enumerate(ex.plan.partitions)]
     assert ex.run is run and ex.reference_run is not None
     assert ex.byte_identical is True
     assert set(ex.diff["output"]) == {"probs", "watched"} and ex.diff["byte_identical"].all()
@@ -252,6 +255,49 @@ def test_execute_proves_byte_identity_and_records_it(ex):
     ex.replan()
     assert ex.run is None and ex.diff is None and ex.byte_identical is None
     assert ex.history[-2].run is run
+
+
+def test_cancel_stops_between_partitions_and_frees_everything(ex):
+    from hetero_explore.providers import unmask
+    ex.deny("gpu", ["Relu"])
+    k = len(ex.plan.partitions)
+    assert k > 2
+
+    def live():
+        return [(unmask(p).live_allocations, unmask(p).live_bytes) for p in ex.providers.values()]
+
+    before = live()
+    seen = []
+
+    def progress(i, n, label):
+        seen.append(label)
+
+    with pytest.raises(hx.RunCancelled, match=f"after partition 2/{k} on cpu, before partition 3/{k}"):
+        ex.execute(progress=progress, cancel=lambda: len(seen) >= 3)
+    assert seen == ["planning", f"partition 1/{k} on gpu", f"partition 2/{k} on cpu"]
+    assert live() == before
+    assert ex.run is None and ex.current.run is None
+    # the executor's hooks are gone: a full run after a cancelled one goes through
+    run = ex.execute()
+    assert ex.byte_identical is True and run.rerun().outputs.keys() == run.outputs.keys()
+
+
+def test_compiles_during_a_run_are_shown_and_counted():
+    import numba
+    from hetero_explore.explorer import _RunWatch
+    labels = []
+    w = _RunWatch(lambda i, n, label: labels.append(label), None, 4)
+    w.tick(1, "partition 1/1 on cpu")
+    with w.compiles():
+        numba.njit(lambda x: x * 3 + 1)(2)  # a fresh function: numba compiles it here
+    assert labels == ["partition 1/1 on cpu", "partition 1/1 on cpu: compiling kernels"]
+    assert w.compile_seconds > 0
+    w2 = _RunWatch(None, None, 4)
+    f = numba.njit(lambda x: x - 1)
+    f(1)
+    with w2.compiles():
+        f(2)  # already compiled: no event
+    assert w2.compile_seconds == 0
 
 
 def test_default_inputs_are_seeded_and_typed(ex):

@@ -130,6 +130,8 @@ def test_quickstart_in_jupyterlab(tmp_path):
            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={work}"]
     OUT.mkdir(exist_ok=True)
     shot = OUT / "jupyterlab_quickstart.png"
+    errors: list[str] = []
+    requests: list[str] = []
     with open(log, "wb") as logf:
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=logf, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -141,6 +143,9 @@ def test_quickstart_in_jupyterlab(tmp_path):
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.set_default_timeout(STEP_MS)
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+                page.on("request", lambda r: requests.append(r.url))
                 try:
                     _drive(page, url, expect, OUT)
                 finally:
@@ -150,6 +155,9 @@ def test_quickstart_in_jupyterlab(tmp_path):
     finally:
         _stop(proc)
     assert shot.is_file() and shot.stat().st_size > 10_000
+    outside = [u for u in requests if not u.startswith((url + "/", "ws://127.0.0.1:", "data:", "blob:"))]
+    assert outside == [], outside  # nothing leaves the machine
+    assert errors == [], errors
 
 
 def _drive(page, url, expect, out: Path) -> None:
@@ -194,3 +202,34 @@ def _drive(page, url, expect, out: Path) -> None:
     app.locator(".hx-tabs .lm-TabBar-tab", has_text="Diff").first.click()
     expect(app.locator(".hx-view-diff .hx-verdict")).to_contain_text("byte-identical")
     app.locator(".hx-view-diff").scroll_into_view_if_needed()
+
+    # the Run tab draws the run's timeline (the report's renderer)
+    app.locator(".hx-tabs .lm-TabBar-tab", has_text="Run").first.click()
+    timeline = app.locator(".hx-view-run svg.he-timeline")
+    expect(timeline).to_be_visible()
+    assert timeline.locator("rect.he-partition").count() >= 1
+    page.screenshot(path=str(out / "jupyterlab_run_timeline.png"))
+    # the Placement table sorts and filters (in the kernel: ipywidgets' HTML runs no script)
+    app.locator(".hx-tabs .lm-TabBar-tab", has_text="Placement").first.click()
+    app.locator(".hx-sort-placement select").select_option(label="name")
+    app.locator("button.hx-desc-placement").click()
+    page_note = app.locator(".hx-view-placement .hx-table-page")
+    expect(page_note).to_contain_text("sorted by name descending")
+    names = app.locator(".hx-view-placement tbody tr td:nth-child(2)").all_text_contents()
+    assert len(names) == n_nodes and names == sorted(names, key=str.lower, reverse=True), names
+    app.locator(".hx-filter-placement input").fill(names[-1])
+    expect(page_note).to_contain_text(f"matching {names[-1]}")
+    shown = app.locator(".hx-view-placement tbody tr td:nth-child(2)").all_text_contents()
+    assert names[-1] in shown and len(shown) < len(names)
+    page.screenshot(path=str(out / "jupyterlab_placement_sorted.png"))
+    # the Graph tab finds a node by name: outlined, the view cut around it
+    app.locator(".hx-tabs .lm-TabBar-tab", has_text="Graph").first.click()
+    app.locator(".hx-level select").select_option(label="node")
+    find = app.locator(".hx-find input")
+    find.fill("relu2")
+    find.press("Enter")
+    expect(app.locator(".hx-view-graph .hx-find-result")).to_contain_text("1 match(es)")
+    found = app.locator(".hx-view-graph svg g.node.hx-found")
+    expect(found).to_be_visible()
+    assert "relu2" in found.text_content()
+    page.screenshot(path=str(out / "jupyterlab_graph_find.png"))

@@ -118,7 +118,10 @@ def test_report_is_self_contained(tiny_plan):
     page = tiny_plan.to_html(run=FakeRun(), diff=diff_df())
     tags = parse(page)
     urls = set(re.findall(r"https?://[^\s\"'<>)]+", page))
-    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}, urls
+    # XML namespace names (identifiers, never fetched: the browser tests record every request)
+    namespaces = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink", "http://www.w3.org/2000/xmlns/",
+                  "http://www.w3.org/2001/xml-events", "http://www.w3.org/XML/1998/namespace"}
+    assert urls <= namespaces, urls
     for tag, attrs in tags.starts:
         assert "src" not in attrs, (tag, attrs)
         assert tag not in ("link", "iframe", "object", "embed", "img", "base"), tag
@@ -328,3 +331,63 @@ def test_report_cells_format_missing_values(tiny_plan):
     timings = page[page.index('id="he-timings"'):]
     assert "&lt;NA&gt;" not in timings and "NaT" not in timings and ">nan<" not in timings
     assert timings.count('class="na"') == 3 and ">32 B<" in timings
+
+
+@needs_dot
+@pytest.mark.browser
+def test_search_finds_a_node_in_a_2000_node_view_and_pans_to_it(browser):
+    from hetero_explore import models
+    OUT.mkdir(exist_ok=True)
+    g = he.load_model(models.chain("tiny", layers=1000))
+    assert len(g.nodes) == 2000
+    p = he.plan(g, [VirtualProvider("gpu", "cuda:0", ops=["Add"]), "cpu"])
+    p = he.plan(g, ["cpu"]) if len(p.partitions) > 50 else p  # one cluster: the layout stays quick
+    run = he.execute(p, he.random_inputs(g, 0))
+    path = p.to_html(OUT / "report_2000.html", level="node", run=run)
+    page, errors, requests = open_report(browser, path)
+    try:
+        box = page.locator("#he-dag-box")
+        assert "pz" in box.get_attribute("class")  # svg-pan-zoom took the picture over
+        target = "relu_987"
+        node = page.locator("#he-dag-box svg g.node").filter(
+            has=page.locator("text", has_text=re.compile(f"^{target}$")))
+        assert node.count() == 1
+        before = node.bounding_box()
+        assert before["height"] < 5  # fitted: 2,000 nodes are specks
+        page.fill("#he-node-search", target)
+        page.wait_for_timeout(300)
+        assert page.locator("#he-node-found").inner_text() == "1 of 1 match(es)"
+        assert "he-found" in node.get_attribute("class")
+        after, frame = node.bounding_box(), box.bounding_box()
+        assert after["height"] >= 25, after  # zoomed to a readable size
+        cx, cy = after["x"] + after["width"] / 2, after["y"] + after["height"] / 2
+        assert abs(cx - (frame["x"] + frame["width"] / 2)) < 30 and abs(cy - (frame["y"] + frame["height"] / 2)) < 30
+        # Enter cycles through several matches; a miss says so
+        page.fill("#he-node-search", "relu_98")
+        assert page.locator("#he-node-found").inner_text() == "1 of 11 match(es)"
+        page.press("#he-node-search", "Enter")
+        assert page.locator("#he-node-found").inner_text() == "2 of 11 match(es)"
+        page.fill("#he-node-search", "no such node")
+        assert page.locator("#he-node-found").inner_text() == "nothing matches"
+        page.screenshot(path=str(OUT / "report_2000_search.png"))
+        # zoom buttons of the library work offline
+        page.fill("#he-node-search", "")
+        z0 = page.evaluate("window.heDagPanZoom.getZoom()")
+        page.locator("#svg-pan-zoom-zoom-in").click()
+        assert page.evaluate("window.heDagPanZoom.getZoom()") > z0
+        # the timeline of the real run renders: one bar per partition
+        tl = page.locator("svg.he-timeline")
+        tl.scroll_into_view_if_needed()
+        assert tl.is_visible() and tl.locator("rect.he-partition").count() == len(p.partitions)
+        # a table sorts: node names descending
+        th = page.locator("#he-placement th", has_text=re.compile("^name$"))
+        th.scroll_into_view_if_needed()
+        th.click()
+        th.click()
+        first = page.locator("#he-placement tbody tr").first.locator("td").nth(1).inner_text()
+        assert first == max(n.name for n in g.nodes)
+        assert page.evaluate("window.__csp || []") == []
+        assert errors == []
+        assert requests == [path.as_uri()], requests
+    finally:
+        page.close()

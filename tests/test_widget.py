@@ -150,7 +150,8 @@ def test_fail_closed_execution_is_shown():
     e = hx.explore(cnn_model(), providers=["gpu", "cpu"])
     e.deny("gpu", "Conv").deny("cpu", "Conv")        # Conv on the unplaced lane: execution fails closed
     a = e.show()
-    a.execute_button.click()
+    a.execute_button.click()  # the run starts in a worker thread
+    assert a.wait_for_run(60)
     assert "HeterogeneousExecutionUnsupported" in a.run_error
     assert "unplaceable" in value(a.error_html)
     assert a.progress.bar_style == "danger" and not a.busy
@@ -186,14 +187,16 @@ def test_a_raising_handler_never_kills_the_app(app, ex, monkeypatch):
 def test_execute_fills_run_and_diff(app, ex):
     app.deny_selects["gpu"].value = ("GatherND",)
     assert "Not executed yet" in view(app, "Diff")
-    app.execute_button.click()
+    app.execute_button.click()  # runs in a worker thread
+    assert app.wait_for_run(120)
     assert app.run_error == "" and not app.busy
     p = app.progress.get_state()
-    assert p["value"] == p["max"] == 4 and p["bar_style"] == "success"
+    assert p["value"] == p["max"] == len(ex.plan.partitions) + 3 and p["bar_style"] == "success"
     diff = view(app, "Diff")
     assert "byte-identical" in diff and "hx-ok" in diff and "probs" in diff
     run = view(app, "Run")
     assert "1 transfer(s) performed (plan lists 1)" in run and "partition" in run
+    assert "class=\"he-timeline\"" in run and run.count("he-step he-partition") == len(ex.plan.partitions)
     assert "byte-identical" in app.status
     # a new plan invalidates the shown run
     app.order = ["cpu", "gpu"]
@@ -263,6 +266,7 @@ def test_level_dropdown(app):
 def test_export_writes_and_offers_the_report(app, tmp_path):
     pytest.importorskip("hetero_explore.viz.report")
     app.execute_button.click()
+    assert app.wait_for_run(120)
     app.export_path.value = str(tmp_path / "report.html")
     app.export_button.click()
     html = value(app.views["Export"])
@@ -376,3 +380,171 @@ def test_every_view_escapes_hostile_names():
         assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in pages["header"]
     finally:
         a.close()
+
+
+# -- Execute runs off the main thread: progress, Cancel, re-planning meanwhile ----------------------
+@pytest.fixture
+def gated(monkeypatch):
+    """Holds each run after its first partition until ``release`` is set (``started`` says it got there)."""
+    import threading
+    from hetero_explore import explorer as E
+    started, release = threading.Event(), threading.Event()
+    orig = E._WatchedPart.run
+
+    def held(self, *a, **k):
+        out = orig(self, *a, **k)
+        if self.k == 0:
+            started.set()
+            release.wait(60)
+        return out
+
+    monkeypatch.setattr(E._WatchedPart, "run", held)
+    yield started, release
+    release.set()
+
+
+def _live(ex):
+    from hetero_explore.providers import unmask
+    return [(unmask(p).live_allocations, unmask(p).live_bytes) for p in ex.providers.values()]
+
+
+def test_execute_runs_in_a_worker_with_progress_and_cancel(app, ex, gated):
+    started, release = gated
+    ex.deny("gpu", ["Relu"]).replan()
+    n = len(ex.plan.partitions)
+    assert n > 2
+    before = _live(ex)
+    app.execute_button.click()
+    assert started.wait(60), "the run never reached its first partition"
+    # the click returned while the run is held: the app is live
+    assert app.busy and app.execute_button.disabled and not app.cancel_button.disabled
+    assert app.status == f"partition 1/{n} on gpu" and app.progress.value == 1 and app.progress.max == n + 3
+    app.select("Placement")
+    assert "node(s)" in value(app.views["Placement"])
+    app.cancel_button.click()
+    assert app.status.startswith("cancelling")
+    release.set()
+    assert app.wait_for_run(60)
+    assert not app.busy and app.cancel_button.disabled and not app.execute_button.disabled
+    assert app.status.startswith(f"cancelled: the run was cancelled after partition 1/{n} on gpu, before "
+                                 f"partition 2/{n}")
+    assert app.progress.bar_style == "warning" and app.run_error == ""
+    assert ex.run is None and ex.current.run is None
+    assert "Not executed yet" in view(app, "Run")
+    assert _live(ex) == before  # nothing leaked
+    app.execute()  # and the next run goes through
+    assert ex.byte_identical is True and "byte-identical" in app.status
+
+
+def test_replanning_while_a_run_executes_keeps_the_runs_own_plan(app, ex, gated):
+    started, release = gated
+    ex.deny("gpu", ["Relu"]).replan()
+    first = ex.current
+    app.execute_button.click()
+    assert started.wait(60)
+    v = app.plan_version
+    app.order = ["cpu", "gpu"]  # re-plan while the run is held after its first partition
+    assert app.plan_version == v + 1 and ex.current is not first
+    assert app.status.startswith(f"plan #{ex.current.index} in")
+    assert "Not executed yet" in view(app, "Run")
+    release.set()
+    assert app.wait_for_run(60)
+    assert app.run_error == ""
+    # the run finished on the plan it started with, recorded on its own step
+    assert first.run is not None and first.run.plan is first.plan
+    assert bool(first.diff["byte_identical"].all())
+    assert ex.run is None and ex.diff is None and ex.current.run is None
+    assert "configuration changed meanwhile" in app.status
+    assert "Not executed yet" in view(app, "Run") and not app.execute_button.disabled
+    app.execute()
+    assert ex.current.run is not None and ex.byte_identical is True
+
+
+def test_cancel_with_nothing_running_says_so(app):
+    app.cancel()
+    assert app.status == "nothing is running" and app.cancel_button.disabled
+
+
+# -- tables: filter, sort, pages beyond MAX_ROWS ---------------------------------------------------
+def test_tables_are_paged_sorted_and_filtered():
+    import re
+    e = hx.explore(models.chain("tiny", layers=250), providers=["gpu", "cpu"])  # 500 nodes
+    a = e.show()
+    a.background_drawing = False
+    try:
+        a.select("Placement")
+
+        def shown():
+            v = value(a.views["Placement"])
+            return (re.search(r"hx-table-page'>(.*?)</div>", v).group(1),
+                    re.findall(r"<tr><td>[^<]*</td><td>([^<]*)</td>", v))
+
+        note, names = shown()
+        assert note == "nodes 1–300 of 500; page 1 of 2" and len(names) == 300
+        assert names[:2] == [e.graph.nodes[0].name, e.graph.nodes[1].name]
+        c = a.table_controls["Placement"]
+        c["next"].click()
+        note, names = shown()
+        assert note == "nodes 301–500 of 500; page 2 of 2" and len(names) == 200
+        c["next"].click()  # no page 3
+        assert a.tables["Placement"]["page"] == 1
+        assert ("name", "name") in c["sort"].options
+        c["sort"].value = "name"  # back to page 1, sorted
+        c["descending"].value = True
+        note, names = shown()
+        everything = sorted((n.name for n in e.graph.nodes), key=str.lower, reverse=True)
+        assert note.startswith("nodes 1–300 of 500, sorted by <code>name</code> descending")
+        assert names == everything[:300]
+        c["query"].value = "ADD"  # case-insensitive, over every shown cell
+        note, names = shown()
+        adds = [n for n in everything if "add" in n.lower()]
+        assert note.startswith(f"nodes 1–{len(adds)} of {len(adds)} matching <code>ADD</code> (of 500)")
+        assert names == adds
+        c["query"].value = "no such node"
+        assert "(no nodes matching" in value(a.views["Placement"])
+        # the options survive a re-plan; the sort menu keeps its choice
+        e.deny("gpu", "Relu").replan()
+        assert c["sort"].value == "name" and a.tables["Placement"]["query"] == "no such node"
+    finally:
+        a.close()
+
+
+def test_table_page_sorts_mixed_columns_by_their_text():
+    import pandas as pd
+    df = pd.DataFrame({"k": ["b", None, "A", ["x"]], "n": [3, 1, 2, 0]})
+    rows, m, page, pages = W.table_page(df, W.TableOptions(sort="k"))
+    assert list(rows["n"]) == [1, 2, 3, 0] and (m, page, pages) == (4, 0, 1)  # '' < 'a' < 'b' < 'x'
+    rows, *_ = W.table_page(df, W.TableOptions(sort="n", descending=True))
+    assert list(rows["n"]) == [3, 2, 1, 0]
+    rows, m, page, pages = W.table_page(df, W.TableOptions(page=9), page_rows=3)
+    assert (m, page, pages) == (4, 1, 2) and list(rows["n"]) == [0]
+
+
+@needs_dot
+def test_find_a_node_in_the_graph_and_zoom(app, ex):
+    import re
+    app.level = "node"
+    app.select("Graph")
+    app.wait_for_graph()
+    full = view(app, "Graph")
+    assert "hx-found" not in full
+    app.find_box.value = "relu2"
+    g = view(app, "Graph")
+    assert "1 match(es); showing the first, outlined in red" in g
+    found = re.search(r'<g id="node\d+" class="node hx-found">(.*?)</g>\s*</g>', g, re.S).group(1)
+    assert ">relu2</text>" in found
+    # the view is cut around the node: its box lies inside the new viewBox
+    x0, y0, w, h = map(float, re.search(r'<svg width="[\d.]+pt" height="[\d.]+pt"\s+viewBox="([-\d. ]+)"',
+                                        g).group(1).split())
+    from hetero_explore.viz.graph import find_in_svg
+    (_at, (bx, by, bw, bh)), = find_in_svg(full[full.index("<svg"):], "relu2")
+    assert x0 < bx and bx + bw < x0 + w and y0 < by and by + bh < y0 + h and h < 1000
+    app.find_box.value = "no such node"
+    assert "nothing matches" in view(app, "Graph")
+    app.find_box.value = ""
+    app.zoom_dropdown.value = "fit"
+    assert '<svg width="100%"' in view(app, "Graph")
+    app.zoom_dropdown.value = "50%"
+    w100 = float(re.search(r'<svg width="([\d.]+)pt"', full).group(1))
+    w50 = float(re.search(r'<svg width="([\d.]+)pt"', view(app, "Graph")).group(1))
+    assert abs(w50 - w100 / 2) < 0.02

@@ -568,3 +568,88 @@ def _legend(g, plan, colors, at=None):
              + "".join(rows) + "</TABLE>>")
     g.node("legend", table, shape="plaintext", style="", fontsize="9",
            tooltip=graphviz.nohtml("legend"), **({"pos": f"{at[0]:.0f},{at[1]:.0f}"} if at else {}))
+
+
+# -- find and zoom in a drawn picture (the app: its HTML widget runs no script) -----------------
+_SVG_BOX = re.compile(r'<g id="(?:node|clust)\d+" class="(node|cluster)">')
+_SVG_TEXT = re.compile(r"<text[^>]*>([^<]*)</text>")
+_SVG_TIP = re.compile(r'xlink:title="([^"]*)"')
+_SVG_SHAPE = re.compile(r'<(path|polygon|ellipse)\b([^>]*)>')
+_SVG_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+_SVG_TRANSLATE = re.compile(r'<g id="graph0" class="graph" transform="[^"]*translate\((-?[\d.]+) (-?[\d.]+)\)"')
+_SVG_ROOT = re.compile(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"\s+viewBox="([-\d. ]+)"')
+
+
+def _svg_attr(attrs: str, name: str) -> str | None:
+    m = re.search(rf'\b{name}="([^"]*)"', attrs)
+    return m.group(1) if m else None
+
+
+def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, float, float]]]:
+    """Boxes of a Graphviz picture whose label or tooltip ``name:`` line contains ``query``
+    (case-insensitive; exact names first): ``(offset of the box's <g>, (x, y, w, h))`` in the
+    picture's viewBox units."""
+    import html as _html
+    q = query.strip().lower()
+    if not q:
+        return []
+    t = _SVG_TRANSLATE.search(svg)
+    tx, ty = (float(t.group(1)), float(t.group(2))) if t else (0.0, 0.0)
+    starts = [m.start() for m in _SVG_BOX.finditer(svg)]
+    exact, part = [], []
+    for i, at in enumerate(starts):
+        seg = svg[at:starts[i + 1] if i + 1 < len(starts) else len(svg)]
+        end = seg.find('<g id="edge')
+        seg = seg if end < 0 else seg[:end]
+        names = [_html.unescape(x).lower() for x in _SVG_TEXT.findall(seg)]
+        tip = _SVG_TIP.search(seg)
+        if tip:
+            names += [line[6:].lower() for line in _html.unescape(tip.group(1)).split("\n")
+                      if line.startswith("name: ")]
+        hit = q in names
+        if not hit and not any(q in n for n in names):
+            continue
+        shape = _SVG_SHAPE.search(seg)
+        if shape is None:
+            continue
+        kind, attrs = shape.groups()
+        if kind == "ellipse":
+            cx, cy, rx, ry = (float(_svg_attr(attrs, k) or 0) for k in ("cx", "cy", "rx", "ry"))
+            xs, ys = [cx - rx, cx + rx], [cy - ry, cy + ry]
+        else:
+            nums = [float(x) for x in _SVG_NUM.findall(_svg_attr(attrs, "d" if kind == "path" else "points") or "")]
+            xs, ys = nums[0::2], nums[1::2]
+        if not xs or not ys:
+            continue
+        box = (min(xs) + tx, min(ys) + ty, max(xs) - min(xs), max(ys) - min(ys))
+        (exact if hit else part).append((at, box))
+    return exact + part
+
+
+def focus_svg(svg: str, query: str = "", zoom: float | None = 1.0, window=(560.0, 360.0)) -> tuple[str, str]:
+    """``(svg, note)``: the picture with its first box matching ``query`` outlined and the view
+    cut to a ``window`` (viewBox units) around it, drawn at ``zoom`` (None: fit the width).
+    Without a query only the zoom changes."""
+    root = _SVG_ROOT.search(svg)
+    if root is None:
+        return svg, ""
+    note = ""
+    w, h = float(root.group(1)), float(root.group(2))
+    view = root.group(3)
+    hits = find_in_svg(svg, query) if query.strip() else []
+    if query.strip():
+        if hits:
+            at, (x, y, bw, bh) = hits[0]
+            ww, wh = max(window[0], bw * 1.5), max(window[1], bh * 1.5)
+            view = f"{x + bw / 2 - ww / 2:.2f} {y + bh / 2 - wh / 2:.2f} {ww:.2f} {wh:.2f}"
+            w, h = ww, wh
+            g_end = svg.index(">", at)
+            head = svg[at:g_end].replace('class="node"', 'class="node hx-found"').replace(
+                'class="cluster"', 'class="cluster hx-found"')
+            svg = svg[:at] + head + svg[g_end:]
+            note = f"{len(hits)} match(es); showing the first, outlined in red"
+        else:
+            note = "nothing matches"
+    size = 'width="100%"' if zoom is None else f'width="{w * zoom:.2f}pt" height="{h * zoom:.2f}pt"'
+    svg = svg[:root.start()] + f'<svg {size}\n viewBox="{view}"' + svg[root.end():]
+    return svg, note

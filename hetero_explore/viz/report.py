@@ -72,6 +72,10 @@ pre { background: var(--soft); border: 1px solid var(--line); padding: 8px; whit
        background: #fff; padding: 6px; }
 .dag svg { max-width: 100%; height: auto; }
 .dag.actual svg { max-width: none; }
+.dag.pz { height: 78vh; padding: 0; overflow: hidden; }
+.dag.pz svg { width: 100%; height: 100%; max-width: none; }
+input.node-search { font-size: 13px; padding: 3px 6px; width: 300px; margin-left: 8px; }
+.he-found path, .he-found polygon, .he-found ellipse { stroke: #d1242f !important; stroke-width: 4px !important; }
 .note { color: var(--muted); font-size: 12.5px; }
 .warn { border: 1px solid #d4a72c; background: #fff8c5; padding: 8px 12px; border-radius: 6px; }
 input.filter { font-size: 13px; padding: 3px 6px; width: 320px; margin: 4px 0; }
@@ -112,15 +116,108 @@ _JS = """
       });
     });
   });
+  // the DAG: pan and zoom (the vendored svg-pan-zoom), find a node or partition by name
+  var dag = document.getElementById('he-dag-box');
+  var svg = dag && dag.querySelector('svg');
+  var pz = null;
+  if (svg && typeof svgPanZoom === 'function') {
+    dag.classList.add('pz');
+    svg.setAttribute('width', '100%');
+    svg.setAttribute('height', '100%');
+    pz = svgPanZoom(svg, {zoomEnabled: true, controlIconsEnabled: true, fit: true, center: true,
+                          minZoom: 0.02, maxZoom: 500, zoomScaleSensitivity: 0.3});
+    window.heDagPanZoom = pz;
+  }
   document.querySelectorAll('button.fit').forEach(function (b) {
     b.addEventListener('click', function () {
       var d = document.getElementById(b.getAttribute('data-target'));
       d.classList.toggle('actual');
-      b.textContent = d.classList.contains('actual') ? 'fit to width' : 'actual size';
+      var actual = d.classList.contains('actual');
+      b.textContent = actual ? 'fit to width' : 'actual size';
+      if (pz && d === dag) {
+        if (actual) { pz.zoomBy(1 / pz.getSizes().realZoom); } else { pz.resize(); pz.fit(); pz.center(); }
+      }
     });
   });
+  var find = document.getElementById('he-node-search'), said = document.getElementById('he-node-found');
+  if (find && svg) {
+    var hits = [], at = -1, shown = null;
+    // what a box is called: its label lines and its tooltip's "name: ..." line (not the values it reads)
+    var names = function (g) {
+      var out = Array.prototype.map.call(g.querySelectorAll('text'), function (t) {
+        return t.textContent.toLowerCase();
+      });
+      var tip = g.querySelector('a > title');
+      (tip ? tip.textContent.split('\\n') : []).forEach(function (line) {
+        if (line.indexOf('name: ') === 0) out.push(line.slice(6).toLowerCase());
+      });
+      return out;
+    };
+    var look = function (q) {
+      var exact = [], part = [];
+      if (!q) return exact;
+      ['g.node', 'g.cluster'].forEach(function (sel) {
+        Array.prototype.forEach.call(svg.querySelectorAll(sel), function (g) {
+          var n = names(g);
+          if (n.indexOf(q) >= 0) exact.push(g);
+          else if (n.some(function (x) { return x.indexOf(q) >= 0; })) part.push(g);
+        });
+      });
+      return exact.concat(part);  // exact names first
+    };
+    var show = function (g) {
+      if (shown) shown.classList.remove('he-found');
+      shown = g;
+      if (!g) return;
+      g.classList.add('he-found');
+      if (!pz) { g.scrollIntoView({block: 'center', inline: 'center'}); return; }
+      // the box's outline in user units (a text's box is inflated when zoomed far out), its centre
+      // in the pan-zoom viewport's units (svg-pan-zoom draws its transforms on the next frame: compute)
+      var shape = g.querySelector('path, polygon, ellipse') || g;
+      var vp = svg.querySelector('.svg-pan-zoom_viewport');
+      var s = pz.getSizes(), bb = shape.getBBox();
+      var c = svg.createSVGPoint();
+      c.x = bb.x + bb.width / 2;
+      c.y = bb.y + bb.height / 2;
+      c = c.matrixTransform(vp.getCTM().inverse().multiply(shape.getCTM()));
+      if (bb.width > 0 && bb.height > 0) {
+        var real = Math.min(40 / bb.height, 0.8 * s.width / bb.width, 0.8 * s.height / bb.height);
+        pz.zoom(pz.getZoom() * real / s.realZoom);
+      }
+      var z = pz.getSizes().realZoom;
+      pz.pan({x: s.width / 2 - c.x * z, y: s.height / 2 - c.y * z});
+    };
+    var tell = function () {
+      said.textContent = !find.value ? '' : hits.length ? (at + 1) + ' of ' + hits.length + ' match(es)'
+                                                        : 'nothing matches';
+    };
+    find.addEventListener('input', function () {
+      hits = look(find.value.trim().toLowerCase());
+      at = hits.length ? 0 : -1;
+      show(hits.length ? hits[0] : null);
+      tell();
+    });
+    find.addEventListener('keydown', function (e) {
+      if (e.key !== 'Enter' || !hits.length) return;
+      e.preventDefault();
+      at = (at + (e.shiftKey ? hits.length - 1 : 1)) % hits.length;
+      show(hits[at]);
+      tell();
+    });
+  }
 })();
 """
+
+
+def _vendored(name: str) -> str:
+    return (Path(__file__).with_name("vendor") / name).read_text(encoding="utf-8")
+
+
+#: The report's one inline script: the vendored svg-pan-zoom (BSD-2-Clause; see viz/vendor/),
+#: then ours. Model data never enters it.
+_SCRIPT = ("/* svg-pan-zoom 3.6.2, Copyright 2009-2010 Andrea Leofreddi and contributors, BSD-2-Clause "
+           "(hetero_explore/viz/vendor/LICENSE-svg-pan-zoom.txt) */\n"
+           + _vendored("svg-pan-zoom.min.js") + "\n" + _JS)
 
 
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # C0, DEL, C1, lone surrogates
@@ -364,8 +461,12 @@ def _dag_section(plan, level: str, layout: str) -> str:
                 f"<details><summary>DOT source</summary><pre>{_e(dot.source)}</pre></details>")
     view = "one box per node, one cluster per partition" if dot.level == "node" else \
         "one box per partition; edges carry the bytes that cross them"
-    return (f'<p class="note">{_e(dot.level)} view ({_e(view)}); hover for op, shapes and dtypes. '
-            f'<button class="fit" type="button" data-target="he-dag-box">actual size</button></p>'
+    return (f'<p class="note">{_e(dot.level)} view ({_e(view)}); hover for op, shapes and dtypes; drag to '
+            'pan, scroll or the +/\u2212 buttons to zoom. '
+            '<button class="fit" type="button" data-target="he-dag-box">actual size</button> '
+            '<input id="he-node-search" class="node-search" type="search" '
+            'placeholder="find a node or partition by name\u2026" aria-label="find a node by name"> '
+            '<span id="he-node-found" class="note" aria-live="polite"></span></p>'
             f'<div class="dag" id="he-dag-box">{svg}</div>')
 
 
@@ -482,7 +583,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
     """
-    from .. import __version__
+    from ..about import __version__
 
     graph = plan.graph
     colors = provider_colors(plan.provider_names)
@@ -530,7 +631,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     if diff is not None:
         sections.append(("diff", "Byte-identity diff", diff_html))
 
-    script_hash = base64.b64encode(hashlib.sha256(_JS.encode("utf-8")).digest()).decode("ascii")
+    script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
            f"script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'")
     nav = "".join(f'<a href="#sec-{sid}">{_e(name)}</a>' for sid, name, _ in sections)
@@ -545,7 +646,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         f"<div>{''.join(badges)}{diff_badge}</div></header>"
         f"<nav>{nav}</nav><main>{body}</main>"
         f"<footer>generated by hetero_explore {_e(__version__)}; self-contained, works offline</footer>"
-        f"<script>{_JS}</script></body></html>\n")
+        f"<script>{_SCRIPT}</script></body></html>\n")
     if path is None:
         return page
     return write_text_safely(path, page, what="report")

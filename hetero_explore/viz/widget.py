@@ -28,6 +28,8 @@ from typing import Any, Callable
 import ipywidgets as widgets
 from traitlets import Bool, Dict, Int, List, Unicode, observe
 
+from ..errors import RunCancelled
+
 #: views, in tab order
 VIEWS = ("Graph", "Placement", "Partitions", "Transfers", "Run", "Diff", "Changes", "Export")
 #: rows shown per table (the full table is one DataFrame call away)
@@ -52,6 +54,7 @@ STYLE = """<style>
   white-space: pre-wrap; font-family: monospace; font-size: 12px;}
 .hx-app .hx-warn-box {background: #fff8e1; border: 1px solid #ffe08a; padding: 4px 8px; font-size: 12px;}
 .hx-app .hx-svg {overflow: auto; max-height: 640px; border: 1px solid #eee;}
+.hx-app .hx-found path, .hx-app .hx-found polygon, .hx-app .hx-found ellipse {stroke: #d1242f; stroke-width: 4px;}
 </style>"""
 
 
@@ -99,14 +102,84 @@ def close_tree(w, keep=()) -> None:
             widgets.Widget.close(x)  # the base close: ExplorerApp.close calls close_tree itself
 
 
-def _table(df, max_rows: int = MAX_ROWS, what: str = "rows") -> str:
+@dataclass(frozen=True)
+class TableOptions:
+    """How the app shows a view's main table: filtered, sorted, one page of it."""
+
+    query: str = ""
+    """Rows whose shown text contains this (case-insensitive); '' keeps every row."""
+    sort: str = ""
+    """Column sorted by ('' keeps the plan's order)."""
+    descending: bool = False
+    """Sort descending."""
+    page: int = 0
+    """0-based page (clamped to the pages there are)."""
+
+
+#: views whose main table has filter / sort / page controls in the app
+TABLE_VIEWS = ("Placement", "Partitions", "Transfers")
+
+
+def main_table(view: str, plan):
+    """The DataFrame of ``view``'s main table (the one the app pages, sorts and filters)."""
+    if view == "Placement":
+        return plan.placement_df()
+    if view == "Partitions":
+        return plan.partitions_df()
+    if view == "Transfers":
+        return plan.transfers_df()
+    raise ValueError(f"{view!r} has no main table; those that do: {TABLE_VIEWS}")
+
+
+def table_page(df, opts: TableOptions, page_rows: int = MAX_ROWS):
+    """``(rows shown, rows matching, page, pages)`` of ``df`` under ``opts`` (pandas does the work:
+    the app's HTML widgets run no script, so sorting, filtering and paging happen here)."""
+    import pandas as pd
+    n = len(df)
+    if opts.query and n:
+        q = opts.query.lower()
+        text = df.map(_cell)
+        hit = text.apply(lambda col: col.str.lower().str.contains(q, regex=False)).any(axis=1)
+        df = df[hit.to_numpy()]
+    if opts.sort and opts.sort in df.columns and len(df):
+        col = df[opts.sort]
+        if pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+            key = None
+        else:  # mixed objects (lists, None, numbers): by the text shown
+            def key(c):
+                return c.map(_cell).str.lower()
+        df = df.sort_values(opts.sort, ascending=not opts.descending, kind="stable", key=key,
+                            na_position="last")
+    m = len(df)
+    pages = max(1, -(-m // page_rows))
+    page = min(max(int(opts.page), 0), pages - 1)
+    return df.iloc[page * page_rows:(page + 1) * page_rows], m, page, pages
+
+
+def _table(df, max_rows: int = MAX_ROWS, what: str = "rows", opts: TableOptions | None = None) -> str:
     """A DataFrame as an escaped HTML table, at most ``max_rows`` rows (a plain loop:
-    several times faster than ``DataFrame.to_html`` on the tables the app redraws live)."""
+    several times faster than ``DataFrame.to_html`` on the tables the app redraws live).
+    With ``opts`` the table is filtered, sorted and cut into pages of ``max_rows``."""
     if df is None:
         return ""
     n = len(df)
     if n == 0:
         return f"<div class='hx-note'>(no {what})</div>"
+    note = ""
+    if opts is not None:
+        total = n
+        df, n, page, pages = table_page(df, opts, max_rows)
+        first = page * max_rows
+        where = f" matching <code>{_esc(opts.query)}</code>" if opts.query else ""
+        order = (f", sorted by <code>{_esc(opts.sort)}</code> {'descending' if opts.descending else 'ascending'}"
+                 if opts.sort and opts.sort in df.columns else "")
+        note = (f"<div class='hx-note hx-table-page'>{what} {first + 1 if n else 0:,d}\u2013"
+                f"{min(first + max_rows, n):,d} of {n:,d}{where}"
+                + (f" (of {total:,d})" if n != total else "") + order
+                + f"; page {page + 1} of {pages}</div>")
+        if n == 0:
+            return note + f"<div class='hx-note'>(no {what}{where})</div>"
+        max_rows = len(df)
     cols = [str(c) for c in df.columns]
     parts = ["<div class='hx-table-wrap'><table class='hx-table'><thead><tr>"]
     parts += [f"<th>{_esc(c)}</th>" for c in cols]
@@ -114,9 +187,9 @@ def _table(df, max_rows: int = MAX_ROWS, what: str = "rows") -> str:
     for row in df.head(max_rows).itertuples(index=False, name=None):
         parts.append("<tr>" + "".join(f"<td>{_esc(_cell(v))}</td>" for v in row) + "</tr>")
     parts.append("</tbody></table></div>")
-    if n > max_rows:
+    if opts is None and n > max_rows:
         parts.append(f"<div class='hx-note'>showing {max_rows} of {n} {what}</div>")
-    return "".join(parts)
+    return note + "".join(parts)
 
 
 def _cell(v) -> str:
@@ -168,6 +241,17 @@ class ViewState:
     """Most boxes drawn without asking (0: no limit)."""
     drawing: bool = False
     """The picture is being laid out in the background: show a placeholder."""
+    compile_seconds: float = 0.0
+    """Seconds the last run spent compiling kernels (inside its timings)."""
+    find: str = ""
+    """Graph view: the box to find and show (see :func:`~.graph.focus_svg`)."""
+    zoom: str = "100%"
+    """Graph view: ``fit`` or a percentage."""
+    tables: tuple = ()
+    """``(view, TableOptions)`` pairs for the main tables of :data:`TABLE_VIEWS`."""
+
+    def table_options(self, view: str) -> TableOptions:
+        return dict(self.tables).get(view, TableOptions())
 
 
 def graph_boxes(plan, level: str) -> tuple[str, int]:
@@ -204,16 +288,22 @@ def render(view: str, s: ViewState) -> str:
                                    f"picture ({boxes:,d} boxes)\u2026</div>")
         try:
             svg = s.svg(p, s.level) if s.svg is not None else p.to_graphviz(level=s.level).svg()
-            body = f"<div class='hx-svg'>{svg}</div>"
+            note = ""
+            if s.find.strip() or s.zoom != "100%":
+                from .graph import focus_svg
+                svg, note = focus_svg(svg, s.find, None if s.zoom == "fit" else float(s.zoom.rstrip("%")) / 100)
+            body = ((f"<div class='hx-note hx-find-result'>find <code>{_esc(s.find)}</code>: {_esc(note)}</div>"
+                     if note else "") + f"<div class='hx-svg'>{svg}</div>")
         except Exception as e:
             body = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}", "hx-graph-error")
         return stale + head + body
     if view == "Placement":
-        df = p.placement_df()
+        df = main_table(view, p)
         return stale + (f"<div class='hx-note'>{len(df)} node(s); <code>declined_by</code> lists each "
-                        "higher-priority provider's reason</div>") + _table(df, what="nodes")
+                        "higher-priority provider's reason</div>") + _table(df, what="nodes",
+                                                                            opts=s.table_options(view))
     if view == "Partitions":
-        body = _table(p.partitions_df(), what="partitions")
+        body = _table(main_table(view, p), what="partitions", opts=s.table_options(view))
         if p.convexity_splits:
             body += ("<div class='hx-note'>Same-provider partitions kept apart to stay convex:</div>"
                      + _table(_splits_df(p), what="splits"))
@@ -225,7 +315,7 @@ def render(view: str, s: ViewState) -> str:
         tb = p.transfer_bytes
         head = (f"<div class='hx-note'>{len(p.transfers)} transfer(s), "
                 f"{'unknown' if tb is None else f'{tb:,d}'} byte(s), one per (value, destination)</div>")
-        return stale + head + _table(p.transfers_df(), what="transfers")
+        return stale + head + _table(main_table(view, p), what="transfers", opts=s.table_options(view))
     if view == "Run":
         return stale + _render_run(s)
     if view == "Diff":
@@ -263,12 +353,19 @@ def _render_run(s: ViewState) -> str:
     if tp is not None:
         n = tp if isinstance(tp, int) else len(tp)
         bits.append(f"{n} transfer(s) performed (plan lists {len(s.plan.transfers)})")
+    if s.compile_seconds >= 0.05:
+        bits.append(f"of which compiling kernels {s.compile_seconds:.1f} s (a first run; the next is warm)")
     head = f"<div class='hx-note hx-run-summary'>{_esc('; '.join(bits))}</div>" if bits else ""
+    try:
+        from .timeline import timeline_svg  # the report's renderer: one timeline for both
+        chart = f"<div class='hx-timeline'>{timeline_svg(r)}</div>"
+    except Exception as e:
+        chart = _error_box(f"no timeline: {type(e).__name__}: {e}", "hx-timeline-error")
     try:
         table = _table(r.timings_df(), what="timings")
     except Exception as e:
         table = _error_box(f"no timings: {type(e).__name__}: {e}", "")
-    return err + head + table
+    return err + head + chart + table
 
 
 def diff_verdict(diff, reference: str) -> tuple[bool | None, str]:
@@ -340,12 +437,20 @@ class ExplorerApp(widgets.VBox):
     """One line: what just happened."""
     busy = Bool(False).tag(sync=True)
     """True while executing."""
+    find = Unicode("").tag(sync=True)
+    """Graph view: outline the first box whose name contains this and show the picture around it."""
+    zoom = Unicode("100%").tag(sync=True)
+    """Graph view: ``fit`` (to the width) or a percentage of the drawn size."""
+    tables = Dict().tag(sync=True)
+    """View → its main table's options (``query``, ``sort``, ``descending``, ``page``; see
+    :class:`TableOptions`)."""
 
     def __init__(self, explorer, **kwargs):
         super().__init__(**kwargs)
         self.add_class("hx-app")
         self.explorer = ex = explorer
         self._syncing = False
+        self._table_syncing = False
         self._self_call = False
         self._rendered: dict[str, tuple] = {}
         self._export_message = ""
@@ -356,6 +461,8 @@ class ExplorerApp(widgets.VBox):
         self._pending: tuple | None = None
         self._future = None
         self._lock = threading.RLock()
+        self._run_thread: threading.Thread | None = None
+        self._cancel = threading.Event()
 
         names = ex.provider_names
         # provider order: a list with up/down buttons
@@ -381,7 +488,11 @@ class ExplorerApp(widgets.VBox):
         self.execute_button = widgets.Button(description="Execute", button_style="primary",
                                              icon="play", tooltip="run the plan and the reference; diff them")
         self.execute_button.add_class("hx-execute")
-        self.execute_button.on_click(lambda _b: self._guard(self.execute))
+        self.execute_button.on_click(lambda _b: self._guard(self.execute, False))
+        self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True,
+                                            tooltip="stop the run before its next partition")
+        self.cancel_button.add_class("hx-cancel")
+        self.cancel_button.on_click(lambda _b: self._guard(self.cancel))
         self.progress = widgets.IntProgress(value=0, min=0, max=4, description="",
                                             layout=widgets.Layout(width="160px"))
         self.progress.add_class("hx-progress")
@@ -400,6 +511,16 @@ class ExplorerApp(widgets.VBox):
         self.draw_big_box.add_class("hx-draw-big")
         self.draw_big_box.observe(lambda ch: setattr(self, "draw_big", bool(ch["new"])), names="value")
 
+        self.find_box = widgets.Text(value="", placeholder="find a node or partition by name\u2026",
+                                     continuous_update=False, layout=widgets.Layout(width="260px"))
+        self.find_box.add_class("hx-find")
+        self.find_box.observe(lambda ch: setattr(self, "find", ch["new"]), names="value")
+        self.zoom_dropdown = widgets.Dropdown(options=["fit", "25%", "50%", "100%", "200%"], value="100%",
+                                              description="zoom", layout=widgets.Layout(width="160px"))
+        self.zoom_dropdown.add_class("hx-zoom")
+        self.zoom_dropdown.observe(lambda ch: setattr(self, "zoom", ch["new"]), names="value")
+        self.table_controls: dict[str, dict] = {}
+        self._table_columns: dict[str, tuple] = {}
         self.views: dict[str, widgets.HTML] = {}
         for v in VIEWS:
             h = widgets.HTML("")
@@ -414,11 +535,14 @@ class ExplorerApp(widgets.VBox):
         pages = []
         for v in VIEWS:
             if v == "Graph":
-                pages.append(widgets.VBox([widgets.HBox([self.level_dropdown, self.draw_big_box]),
+                pages.append(widgets.VBox([widgets.HBox([self.level_dropdown, self.draw_big_box,
+                                                         self.find_box, self.zoom_dropdown]),
                                            self.views[v]]))
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
                                            self.views[v]]))
+            elif v in TABLE_VIEWS:
+                pages.append(widgets.VBox([self._make_table_controls(v), self.views[v]]))
             else:
                 pages.append(self.views[v])
         self.tabs = widgets.Tab(children=pages, titles=list(VIEWS))
@@ -436,7 +560,7 @@ class ExplorerApp(widgets.VBox):
         self.deny_box.add_class("hx-deny")
         self._layout_provider_controls()
         controls = widgets.HBox([order_box, self.enable_box, self.deny_box])
-        run_row = widgets.HBox([self.execute_button, self.progress, self.status_label])
+        run_row = widgets.HBox([self.execute_button, self.cancel_button, self.progress, self.status_label])
         self.children = [header, controls, run_row, self.error_html, self.summary_html, self.tabs]
 
         self._read_model()
@@ -444,6 +568,72 @@ class ExplorerApp(widgets.VBox):
         self._guard(self._replan)
 
     # -- construction helpers ---------------------------------------------------------
+    def _make_table_controls(self, view: str):
+        """Filter box, sort column, direction and page buttons of ``view``'s main table."""
+        v = view.lower()
+        q = widgets.Text(value="", placeholder="filter rows\u2026", layout=widgets.Layout(width="240px"))
+        sort = widgets.Dropdown(options=[("(plan order)", "")], value="", description="sort by",
+                                layout=widgets.Layout(width="260px"))
+        desc = widgets.ToggleButton(value=False, description="descending", icon="sort-amount-desc",
+                                    layout=widgets.Layout(width="120px"))
+        prev = widgets.Button(description="\u25c0 prev", layout=widgets.Layout(width="80px"))
+        nxt = widgets.Button(description="next \u25b6", layout=widgets.Layout(width="80px"))
+        for w, css in ((q, "filter"), (sort, "sort"), (desc, "desc"), (prev, "prev"), (nxt, "next")):
+            w.add_class(f"hx-table-{css}")
+            w.add_class(f"hx-{css}-{v}")
+        q.observe(lambda ch: self._guard(self._set_table, view, query=ch["new"], page=0), names="value")
+        sort.observe(lambda ch: self._guard(self._set_table, view, sort=ch["new"], page=0), names="value")
+        desc.observe(lambda ch: self._guard(self._set_table, view, descending=bool(ch["new"]), page=0),
+                     names="value")
+        prev.on_click(lambda _b: self._guard(self._turn_page, view, -1))
+        nxt.on_click(lambda _b: self._guard(self._turn_page, view, +1))
+        self.table_controls[view] = {"query": q, "sort": sort, "descending": desc, "prev": prev, "next": nxt}
+        box = widgets.HBox([q, sort, desc, prev, nxt])
+        box.add_class("hx-table-controls")
+        return box
+
+    def _options(self, view: str) -> TableOptions:
+        return TableOptions(**self.tables.get(view, {}))
+
+    def _set_table(self, view: str, **changes) -> None:
+        if self._table_syncing:
+            return
+        o = replace(self._options(view), **changes)
+        self.tables = {**self.tables, view: {"query": o.query, "sort": o.sort, "descending": o.descending,
+                                             "page": o.page}}
+
+    def _turn_page(self, view: str, delta: int) -> None:
+        s = self.view_state()
+        if s.plan is None:
+            return
+        o = self._options(view)
+        _rows, _m, page, pages = table_page(main_table(view, s.plan), o)
+        self._set_table(view, page=min(max(page + delta, 0), pages - 1))
+
+    def _sync_table_controls(self, view: str, plan) -> None:
+        """The sort menu lists the columns of the table shown; the controls show the options."""
+        c = self.table_controls.get(view)
+        if c is None or plan is None:
+            return
+        cols = self._table_columns.get(view)
+        if cols is None or cols[0] is not plan:
+            cols = (plan, tuple(str(x) for x in main_table(view, plan).columns))
+            self._table_columns[view] = cols
+        opts = [("(plan order)", "")] + [(x, x) for x in cols[1]]
+        o = self._options(view)
+        self._table_syncing = True
+        try:
+            if list(c["sort"].options) != opts:
+                c["sort"].options = opts
+            if c["sort"].value != (o.sort if o.sort in cols[1] else ""):
+                c["sort"].value = o.sort if o.sort in cols[1] else ""
+            if c["query"].value != o.query:
+                c["query"].value = o.query
+            if c["descending"].value != o.descending:
+                c["descending"].value = o.descending
+        finally:
+            self._table_syncing = False
+
     def _make_provider_controls(self, n: str, ops) -> None:
         cb = widgets.Checkbox(value=True, description=n, indent=False)
         cb.add_class("hx-enable-toggle")
@@ -486,12 +676,12 @@ class ExplorerApp(widgets.VBox):
                              self.deny_selects[n]])
 
     # -- errors never kill the widget -------------------------------------------------------
-    def _guard(self, fn, *args):
+    def _guard(self, fn, *args, **kwargs):
         """Run a handler; show what it raised in the app instead of letting the widget die."""
         if self.action_error:
             self.action_error = ""
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except Exception as e:  # shown in the app
             self.action_error = f"{type(e).__name__}: {e}"
             self.status = "error"
@@ -578,7 +768,7 @@ class ExplorerApp(widgets.VBox):
 
     def _on_model(self, event: str) -> None:
         """The explorer changed under us (a scripted call in another cell)."""
-        if self._syncing or self._self_call:
+        if self._syncing or self._self_call or threading.current_thread() is self._run_thread:
             return
         self._read_model()
         if event == "run":
@@ -620,7 +810,7 @@ class ExplorerApp(widgets.VBox):
         if self.level_dropdown.value != self.level:
             self.level_dropdown.value = self.level
 
-    @observe("plan_version", "run_version", "level", "busy", "draw_big")
+    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables", "find", "zoom")
     def _state_changed(self, change) -> None:
         self._guard(self._redraw)
 
@@ -647,7 +837,10 @@ class ExplorerApp(widgets.VBox):
         return ViewState(plan=plan, plan_is_current=current, plan_index=idx, previous=previous,
                          run=run, diff=diff, reference=ex.reference_provider.name, error=self.error,
                          run_error=self.run_error, level=self.level, svg=ex.svg,
-                         export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW)
+                         export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW,
+                         compile_seconds=ex.compile_seconds if run is not None else 0.0,
+                         tables=tuple((v, self._options(v)) for v in TABLE_VIEWS), find=self.find,
+                         zoom=self.zoom)
 
     def _redraw(self) -> None:
         """Redraw the summary, the error box and the visible view from the traits."""
@@ -665,6 +858,7 @@ class ExplorerApp(widgets.VBox):
             self.summary_html.value = ""
         self.status_label.value = f"<span class='hx-note'>{_esc(self.status)}</span>"
         self.execute_button.disabled = self.busy or s.plan is None or not s.plan_is_current
+        self.cancel_button.disabled = not self.busy
         visible = VIEWS[self.tabs.selected_index or 0]
         if visible == "Graph":
             s = self._maybe_draw_later(s)
@@ -673,7 +867,9 @@ class ExplorerApp(widgets.VBox):
 
     def _render_view(self, view: str, s: ViewState) -> None:
         key = (id(s.plan), s.plan_is_current, id(s.run), id(s.diff), id(s.previous), s.error, s.run_error,
-               s.level, s.export_message, s.max_draw, s.drawing)
+               s.level, s.export_message, s.max_draw, s.drawing, s.table_options(view), s.find, s.zoom)
+        if view in TABLE_VIEWS:
+            self._sync_table_controls(view, s.plan)
         with self._lock:
             if self._rendered.get(view) != key:
                 self.views[view].value = render(view, s)
@@ -744,35 +940,83 @@ class ExplorerApp(widgets.VBox):
         """Open a tab by name (``"Graph"``, ``"Diff"``, ...)."""
         self.tabs.selected_index = VIEWS.index(view)
 
-    def execute(self) -> None:
-        """What the Execute button does."""
+    @observe("status")
+    def _status_changed(self, change) -> None:
+        self.status_label.value = f"<span class='hx-note'>{_esc(change['new'])}</span>"
+
+    def execute(self, wait: bool = True) -> None:
+        """What the Execute button does (with ``wait=False``): run the current plan in a worker
+        thread, with progress per partition and the Cancel button live; re-planning and the
+        tabs stay usable meanwhile (the run keeps the plan it started with). ``wait=True``
+        returns when the run has finished."""
+        if self.busy:
+            self.status = "a run is in progress: wait for it or press Cancel"
+            return
         ex = self.explorer
-        self.busy = True
+        self._cancel.clear()
         self.run_error = ""
         self.progress.bar_style = "info"
         self.progress.value = 0
+        self.busy = True
         t0 = time.perf_counter()
+        planned = ex.current.index if ex.current is not None else None
 
         def tick(i, total, label):
             self.progress.max = total
-            self.progress.value = i
+            self.progress.value = min(i, total)
             self.status = label
 
-        self._self_call = True
-        try:
-            ex.execute(progress=tick)
-        except Exception as e:
-            self.progress.bar_style = "danger"
-            self.run_error = f"execution failed: {type(e).__name__}: {e}"
-            self.status = "execution failed"
-        else:
-            ok, line = diff_verdict(ex.diff, ex.reference_provider.name)
-            self.progress.bar_style = "success" if ok else "warning"
-            self.status = f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms: {line.split(':')[0]}"
-        finally:
-            self._self_call = False
-            self.busy = False
-            self.run_version += 1
+        def work():
+            try:
+                ex.execute(progress=tick, cancel=self._cancel.is_set)
+            except RunCancelled as e:
+                self.progress.bar_style = "warning"
+                self.status = f"cancelled: {e}"
+            except Exception as e:
+                self.progress.bar_style = "danger"
+                self.run_error = f"execution failed: {type(e).__name__}: {e}"
+                self.status = "execution failed"
+            else:
+                cur = ex.current.index if ex.current is not None else None
+                if cur != planned:
+                    self.progress.bar_style = "info"
+                    self.status = (f"executed plan #{planned} in {(time.perf_counter() - t0) * 1e3:.0f} ms; "
+                                   f"the configuration changed meanwhile: plan #{cur} is not executed "
+                                   "(the run is kept in the history)")
+                else:
+                    ok, line = diff_verdict(ex.diff, ex.reference_provider.name)
+                    self.progress.bar_style = "success" if ok else "warning"
+                    comp = (f" (of which compiling kernels {ex.compile_seconds:.1f} s)"
+                            if ex.compile_seconds >= 0.05 else "")
+                    self.status = (f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms{comp}: "
+                                   f"{line.split(':')[0]}")
+            finally:
+                self.busy = False
+                try:
+                    self.run_version += 1
+                except Exception:  # pragma: no cover - a redraw error is shown by _guard next time
+                    pass
+
+        th = threading.Thread(target=work, name="hx-execute", daemon=True)
+        self._run_thread = th
+        th.start()
+        if wait:
+            th.join()
+
+    def cancel(self) -> None:
+        """What the Cancel button does: stop the run before its next partition."""
+        if not self.busy:
+            self.status = "nothing is running"
+            return
+        self._cancel.set()
+        self.status = "cancelling: the run stops before its next partition\u2026"
+
+    def wait_for_run(self, timeout: float = 120.0) -> bool:
+        """Wait for a run started with ``execute(wait=False)``; True when none is running."""
+        th = self._run_thread
+        if th is not None:
+            th.join(timeout)
+        return not self.busy
 
     def export(self) -> str | None:
         """What the Export button does: write the report, offer it for download."""
@@ -799,8 +1043,12 @@ class ExplorerApp(widgets.VBox):
 
     def close(self):
         """Stop following the explorer and close every widget of the app (ipywidgets keeps
-        each one, with its layout and style, in a registry until it is closed)."""
+        each one, with its layout and style, in a registry until it is closed). A run in
+        progress is cancelled and waited for."""
         self.explorer.unobserve(self._on_model)
+        if self.busy:
+            self._cancel.set()
+            self.wait_for_run(60.0)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         extra = list(self.enable_boxes.values()) + list(self.deny_selects.values())
