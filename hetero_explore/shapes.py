@@ -15,7 +15,14 @@ values of the **shape inputs**, before it allocates:
   (Reshape's element count);
 * an op definition may give its own function (``OpDef.infer``): the
   data-dependent ops of :mod:`.providers.kernels.dynamic` count their outputs
-  from the data (their ``value_inputs`` are read on the host).
+  from the data (their ``value_inputs`` are read on the host); the sequence ops
+  (SequenceAt, ConcatFromSequence) read the elements' shapes off the sequence;
+  StringSplit's width is counted here (:data:`HOST_INFER`);
+* control flow (If, Loop, Scan: :func:`runs_to_know`) cannot be inferred
+  without running its subgraphs: its kernel runs them and allocates its
+  outputs at the shapes they produced
+  (:meth:`hetero_explore.control.ControlKernel.run_allocating`); the runner
+  then checks them against what the plan knows.
 
 :data:`SHAPE_INPUTS` lists, per op type, which inputs' values shape the outputs;
 a node is dynamic (decided once, when the runner is built) when one of them is
@@ -33,7 +40,7 @@ import numpy as np
 from .errors import ExecutionError
 
 __all__ = ["SHAPE_INPUTS", "shape_inputs", "op_infer", "infer_outputs", "RuntimeContext",
-           "RuntimeShapeError"]
+           "RuntimeShapeError", "runs_to_know", "unshaped_context", "HOST_INFER"]
 
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -62,9 +69,60 @@ def shape_inputs(node) -> tuple[int, ...]:
 
 
 def op_infer(node):
-    """The op definition of ``node`` when it computes its own output shapes (``OpDef.infer``), else None."""
+    """The op definition of ``node`` when it computes its own output shapes (``OpDef.infer``, or
+    an entry of :data:`HOST_INFER`), else None."""
     d = _opdef(node.domain, node.op_type, node.opset)
-    return d if d is not None and d.infer is not None else None
+    if d is not None and d.infer is not None:
+        return d
+    return HOST_INFER.get((node.domain, node.op_type)) if d is not None else None
+
+
+#: ops whose output shapes only running them tells (their kernels allocate their outputs)
+RUNS_TO_KNOW = frozenset({"If", "Loop", "Scan"})
+
+
+def runs_to_know(node) -> bool:
+    """Are ``node``'s output shapes known only by running it (control flow)?"""
+    return node.op_type in RUNS_TO_KNOW and node.domain in ("", "ai.onnx")
+
+
+def unshaped_context(ctx):
+    """``ctx`` with every shape the plan does not know replaced by ``()``: the context a
+    control kernel is built with when its output shapes are left to the run (it reads only the
+    node, its subgraphs and the graph; the actual shapes come with its inputs and outputs)."""
+    from .ir import shape_is_static
+    from .providers.base import KernelContext
+
+    def fix(shapes):
+        return [s if s is None or shape_is_static(s) else () for s in shapes]
+    outs = [() if s is None else s for s in fix(ctx.out_shapes)]
+    return KernelContext(ctx.node, ctx.opset, fix(ctx.in_shapes), list(ctx.in_dtypes), outs,
+                         list(ctx.out_dtypes), graph=ctx.graph)
+
+
+@dataclass(frozen=True)
+class _HostInfer:
+    """A run-time shape function kept here for an op whose kernel module has none."""
+
+    infer: object
+    shape_inputs: tuple
+
+
+def _string_split_infer(ctx, arrays):
+    """StringSplit: Y is X's shape plus the longest split's length; Z is X's shape."""
+    x = np.asarray(arrays[0])
+    delim = ctx.attrs.get("delimiter")
+    if isinstance(delim, bytes):
+        delim = delim.decode()
+    ms = ctx.attrs.get("maxsplit")
+    maxsplit = -1 if ms is None else int(ms)
+    width = max((len(str(w).split(delim or None, maxsplit)) for w in x.reshape(-1)), default=0)
+    dt = list(ctx.out_dtypes) + [None, None]
+    return [(tuple(x.shape) + (width,), dt[0]), (tuple(x.shape), dt[1] if dt[1] is not None else np.int64)]
+
+
+#: (domain, op type) → run-time shape function for ops whose definition has none
+HOST_INFER = {("", "StringSplit"): _HostInfer(_string_split_infer, (0,))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,8 +19,12 @@ from .plan import Blocker, ConvexitySplit, Plan, PlanTables, _Deferred
 from .policies import get_policy
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
-#: ops whose output shapes the run cannot compute when load time left them unknown
-RUNTIME_SHAPE_UNSUPPORTED = CONTROL_FLOW | {"SequenceMap", "StringSplit", "SequenceAt", "ConcatFromSequence"}
+#: ops whose output shapes the run cannot compute when load time left them unknown: none now.
+#: Control flow runs its subgraphs and allocates its outputs at the shapes they produced
+#: (hetero_explore.control), SequenceAt / ConcatFromSequence / StringSplit compute theirs from
+#: their run-time inputs (hetero_explore.shapes); SequenceMap's outputs are host values (shape ()).
+#: An op added here fails closed with the "dynamic-shape" blocker when its shapes are open.
+RUNTIME_SHAPE_UNSUPPORTED: frozenset = frozenset()
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
                           "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement"})
