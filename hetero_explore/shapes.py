@@ -121,8 +121,54 @@ def _string_split_infer(ctx, arrays):
     return [(tuple(x.shape) + (width,), dt[0]), (tuple(x.shape), dt[1] if dt[1] is not None else np.int64)]
 
 
-#: (domain, op type) → run-time shape function for ops whose definition has none
-HOST_INFER = {("", "StringSplit"): _HostInfer(_string_split_infer, (0,))}
+def _host_value_infer(ctx, arrays):
+    """Ops whose every output is a host value (a sequence or optional): shape (), dtype object."""
+    from .ir import HOST_DTYPE
+    return [((), np.dtype(HOST_DTYPE)) for _ in ctx.out_dtypes]
+
+
+def _optional_get_element_infer(ctx, arrays):
+    """OptionalGetElement: the element's shape and dtype (a tensor), or a host value."""
+    from .ir import HOST_DTYPE
+    v = arrays[0][()] if isinstance(arrays[0], np.ndarray) and arrays[0].dtype == HOST_DTYPE else arrays[0]
+    if isinstance(v, np.ndarray):
+        return [(tuple(v.shape), v.dtype)]
+    return [((), np.dtype(HOST_DTYPE))]
+
+
+#: (domain, op type) → run-time shape function for ops whose definition has none. The sequence
+#: ops are here because onnx's per-node inference cannot be given a host value's type (a
+#: sequence's element type is not in its buffer): their outputs are host values of shape ()
+HOST_INFER = {("", "StringSplit"): _HostInfer(_string_split_infer, (0,)),
+              **{("", op): _HostInfer(_host_value_infer, ()) for op in (
+                  "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty", "SplitToSequence",
+                  "Optional")},
+              ("", "SequenceLength"): _HostInfer(lambda ctx, a: [((), np.dtype(np.int64))], ()),
+              ("", "OptionalHasElement"): _HostInfer(lambda ctx, a: [((), np.dtype(np.bool_))], ()),
+              ("", "OptionalGetElement"): _HostInfer(_optional_get_element_infer, (0,))}
+
+
+def rejected_input_types(node, in_shapes, in_dtypes) -> str | None:
+    """onnx's per-node inference given only the input types (all static tensors): its error
+    message when it rejects them (e.g. Range's bounds that are not scalars), else None. Used at
+    plan time for nodes whose output shapes are left to the run, so that a node which cannot
+    run with these inputs fails closed before the run."""
+    import onnx
+    from onnx.shape_inference import infer_node_outputs
+
+    if runs_to_know(node) or op_infer(node) is not None or node.domain not in ("", "ai.onnx"):
+        return None
+    if any(s is None or d is None or np.dtype(d) == object for n, s, d in zip(node.inputs, in_shapes, in_dtypes)
+           if n):  # symbolic dims are fine (their rank is known): they go to onnx as dim_params
+        return None
+    types = {n: _type(s, d) for n, s, d in zip(node.inputs, in_shapes, in_dtypes) if n}
+    try:
+        schema = _schema(node.op_type, node.opset, node.domain)
+        infer_node_outputs(schema, node.proto, types, {},
+                           opset_imports=[onnx.helper.make_opsetid(node.domain, node.opset)])
+    except Exception as e:  # noqa: BLE001 - onnx raises its own InferenceError / ValueError types
+        return " ".join(str(e).split())[:300]
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -137,16 +183,23 @@ def _opdef(domain: str, op_type: str, opset: int):
 
 @dataclass
 class _Values:
-    """Stands in for the graph in a :class:`RuntimeContext`: the run-time values of shape inputs."""
+    """Stands in for the graph in a :class:`RuntimeContext`: the run-time values of shape inputs
+    answer ``is_constant``/``initializer``; everything else (``values``, ``opset_imports`` ...)
+    is the graph's."""
 
-    values: dict = field(default_factory=dict)
+    runtime: dict = field(default_factory=dict)
     graph: object = None
 
     def is_constant(self, name):
-        return name in self.values or (self.graph is not None and self.graph.is_constant(name))
+        return name in self.runtime or (self.graph is not None and self.graph.is_constant(name))
 
     def initializer(self, name):
-        return self.values[name] if name in self.values else self.graph.initializer(name)
+        return self.runtime[name] if name in self.runtime else self.graph.initializer(name)
+
+    def __getattr__(self, name):
+        if name in ("runtime", "graph") or self.graph is None:
+            raise AttributeError(name)
+        return getattr(self.graph, name)
 
 
 def RuntimeContext(ctx, in_shapes, in_dtypes, out_shapes, out_dtypes, values: dict):
@@ -159,7 +212,8 @@ def RuntimeContext(ctx, in_shapes, in_dtypes, out_shapes, out_dtypes, values: di
 
 def _type(shape, dtype):
     from onnx import helper
-    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape))
+    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                         [d if d is None or isinstance(d, str) else int(d) for d in shape])
 
 
 @functools.lru_cache(maxsize=None)

@@ -326,3 +326,15 @@ def test_branch_output_shape_mismatch_is_a_typed_error():
         return  # rejected at load (typed)
     with pytest.raises(he.ExecutionError, match="If_x|after"):
         he.execute(he.plan(g, ["cpu"]), {"c": np.bool_(True), "x": np.ones(4, np.float32)})
+
+
+def test_tables_name_the_dims_onnx_made_up_by_their_producer():
+    """An If whose branches differ merges to a dim onnx names ``unk__N``: the transfer table
+    shows it as ``<node>.d<axis>``, not as onnx's made-up symbol."""
+    g = he.load_model(cm.if_different_shapes())
+    assert any(isinstance(d, str) and d.startswith("unk__") for d in g.values["y0"].shape)
+    p = he.plan(g, [mask(resolve("gpu"), deny=["Neg"]), "cpu"])
+    df = p.transfers_df()
+    row = df[df["value"] == "y0"].iloc[0]
+    assert tuple(row["shape"]) == ("If_x.d0",)
+    assert not any("unk__" in str(s) for s in df["shape"])
