@@ -233,6 +233,11 @@ def infer_outputs(node, in_shapes, in_dtypes, values: dict) -> list:
     from .ir import onnx_to_np_dtype
     from .providers.base import present_outputs
 
+    if node.op_type == "Range" and node.domain in ("", "ai.onnx"):
+        # 1-element vector bounds count as scalars (onnxruntime and onnx's reference accept
+        # them; onnx's inference does not): inferred as the scalars they hold
+        in_shapes = [() if s is not None and tuple(s) == (1,) else s for s in in_shapes]
+        values = {k: np.asarray(v).reshape(()) if np.asarray(v).shape == (1,) else v for k, v in values.items()}
     types = {n: _type(s, d) for n, s, d in zip(node.inputs, in_shapes, in_dtypes) if n and s is not None}
     data = {n: numpy_helper.from_array(np.asarray(v, order="C"), n) for n, v in values.items()}
     try:
