@@ -46,6 +46,15 @@ CASES = {
                               "acc0": r.standard_normal(3).astype(np.float32)}),
     "scan_cumsum": (cm.scan_cumsum, lambda r: {"s0": r.standard_normal(2).astype(np.float32),
                                                "x": r.standard_normal((4, 2)).astype(np.float32)}),
+    # output shapes left to the run: a growing carried value and a scan output of a run-time
+    # trip count; If branches of different shapes
+    "growing_scan_loop": (cm.growing_scan_loop,
+                          lambda r: {"trips": np.array(int(r.integers(1, 5)), np.int64),
+                                     "v0": r.standard_normal(1).astype(np.float32),
+                                     "x": r.standard_normal(2).astype(np.float32)}),
+    "if_different_shapes": (cm.if_different_shapes,
+                            lambda r: {"c": np.array(bool(r.integers(0, 2))),
+                                       "x": r.standard_normal(4).astype(np.float32)}),
 }
 
 
@@ -75,7 +84,8 @@ def test_heterogeneous_random_masks_byte_identical(name):
     rnd = random.Random(name)
     hetero_seen = False
     for trial in range(6):
-        deny = rnd.sample(ops, rnd.randint(0, len(ops)))
+        # trial 0 denies the op of the graph's last node only (a split plan for certain)
+        deny = rnd.sample(ops, rnd.randint(0, len(ops))) if trial else [g.nodes[-1].op_type]
         gpu = mask(resolve("gpu"), deny=deny)
         provs = [gpu, cpu]
         p = he.plan(g, provs)
@@ -90,7 +100,8 @@ def test_heterogeneous_random_masks_byte_identical(name):
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="no GPU and no CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
-@pytest.mark.parametrize("name", ["if_on_data", "loop_over_tensor", "if_in_loop", "scan_cumsum"])
+@pytest.mark.parametrize("name", ["if_on_data", "loop_over_tensor", "if_in_loop", "scan_cumsum",
+                                  "growing_scan_loop"])
 def test_cpu_and_cuda_bitwise(name):
     make, feeds = CASES[name]
     g = he.load_model(make())
