@@ -52,7 +52,7 @@ import onnx
 from onnx import helper
 
 from .errors import ExecutionError, HeteroExploreError, KernelError
-from .ir import HOST_DTYPE, Graph, np_to_onnx_dtype, outer_names
+from .ir import HOST_DTYPE, Graph, np_to_onnx_dtype, outer_names, shape_is_static
 from .providers.base import Kernel
 from .providers.kernels.opdef import OpList
 
@@ -239,6 +239,14 @@ def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             if [d.dim_value for d in t0.tensor_type.shape.dim] != [d.dim_value for d in t1.tensor_type.shape.dim]:
                 continue
             vi = next((v for v in list(g.value_info) + list(g.output) if v.name == o), None)
+            if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                from .errors import ShapeConflictError
+                from .loader import _conflict, _fmt_type
+                if _conflict(vi.type, t1):
+                    raise ShapeConflictError(
+                        f"value {o!r} is declared {_fmt_type(vi.type)} but Loop {n.name or n.op_type!r} carries it "
+                        f"as {_fmt_type(t1)} at every iteration (its body gives back the shape it is given); the "
+                        "model's declared shape is wrong: fix or remove that declaration")
             if vi is None:
                 vi = g.value_info.add()
                 vi.name = o
@@ -380,36 +388,39 @@ class SubgraphExecutor:
         """Run on ``env`` (input name → buffer); returns output name → buffer (a buffer of
         ``env`` itself when the subgraph passes an input through)."""
         # buffers are allocated by the providers themselves (masks forward), so a buffer's
-        # provider is its memory owner
-        where: dict[str, dict] = {name: {id(b.provider): b} for name, b in env.items()}
+        # provider is its memory owner: a value is where its buffer's provider is, and a copy
+        # made for another provider is kept in ``moved`` (once per value and provider per run)
+        cur = dict(env)
+        moved: dict = {}
         graph = self.graph
         for runner, prov, owner, names, sync in self.parts:
             penv = {}
             for name in names:
-                have = where.get(name)
-                if have is None:
+                buf = cur.get(name)
+                if buf is None:
                     if graph.is_constant(name):
                         penv[name] = self._const(name, prov, owner, ledger, consts)
                         continue
                     raise ControlFlowError(f"{self.where}: value {name!r} was not given to the subgraph")
-                buf = have.get(id(owner))
-                if buf is None:  # a transfer to this partition's provider
-                    src = next(iter(have.values()))
-                    buf = ledger.allocate(prov, src.shape, src.dtype)
-                    copy_into(src, buf)
-                    have[id(owner)] = buf
-                    stats.transfers += 1
+                if buf.provider is not owner:
+                    key = (name, id(owner))
+                    got = moved.get(key)
+                    if got is None:  # a transfer to this partition's provider
+                        got = moved[key] = ledger.allocate(prov, buf.shape, buf.dtype)
+                        copy_into(buf, got)
+                        stats.transfers += 1
+                    buf = got
                 penv[name] = buf
             kept = runner.run(penv, ledger)
             if sync:
                 prov.synchronize()
             for name, buf in kept.items():
-                where[name] = {id(owner): buf}
+                cur[name] = buf
         out = {}
         for name in self.outputs:
-            have = where.get(name)
-            if have is not None:
-                out[name] = next(iter(have.values()))
+            buf = cur.get(name)
+            if buf is not None:
+                out[name] = buf
             elif graph.is_constant(name):
                 p0 = self.plan.providers[0]
                 out[name] = self._const(name, p0, _owner(p0), ledger, consts)
@@ -481,25 +492,30 @@ class ControlKernel(Kernel):
     def _executor(self, attr: str, env: dict) -> SubgraphExecutor:
         """The subgraph specialised to the shapes (and, where its shapes depend on them, the values
         of the small integer inputs) it is given; cached per signature."""
+        return self._lookup(attr, env)[0]
+
+    def _lookup(self, attr: str, env: dict) -> tuple[SubgraphExecutor, bool]:
+        """(executor, whether it was chosen by the values of small integer inputs, not by the
+        shapes alone: a caller that caches executors by shapes must not keep it)."""
         sig = self._signature(attr, env)
         ex = self._cache.get(sig)
         if ex is not None:
-            return ex
+            return ex, False
         if sig in self._by_value:  # shapes depend on small integer inputs: specialise on their values
             vals = self._small_ints(env)
             vsig = (sig, tuple((n, a.tobytes()) for n, a in vals.items()))
             ex = self._cache.get(vsig)
             if ex is None:
                 ex = self._specialise(attr, env, vals, vsig)
-            return ex
+            return ex, True
         try:
-            return self._specialise(attr, env, {}, sig)
+            return self._specialise(attr, env, {}, sig), False
         except _DataDependent:
             vals = self._small_ints(env)
             if not vals:
                 raise ControlFlowError(self._dd_message) from None
             self._by_value.add(sig)
-            return self._executor(attr, env)
+            return self._lookup(attr, env)
 
     def _small_ints(self, env: dict) -> dict:
         out = {}
@@ -526,6 +542,16 @@ class ControlKernel(Kernel):
             sub = _with_constants(sub, values)
             types = {k: v for k, v in types.items() if k not in values}
         g = child_graph(self.graph, sub, types, where=f"{self.node.name}/{attr}")
+        if g.symbolic_values and not values:
+            # shapes that depend on values inside the subgraph: its node runners compute them at
+            # run time (hetero_explore.shapes), one specialisation for every value; only when that
+            # plan cannot execute, the small integer inputs are bound to their values instead
+            try:
+                ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), where)
+            except HeteroExploreError:
+                ex = None
+            if ex is not None:
+                return self._keep(key, ex)
         if g.symbolic_values:
             self._dd_message = (f"{where}: with inputs {_sig_text(env)} the shapes of "
                                 f"{g.symbolic_values[:4]} are still unknown (data-dependent) inside "
@@ -541,6 +567,9 @@ class ControlKernel(Kernel):
             raise
         except HeteroExploreError as e:
             raise ControlFlowError(f"{where}: {e}") from e
+        return self._keep(key, ex)
+
+    def _keep(self, key, ex: SubgraphExecutor) -> SubgraphExecutor:
         with self._lock:
             self._cache[key] = ex
             self.stats.specialisations += 1
@@ -566,6 +595,49 @@ class ControlKernel(Kernel):
             getattr(self, "_run_" + self.node.op_type)(inputs, outputs, ledger, consts)
         ledger.check_leaks()
 
+    def run_allocating(self, inputs, names, ledger) -> list:
+        """Run with output shapes the plan could not promise (a carried value that grows, branches
+        of different shapes, a run-time trip count): each output is staged on the host as the
+        subgraphs produce it, then allocated on the home provider through the caller's
+        ``ledger`` at its actual shape (``names``: the node's present outputs, "" for absent
+        ones, which come back as the runner's placeholder). The runner checks the shapes against
+        what the plan knows of them."""
+        from .inputs import _human, memory_budget
+        from .runner import ABSENT
+
+        pend = [_Pending() if name else ABSENT for name in names]
+        self.run(inputs, pend)
+        arrays = []
+        for name, p in zip(names, pend):
+            if not name:
+                continue
+            if p.array is None:
+                raise ControlFlowError(f"node {self.node.name!r} ({self.node.op_type}): output {name!r} was "
+                                       "not produced")
+            arrays.append(p.array)
+        need = sum(a.nbytes for a in arrays)
+        budget = memory_budget()
+        if ledger.live_bytes + need > budget:
+            from .errors import MemoryBudgetError
+            raise MemoryBudgetError(
+                f"node {self.node.name!r} ({self.node.op_type}) would allocate {_human(need)} for its outputs "
+                f"(shapes {[a.shape for a in arrays]}, computed by running its subgraphs) with "
+                f"{_human(ledger.live_bytes)} live, over the memory budget of {_human(budget)} (raise it with "
+                "$HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
+        outs = []
+        for p in pend:
+            if p is ABSENT:
+                outs.append(ABSENT)
+                continue
+            a = p.array
+            buf = ledger.allocate(self.provider, a.shape, a.dtype)
+            outs.append(buf)
+            if a.dtype == HOST_DTYPE:
+                buf.data[()] = a[()]
+            else:
+                self.provider.copy_from_host(a, buf)
+        return outs
+
     def _read(self, buf):
         d = buf.data
         if isinstance(d, np.ndarray) and d.size == 1:
@@ -587,12 +659,46 @@ class ControlKernel(Kernel):
         return buf
 
     def _deliver(self, src, dst, what: str) -> None:
+        if isinstance(dst, _Pending):  # shapes left to the run: staged, allocated by run_allocating
+            dst.array = np.array(host_array(src), copy=True)
+            return
         if src.shape != dst.shape or src.dtype != dst.dtype:
             raise ControlFlowError(
                 f"node {self.node.name!r} ({self.node.op_type}): {what} is {src.dtype} {src.shape} at run "
                 f"time, but the plan allocated {dst.dtype} {dst.shape} (load-time shape inference); "
-                "the model's shapes change at run time, which is not executed yet")
+                "a declared or inferred shape that does not hold for these inputs")
         copy_into(src, dst)
+
+    def _empty_scans(self, scans, out_names, body_names, attr, env, axis_default) -> None:
+        """The shape of pending scan outputs when no iteration ran: the outer graph's shape with
+        the scan axis 0, when every other dim is known there; else the body's (inferred for the
+        inputs it would have been given), with the scan axis put in front."""
+        vals = self.graph.values
+        body = None
+        for sc, name, bname in zip(scans, out_names, body_names):
+            if not sc.pending:
+                continue
+            v = vals.get(name)
+            shape = None if v is None else v.shape
+            if shape is not None:
+                rank = len(shape)
+                ax = sc.axis + rank if sc.axis < 0 else sc.axis
+                dims = [0 if a == ax else d for a, d in enumerate(shape)]
+                if all(isinstance(d, (int, np.integer)) and d >= 0 for d in dims) and v.dtype is not None:
+                    sc.empty = (tuple(int(d) for d in dims), np.dtype(v.dtype))
+                    continue
+            if env is None:
+                continue
+            try:
+                if body is None:
+                    body = self._lookup(attr, env)[0].graph
+                bv = body.values[bname]
+            except (HeteroExploreError, KeyError):
+                continue
+            if bv.shape is not None and shape_is_static(bv.shape) and bv.dtype is not None:
+                el = [int(d) for d in bv.shape]
+                ax = sc.axis + len(el) + 1 if sc.axis < 0 else sc.axis
+                sc.empty = (tuple(el[:ax] + [0] + el[ax:]), np.dtype(bv.dtype))
 
     def _run_If(self, inputs, outputs, ledger, consts):
         attr = "then_branch" if bool(self._read(inputs[0])) else "else_branch"
@@ -622,31 +728,65 @@ class ControlKernel(Kernel):
         it_buf = self._host_scalar(ledger, 0, np.int64)
         cond_buf = self._host_scalar(ledger, True, np.bool_)
         fixed = {id(it_buf), id(cond_buf)}
+        base = self._env("body", inputs, {names[0]: it_buf, names[1]: cond_buf})
+        c_names = names[2:]
+        # executors by the carried values' (shape, dtype), for this run: the captured values and
+        # the two scalars keep theirs, so that is the signature (host values and value-specialised
+        # bodies go through the kernel's cache every iteration)
+        local: dict = {}
+        stats = self.stats
+        env = base
+        cond_name, carried_names = outs[0], outs[1:1 + n_c]
+        scan_names = outs[1 + n_c:1 + n_c + len(scans)]
+        # host scalars are rewritten in place; device ones by a copy
+        it_host = it_buf.data if isinstance(it_buf.data, np.ndarray) else None
+        cond_host = cond_buf.data if isinstance(cond_buf.data, np.ndarray) else None
+        const_ids: set = set()
         it = 0
         while (trip is None or it < trip) and cond:
-            self._set_scalar(it_buf, it)
-            self._set_scalar(cond_buf, cond)
-            formal = {names[0]: it_buf, names[1]: cond_buf}
-            formal.update(zip(names[2:], carried))
-            env = self._env("body", inputs, formal)
-            ex = self._executor("body", env)
-            res = ex.run(env, ledger, consts, self.stats)
-            cond = bool(self._read(res[outs[0]]))
-            carried = [res[n] for n in outs[1:1 + n_c]]
+            if it_host is not None:
+                it_host[()] = it
+            else:
+                self._set_scalar(it_buf, it)
+            if cond_host is not None:
+                cond_host[()] = cond
+            else:
+                self._set_scalar(cond_buf, cond)
+            key = []
+            for n_, b in zip(c_names, carried):
+                env[n_] = b
+                key.append((b.shape, b.dtype))
+            key = tuple(key)
+            ex = local.get(key)
+            if ex is None:
+                ex, by_value = self._lookup("body", env)
+                if not by_value and all(b.dtype != HOST_DTYPE for b in carried):
+                    local[key] = ex
+            res = ex.run(env, ledger, consts, stats)
+            cb = res[cond_name]
+            d = cb.data
+            cond = bool(d.item()) if isinstance(d, np.ndarray) and d.size == 1 else bool(self._read(cb))
+            carried = [res[n] for n in carried_names]
             for j, b in enumerate(carried):
                 if id(b) in fixed:  # the iteration number or condition carried out: keep a copy
                     carried[j] = c = ledger.allocate(b.provider, b.shape, b.dtype)
                     copy_into(b, c)
             for k, sc in enumerate(scans):
-                sc.write(it, res[outs[1 + n_c + k]], self, outs[1 + n_c + k])
+                sc.write(it, res[scan_names[k]], self, scan_names[k])
             # free what this iteration made, except the carried values and the staged constants
-            keep = fixed.union(map(id, carried), map(id, consts.values()))
+            if len(const_ids) != len(consts):
+                const_ids = set(map(id, consts.values()))
             live = ledger.live
-            if len(live) > len(keep):
+            if len(live) > len(fixed) + len(const_ids) + sum(1 for b in carried if id(b) in live):
+                keep = fixed.union(const_ids, map(id, carried))
                 for b in [b for k_, b in live.items() if k_ not in keep]:
                     ledger.free(b)
             it += 1
-            self.stats.iterations += 1
+            stats.iterations += 1
+        if it == 0 and any(sc.pending for sc in scans):
+            for n_, b in zip(c_names, carried):
+                env[n_] = b
+            self._empty_scans(scans, node.outputs[n_c:], scan_names, "body", env, 0)
         for k, sc in enumerate(scans):
             sc.finish(it, self, f"scan output {node.outputs[n_c + k]!r}")
         for src, dst, o in zip(carried, outputs[:n_c], node.outputs):
@@ -673,9 +813,7 @@ class ControlKernel(Kernel):
         if len(lens) != 1:
             raise ControlFlowError(f"node {node.name!r} (Scan): the scan inputs have different lengths {sorted(lens)}")
         steps = lens.pop() if xs else 0
-        scans = []
-        for dst, ax in zip(outputs[n_s:], oaxes):
-            scans.append(_ScanOut(dst, ax + len(dst.shape) if ax < 0 else ax))
+        scans = [_ScanOut(dst, ax) for dst, ax in zip(outputs[n_s:], oaxes)]
         for t in range(steps):
             formal = dict(zip(names[:n_s], states))
             for j, (x, ax, d) in enumerate(zip(xs, axes, dirs)):
@@ -693,6 +831,8 @@ class ControlKernel(Kernel):
             for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
                 ledger.free(b)
             self.stats.iterations += 1
+        if steps == 0 and any(sc.pending for sc in scans):
+            self._empty_scans(scans, node.outputs[n_s:], outs[n_s:], "body", None, 0)
         for k, sc in enumerate(scans):
             sc.finish(steps, self, f"scan output {node.outputs[n_s + k]!r}")
         for src, dst, o in zip(states, outputs[:n_s], node.outputs):
@@ -755,16 +895,50 @@ def _sig_text(env) -> str:
     return ", ".join(f"{n}: {b.dtype} {b.shape}" for n, b in env.items())
 
 
+class _Pending:
+    """An output whose shape the plan could not promise (see :meth:`ControlKernel.run_allocating`):
+    the value is staged here, on the host, as the subgraph produces it."""
+
+    __slots__ = ("array",)
+    data = None
+
+    def __init__(self):
+        self.array = None
+
+
 class _ScanOut:
     """Writes per-iteration slices into a scan output buffer (through a host staging array
-    when the buffer lives on a device), and checks the count at the end."""
+    when the buffer lives on a device), and checks the count at the end. For a pending output
+    (shapes left to the run) the slices are kept and stacked at the end: every iteration must
+    give the same shape."""
 
     def __init__(self, dst, axis: int):
         self.dst = dst
-        self.axis = axis
-        self.host = dst.data if isinstance(dst.data, np.ndarray) else np.empty(dst.shape, dst.dtype)
+        self.pending = isinstance(dst, _Pending)
+        self.skip = not self.pending and dst.data is None  # an absent output
+        self.parts: list = []
+        #: (shape, dtype) of the empty result when no iteration runs (pending outputs)
+        self.empty = None
+        if self.pending or self.skip:
+            self.axis = axis  # normalised in finish (the rank is the slices' + 1)
+            self.host = None
+        else:
+            self.axis = axis + len(dst.shape) if axis < 0 else axis
+            self.host = dst.data if isinstance(dst.data, np.ndarray) else np.empty(dst.shape, dst.dtype)
 
     def write(self, index: int, src, kernel, name: str) -> None:
+        if self.skip:
+            return
+        if self.pending:
+            if self.parts and (tuple(src.shape) != self.parts[0][1].shape or src.dtype != self.parts[0][1].dtype):
+                n = kernel.node
+                first = self.parts[0][1]
+                raise ControlFlowError(
+                    f"node {n.name!r} ({n.op_type}): scan output {name!r} of iteration {index} is {src.dtype} "
+                    f"{tuple(src.shape)}, but the first iteration's was {first.dtype} {first.shape}; every "
+                    "iteration's slice of a scan output must have the same shape")
+            self.parts.append((index, np.array(host_array(src), copy=True)))
+            return
         view = self.host if self.axis == 0 else np.moveaxis(self.host, self.axis, 0)
         if index >= view.shape[0] or tuple(src.shape) != view.shape[1:] or src.dtype != self.dst.dtype:
             n = kernel.node
@@ -772,13 +946,31 @@ class _ScanOut:
             raise ControlFlowError(
                 f"node {n.name!r} ({n.op_type}): {what} of iteration {index} is {src.dtype} {src.shape}, but "
                 f"the plan allocated {self.dst.dtype} {self.dst.shape} for all iterations (load-time shape "
-                "inference); run-time trip counts that differ from the planned one are not executed yet")
+                "inference); the planned shape does not hold for these inputs")
         view[index] = host_array(src)
 
     def finish(self, count: int, kernel, what: str) -> None:
+        n = kernel.node
+        if self.skip:
+            return
+        if self.pending:
+            if not self.parts and self.empty is not None:
+                self.dst.array = np.empty(self.empty[0], self.empty[1])
+                return
+            if not self.parts:
+                raise ControlFlowError(
+                    f"node {n.name!r} ({n.op_type}): {what} ran 0 iterations and its element shape is not known "
+                    "before the run (load-time inference left it open), so its empty result has no shape")
+            slices = [a for _, a in sorted(self.parts, key=lambda t: t[0])]
+            rank = slices[0].ndim + 1
+            ax = self.axis + rank if self.axis < 0 else self.axis
+            if not 0 <= ax < rank:
+                raise ControlFlowError(f"node {n.name!r} ({n.op_type}): {what}: axis {self.axis} is out of "
+                                       f"range for rank {rank}")
+            self.dst.array = np.ascontiguousarray(np.stack(slices, axis=ax))
+            return
         n_planned = self.dst.shape[self.axis] if self.dst.shape else 0
         if count != n_planned:
-            n = kernel.node
             raise ControlFlowError(f"node {n.name!r} ({n.op_type}): {what} has {count} iteration(s) at run "
                                    f"time, but the plan allocated {n_planned} ({self.dst.shape})")
         if self.host is not self.dst.data:
@@ -813,15 +1005,8 @@ def _control_check(ctx, target):
                 return f"{name!r} is a {v.type_str}: host values run on the CPU provider only"
     opsets = ctx.graph.opset_imports
     functions = ctx.graph.functions
-    vals = ctx.graph.values
     for attr, sub in node.subgraphs:
         for n in _ops_of(sub):
-            if n.op_type == "SequenceAt" and n.input and n.input[0] in vals:
-                v = vals[n.input[0]]
-                if not _static_elements(v.type_proto):
-                    return (f"its {attr} takes elements of {n.input[0]!r} ({v.type_str}) whose shapes are not "
-                            "known before the run (SequenceAt inside a subgraph on a sequence of unknown "
-                            "element shape needs run-time shapes, not executed yet)")
             dom = "" if n.domain in ("", "ai.onnx") else n.domain
             if n.op_type in _FOLDED_AWAY or (n.domain, n.op_type) in functions:
                 continue

@@ -36,8 +36,11 @@ a :class:`ShapeMismatchError` naming the node, the planned and the actual
 shape), checks the memory budget, and only then allocates; its kernel is built
 for the actual shapes (a context whose ``const`` answers the run-time shape
 inputs) and cached by that signature. Its capability was checked when the
-runner was built. Every other node keeps the static path above: no per-run
-inference.
+runner was built. Control flow (If/Loop/Scan) whose output shapes the plan
+cannot promise is the exception: only running its subgraphs tells them, so its
+kernel (built once) allocates its outputs itself through the run's ledger
+(``kernel.run_allocating``) and the runner checks them against the plan after.
+Every other node keeps the static path above: no per-run inference.
 
 Conventions the kernels rely on:
 
@@ -227,7 +230,8 @@ class Step:
     """One node, ready to run: its kernel and everything the run checks."""
 
     __slots__ = ("node", "kernel", "ctx", "inputs", "outputs", "checks", "out_specs", "infer", "free",
-                 "dynamic", "shape_inputs", "op_infer", "shape_cache", "kernel_cache", "known_in", "known_out")
+                 "dynamic", "shape_inputs", "op_infer", "shape_cache", "kernel_cache", "known_in", "known_out",
+                 "allocates")
 
     def __init__(self, ctx: KernelContext, kernel, infer, dynamic: bool = False):
         node = ctx.node
@@ -262,6 +266,8 @@ class Step:
         self.shape_cache: dict = {}
         #: (input signature, shape-input values, output specs) → kernel built for them
         self.kernel_cache: dict = {}
+        #: the kernel allocates its outputs (``kernel.run_allocating``): dynamic control flow
+        self.allocates = False
 
 
 def _same_dtype(a, b) -> bool:
@@ -331,6 +337,12 @@ class NodeRunner:
         steps: list[Step] = []
         for ctx in contexts:
             node = ctx.node
+            if _is_dynamic(ctx, present_outputs(node)) and shapes.runs_to_know(node):
+                # control flow: its outputs' shapes are what its subgraphs produce (see module docs)
+                st = Step(ctx, provider.get_kernel(shapes.unshaped_context(ctx)), None, dynamic=True)
+                st.allocates = True
+                steps.append(st)
+                continue
             if _is_dynamic(ctx, present_outputs(node)):
                 # capability now (nothing runs before every node is known to be runnable); the
                 # kernel is built for the actual shapes when the node runs
@@ -658,6 +670,9 @@ class NodeRunner:
         """One node on the per-run path: checks, run-time shapes, allocation, kernel, frees."""
         provider = self.provider
         ins = [vals[n] if n else None for n in st.inputs]
+        if st.allocates:
+            self._run_allocating(st, ins, vals, ledger, record, shapes, frees)
+            return
         if st.dynamic:
             specs, kernel = self._prepare(st, ins, ledger)
             if shapes is not None:
@@ -768,6 +783,32 @@ def plan_offsets(items, align: int) -> tuple[dict, int]:
         offsets[name] = off
         total = max(total, off + size)
     return offsets, total
+
+
+    def _run_allocating(self, st: Step, ins, vals, ledger: Ledger, record, shapes, frees) -> None:
+        """A step whose kernel allocates its outputs (see the module docs), checked after."""
+        for (i, name, shape, dtype), known in zip(st.checks, st.known_in):
+            b = ins[i]
+            if not _fits(known, b.shape) or (dtype is not None and not _same_dtype(b.dtype, dtype)):
+                raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
+        try:
+            outs = st.kernel.run_allocating(ins, st.outputs, ledger)
+        except (ShapeMismatchError, MemoryBudgetError):
+            raise
+        except Exception as e:
+            raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
+        for (name, pshape, pdtype), known, buf in zip(st.out_specs, st.known_out, outs):
+            if not name:
+                continue
+            vals[name] = buf
+            if not _fits(known, buf.shape) or (pdtype is not None and not _same_dtype(buf.dtype, pdtype)):
+                raise self._mismatch(st, "output", name, (pshape, pdtype), (buf.shape, buf.dtype), computed=True)
+            if shapes is not None:
+                shapes[name] = (buf.shape, buf.dtype)
+            if record is not None:
+                record[name] = self.provider.copy_to_host(buf)
+        for name in frees:
+            ledger.free(vals.pop(name))
 
 
 def _spec(shape, dtype) -> str:

@@ -176,7 +176,18 @@ def _sequence_erase(ctx, target):
     return run
 
 
-@_reg("SequenceAt", note="the element at position, copied into the planned output")
+def _sequence_at_infer(ctx, arrays):
+    """The element's shape and dtype, from the sequence itself (run-time shapes)."""
+    seq = arrays[0][()]
+    try:
+        p = _position(ctx, arrays[1], len(seq), insert=False)
+    except KernelError as e:  # the runner reports a ValueError of a shape function, naming the node
+        raise ValueError(str(e)) from None
+    return [(seq[p].shape, seq[p].dtype)]
+
+
+@_reg("SequenceAt", note="the element at position, copied into the planned output; its shape is the "
+                         "element's, computed at run time", shape_inputs=(0, 1), infer=_sequence_at_infer)
 def _sequence_at(ctx, target):
     def run(inputs, outputs):
         seq = inputs[0][()]
@@ -202,7 +213,7 @@ def _split_to_sequence(ctx, target):
         x = inputs[0]
         r = x.ndim
         if not -r <= axis < r:
-            raise _node_error(ctx, f"axis {axis} is out of range for a rank-{r} input")
+            raise ValueError(f"axis {axis} is out of range for a rank-{r} input")
         ax = axis + r if axis < 0 else axis
         n = x.shape[ax]
         split = inputs[1] if len(inputs) > 1 else None
@@ -215,19 +226,46 @@ def _split_to_sequence(ctx, target):
             if s.ndim == 0:
                 k = int(s)
                 if k <= 0:
-                    raise _node_error(ctx, f"split {k} must be positive")
+                    raise ValueError(f"split {k} must be positive")
                 sizes = [k] * (n // k) + ([n % k] if n % k else [])
             else:
                 sizes = [int(v) for v in s.reshape(-1)]
                 if any(v < 0 for v in sizes) or sum(sizes) != n:
-                    raise _node_error(ctx, f"split sizes {sizes} do not add up to the axis length {n}")
+                    raise ValueError(f"split sizes {sizes} do not add up to the axis length {n}")
             bounds = np.cumsum([0] + sizes)
             parts = [np.take(x, np.arange(bounds[i], bounds[i + 1]), axis=ax) for i in range(len(sizes))]
         outputs[0][()] = [np.array(p, order="C", copy=True) for p in parts]
     return run
 
 
-@_reg("ConcatFromSequence", note="np.concatenate (new_axis=0) or np.stack (new_axis=1) of the elements")
+def _concat_from_sequence_infer(ctx, arrays):
+    """The result's shape and dtype from the elements' shapes (run-time shapes), checked."""
+    seq = arrays[0][()]
+    axis = int(ctx.attrs.get("axis"))
+    new_axis = int(ctx.attrs.get("new_axis", 0))
+    if not seq:
+        raise ValueError("cannot concatenate an empty sequence")
+    s0 = seq[0].shape
+    r = len(s0) + (1 if new_axis else 0)
+    if not -r <= axis < r:
+        raise ValueError(f"axis {axis} is out of range for rank {r}")
+    ax = axis + r if axis < 0 else axis
+    for x in seq:
+        same = x.shape == s0 if new_axis else (x.ndim == len(s0) and all(
+            a == b for i, (a, b) in enumerate(zip(x.shape, s0)) if i != ax))
+        if not same or x.dtype != seq[0].dtype:
+            raise ValueError(f"the elements cannot be concatenated on axis {axis}: {x.dtype} {x.shape} "
+                                   f"and {seq[0].dtype} {s0}")
+    if new_axis:
+        shape = s0[:ax] + (len(seq),) + s0[ax:]
+    else:
+        shape = s0[:ax] + (sum(x.shape[ax] for x in seq),) + s0[ax + 1:]
+    return [(shape, seq[0].dtype)]
+
+
+@_reg("ConcatFromSequence", note="np.concatenate (new_axis=0) or np.stack (new_axis=1) of the elements; "
+                                 "the result's shape computed at run time", shape_inputs=(0,),
+      infer=_concat_from_sequence_infer)
 def _concat_from_sequence(ctx, target):
     axis = int(ctx.attrs.get("axis"))
     new_axis = int(ctx.attrs.get("new_axis", 0))

@@ -15,7 +15,14 @@ values of the **shape inputs**, before it allocates:
   (Reshape's element count);
 * an op definition may give its own function (``OpDef.infer``): the
   data-dependent ops of :mod:`.providers.kernels.dynamic` count their outputs
-  from the data (their ``value_inputs`` are read on the host).
+  from the data (their ``value_inputs`` are read on the host); the sequence ops
+  (SequenceAt, ConcatFromSequence) read the elements' shapes off the sequence;
+  StringSplit's width is counted here (:data:`HOST_INFER`);
+* control flow (If, Loop, Scan: :func:`runs_to_know`) cannot be inferred
+  without running its subgraphs: its kernel runs them and allocates its
+  outputs at the shapes they produced
+  (:meth:`hetero_explore.control.ControlKernel.run_allocating`); the runner
+  then checks them against what the plan knows.
 
 :data:`SHAPE_INPUTS` lists, per op type, which inputs' values shape the outputs;
 a node is dynamic (decided once, when the runner is built) when one of them is
@@ -33,7 +40,7 @@ import numpy as np
 from .errors import ExecutionError
 
 __all__ = ["SHAPE_INPUTS", "shape_inputs", "op_infer", "infer_outputs", "RuntimeContext",
-           "RuntimeShapeError"]
+           "RuntimeShapeError", "runs_to_know", "unshaped_context", "HOST_INFER"]
 
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -62,9 +69,106 @@ def shape_inputs(node) -> tuple[int, ...]:
 
 
 def op_infer(node):
-    """The op definition of ``node`` when it computes its own output shapes (``OpDef.infer``), else None."""
+    """The op definition of ``node`` when it computes its own output shapes (``OpDef.infer``, or
+    an entry of :data:`HOST_INFER`), else None."""
     d = _opdef(node.domain, node.op_type, node.opset)
-    return d if d is not None and d.infer is not None else None
+    if d is not None and d.infer is not None:
+        return d
+    return HOST_INFER.get((node.domain, node.op_type)) if d is not None else None
+
+
+#: ops whose output shapes only running them tells (their kernels allocate their outputs)
+RUNS_TO_KNOW = frozenset({"If", "Loop", "Scan"})
+
+
+def runs_to_know(node) -> bool:
+    """Are ``node``'s output shapes known only by running it (control flow)?"""
+    return node.op_type in RUNS_TO_KNOW and node.domain in ("", "ai.onnx")
+
+
+def unshaped_context(ctx):
+    """``ctx`` with every shape the plan does not know replaced by ``()``: the context a
+    control kernel is built with when its output shapes are left to the run (it reads only the
+    node, its subgraphs and the graph; the actual shapes come with its inputs and outputs)."""
+    from .ir import shape_is_static
+    from .providers.base import KernelContext
+
+    def fix(shapes):
+        return [s if s is None or shape_is_static(s) else () for s in shapes]
+    outs = [() if s is None else s for s in fix(ctx.out_shapes)]
+    return KernelContext(ctx.node, ctx.opset, fix(ctx.in_shapes), list(ctx.in_dtypes), outs,
+                         list(ctx.out_dtypes), graph=ctx.graph)
+
+
+@dataclass(frozen=True)
+class _HostInfer:
+    """A run-time shape function kept here for an op whose kernel module has none."""
+
+    infer: object
+    shape_inputs: tuple
+
+
+def _string_split_infer(ctx, arrays):
+    """StringSplit: Y is X's shape plus the longest split's length; Z is X's shape."""
+    x = np.asarray(arrays[0])
+    delim = ctx.attrs.get("delimiter")
+    if isinstance(delim, bytes):
+        delim = delim.decode()
+    ms = ctx.attrs.get("maxsplit")
+    maxsplit = -1 if ms is None else int(ms)
+    width = max((len(str(w).split(delim or None, maxsplit)) for w in x.reshape(-1)), default=0)
+    dt = list(ctx.out_dtypes) + [None, None]
+    return [(tuple(x.shape) + (width,), dt[0]), (tuple(x.shape), dt[1] if dt[1] is not None else np.int64)]
+
+
+def _host_value_infer(ctx, arrays):
+    """Ops whose every output is a host value (a sequence or optional): shape (), dtype object."""
+    from .ir import HOST_DTYPE
+    return [((), np.dtype(HOST_DTYPE)) for _ in ctx.out_dtypes]
+
+
+def _optional_get_element_infer(ctx, arrays):
+    """OptionalGetElement: the element's shape and dtype (a tensor), or a host value."""
+    from .ir import HOST_DTYPE
+    v = arrays[0][()] if isinstance(arrays[0], np.ndarray) and arrays[0].dtype == HOST_DTYPE else arrays[0]
+    if isinstance(v, np.ndarray):
+        return [(tuple(v.shape), v.dtype)]
+    return [((), np.dtype(HOST_DTYPE))]
+
+
+#: (domain, op type) → run-time shape function for ops whose definition has none. The sequence
+#: ops are here because onnx's per-node inference cannot be given a host value's type (a
+#: sequence's element type is not in its buffer): their outputs are host values of shape ()
+HOST_INFER = {("", "StringSplit"): _HostInfer(_string_split_infer, (0,)),
+              **{("", op): _HostInfer(_host_value_infer, ()) for op in (
+                  "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty", "SplitToSequence",
+                  "Optional")},
+              ("", "SequenceLength"): _HostInfer(lambda ctx, a: [((), np.dtype(np.int64))], ()),
+              ("", "OptionalHasElement"): _HostInfer(lambda ctx, a: [((), np.dtype(np.bool_))], ()),
+              ("", "OptionalGetElement"): _HostInfer(_optional_get_element_infer, (0,))}
+
+
+def rejected_input_types(node, in_shapes, in_dtypes) -> str | None:
+    """onnx's per-node inference given only the input types (all static tensors): its error
+    message when it rejects them (e.g. Range's bounds that are not scalars), else None. Used at
+    plan time for nodes whose output shapes are left to the run, so that a node which cannot
+    run with these inputs fails closed before the run."""
+    import onnx
+    from onnx.shape_inference import infer_node_outputs
+
+    if runs_to_know(node) or op_infer(node) is not None or node.domain not in ("", "ai.onnx"):
+        return None
+    if any(s is None or d is None or np.dtype(d) == object for n, s, d in zip(node.inputs, in_shapes, in_dtypes)
+           if n):  # symbolic dims are fine (their rank is known): they go to onnx as dim_params
+        return None
+    types = {n: _type(s, d) for n, s, d in zip(node.inputs, in_shapes, in_dtypes) if n}
+    try:
+        schema = _schema(node.op_type, node.opset, node.domain)
+        infer_node_outputs(schema, node.proto, types, {},
+                           opset_imports=[onnx.helper.make_opsetid(node.domain, node.opset)])
+    except Exception as e:  # noqa: BLE001 - onnx raises its own InferenceError / ValueError types
+        return " ".join(str(e).split())[:300]
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,16 +183,23 @@ def _opdef(domain: str, op_type: str, opset: int):
 
 @dataclass
 class _Values:
-    """Stands in for the graph in a :class:`RuntimeContext`: the run-time values of shape inputs."""
+    """Stands in for the graph in a :class:`RuntimeContext`: the run-time values of shape inputs
+    answer ``is_constant``/``initializer``; everything else (``values``, ``opset_imports`` ...)
+    is the graph's."""
 
-    values: dict = field(default_factory=dict)
+    runtime: dict = field(default_factory=dict)
     graph: object = None
 
     def is_constant(self, name):
-        return name in self.values or (self.graph is not None and self.graph.is_constant(name))
+        return name in self.runtime or (self.graph is not None and self.graph.is_constant(name))
 
     def initializer(self, name):
-        return self.values[name] if name in self.values else self.graph.initializer(name)
+        return self.runtime[name] if name in self.runtime else self.graph.initializer(name)
+
+    def __getattr__(self, name):
+        if name in ("runtime", "graph") or self.graph is None:
+            raise AttributeError(name)
+        return getattr(self.graph, name)
 
 
 def RuntimeContext(ctx, in_shapes, in_dtypes, out_shapes, out_dtypes, values: dict):
@@ -101,7 +212,8 @@ def RuntimeContext(ctx, in_shapes, in_dtypes, out_shapes, out_dtypes, values: di
 
 def _type(shape, dtype):
     from onnx import helper
-    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), list(shape))
+    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                         [d if d is None or isinstance(d, str) else int(d) for d in shape])
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,6 +233,11 @@ def infer_outputs(node, in_shapes, in_dtypes, values: dict) -> list:
     from .ir import onnx_to_np_dtype
     from .providers.base import present_outputs
 
+    if node.op_type == "Range" and node.domain in ("", "ai.onnx"):
+        # 1-element vector bounds count as scalars (onnxruntime and onnx's reference accept
+        # them; onnx's inference does not): inferred as the scalars they hold
+        in_shapes = [() if s is not None and tuple(s) == (1,) else s for s in in_shapes]
+        values = {k: np.asarray(v).reshape(()) if np.asarray(v).shape == (1,) else v for k, v in values.items()}
     types = {n: _type(s, d) for n, s, d in zip(node.inputs, in_shapes, in_dtypes) if n and s is not None}
     data = {n: numpy_helper.from_array(np.asarray(v, order="C"), n) for n, v in values.items()}
     try:

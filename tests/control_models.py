@@ -133,3 +133,31 @@ def failing_branch():
     nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="If_fail")]
     return model(nodes, [vi("c", [], B), vi("x", [4]), vi("idx", [1], I64)], [vi("y", [1])],
                  [const("s0", np.array([0], np.int64)), const("s1", np.array([1], np.int64))])
+
+
+def growing_scan_loop():
+    """A Loop with a run-time trip count (a graph input) whose carried value grows (Concat) and
+    which has a scan output (the running sum, one row per iteration): no output shape is known
+    at load time, the run computes them from what the body produces."""
+    body = helper.make_graph([
+        helper.make_node("Concat", ["v_in", "x"], ["v_out"], axis=0, name="b_cat"),
+        helper.make_node("ReduceSum", ["v_out"], ["s"], keepdims=1, name="b_sum"),
+        helper.make_node("Mul", ["s", "x"], ["row"], name="b_row"),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"], name="b_cond")],
+        "body", [vi("i", [], I64), vi("cond_in", [], B), vi("v_in", ["n"])],
+        [vi("cond_out", [], B), vi("v_out", ["m"]), vi("row", [2])])
+    nodes = [helper.make_node("Loop", ["trips", "", "v0"], ["v", "rows"], body=body, name="Loop_grow")]
+    return model(nodes, [vi("trips", [], I64), vi("v0", [1]), vi("x", [2])], [vi("v", ["k"]), vi("rows", ["r", 2])])
+
+
+def if_different_shapes():
+    """An If whose branches give outputs of different shapes ([4] and [2]): onnx merges them to
+    an unknown dim; the run takes the taken branch's shape. Its result feeds a node after it."""
+    then_g = helper.make_graph([helper.make_node("Identity", ["x"], ["t"], name="t_id")], "then", [],
+                               [vi("t", [4])])
+    else_g = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s1"], ["e"], name="e_slice")], "else",
+                               [], [vi("e", [2])])
+    nodes = [helper.make_node("If", ["c"], ["y0"], then_branch=then_g, else_branch=else_g, name="If_x"),
+             helper.make_node("Neg", ["y0"], ["y"], name="after")]
+    return model(nodes, [vi("c", [], B), vi("x", [4])], [vi("y", ["k"])],
+                 [const("s0", np.array([0], np.int64)), const("s1", np.array([2], np.int64))])

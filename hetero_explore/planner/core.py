@@ -19,8 +19,12 @@ from .plan import Blocker, ConvexitySplit, Plan, PlanTables, _Deferred
 from .policies import get_policy
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
-#: ops whose output shapes the run cannot compute when load time left them unknown
-RUNTIME_SHAPE_UNSUPPORTED = CONTROL_FLOW | {"SequenceMap", "StringSplit", "SequenceAt", "ConcatFromSequence"}
+#: ops whose output shapes the run cannot compute when load time left them unknown: none now.
+#: Control flow runs its subgraphs and allocates its outputs at the shapes they produced
+#: (hetero_explore.control), SequenceAt / ConcatFromSequence / StringSplit compute theirs from
+#: their run-time inputs (hetero_explore.shapes); SequenceMap's outputs are host values (shape ()).
+#: An op added here fails closed with the "dynamic-shape" blocker when its shapes are open.
+RUNTIME_SHAPE_UNSUPPORTED: frozenset = frozenset()
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
                           "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement"})
@@ -275,11 +279,22 @@ def _escape_path(u: int, v: int, node_partition, succs, budget) -> list[int] | N
 
 def runtime_shape_blocker(graph: Graph, node) -> str | None:
     """Why ``node`` cannot run when its output shapes are left to the run (None: it can)."""
-    if node.op_type not in RUNTIME_SHAPE_UNSUPPORTED or node.domain != "":
-        return None
     bad = [o for o in node.outputs if o and o in graph.values
            and (graph.values[o].shape is None or not shape_is_static(graph.values[o].shape))]
     if not bad:
+        return None
+    if node.op_type not in RUNTIME_SHAPE_UNSUPPORTED or node.domain != "":
+        # inputs known at load that onnx's inference already rejects (Range given 1-element
+        # vectors, not scalars): the run would refuse them, so the plan does now
+        vals = graph.values
+        ins = [vals.get(n) if n else None for n in node.inputs]
+        if all(v is not None and v.shape is not None and v.dtype is not None for n, v in zip(node.inputs, ins) if n):
+            from ..shapes import rejected_input_types
+            why = rejected_input_types(node, [None if v is None else tuple(v.shape) for v in ins],
+                                       [None if v is None else v.dtype for v in ins])
+            if why:
+                return (f"{node.op_type} output {bad[0]!r} is computed at run time, but onnx's inference rejects "
+                        f"its input types: {why}")
         return None
     return (f"{node.op_type} output {bad[0]!r} has no static shape at load time, and its shape cannot be "
             "computed at run time (onnx's per-node inference does not reach into its subgraphs or data); "

@@ -549,12 +549,36 @@ def _nested_df(plan, method: str):
     frames = []
     for path, p in plan.nested():
         df = getattr(p, method)()
+        if "shape" in df.columns and "value" in df.columns and len(df):
+            df["shape"] = [display_shape(p.graph, v, s) for v, s in zip(df["value"], df["shape"])]
         df.insert(len(df.columns), "subgraph", path)
         frames.append(df)
     if len(frames) == 1:
         return frames[0]
     out = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
     return out
+
+
+def display_shape(graph, value: str, shape):
+    """``shape`` for a table: a dim onnx's inference made up a name for (``unk__N``) is shown
+    as ``<producing node>.d<axis>`` (the first value it appears in names it; a dim with no
+    producer as ``?``), so that a reader knows where it comes from (a Loop's carried value, an
+    If's merged branches)."""
+    if not isinstance(shape, (tuple, list)) or not any(isinstance(d, str) and d.startswith("unk__") for d in shape):
+        return shape
+    names = _unk_names(graph)
+    return tuple(names.get(d, "?") if isinstance(d, str) and d.startswith("unk__") else d for d in shape)
+
+
+def _unk_names(graph) -> dict:
+    names: dict = {}
+    for name, v in graph.values.items():
+        if v.shape is None or v.producer is None:
+            continue
+        for a, d in enumerate(v.shape):
+            if isinstance(d, str) and d.startswith("unk__") and d not in names:
+                names[d] = f"{graph.nodes[v.producer].name}.d{a}"
+    return names
 
 
 def _json_default(o):

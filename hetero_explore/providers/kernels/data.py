@@ -870,8 +870,10 @@ def _check_range(ctx, target):
     dts = [None if d is None else np.dtype(d) for d in ctx.in_dtypes[:3]]
     if len(dts) != 3 or len(set(dts)) != 1:
         return "Range: start, limit and delta must have one dtype"
-    if any(s is not None and len(s) != 0 for s in ctx.in_shapes[:3]):
-        return "Range: start, limit and delta must be scalars"
+    # scalars, as the spec says; a 1-element vector too, as onnxruntime and onnx's reference
+    # accept (onnx's own AffineGrid function body passes them)
+    if any(s is not None and not (len(s) == 0 or tuple(s) == (1,)) for s in ctx.in_shapes[:3]):
+        return "Range: start, limit and delta must be scalars (or 1-element vectors)"
     if ctx.out_shapes[0] is None or len(ctx.out_shapes[0]) != 1:
         return "Range: the output length is unknown"
     return None
