@@ -367,6 +367,7 @@ class Plan:
 
     def summary(self) -> str:
         """One line in the seed's form."""
+        from ..optimize import summary_text
         from .ops_table import share
         counts = self.placement_counts()
         total = sum(counts.values())
@@ -386,6 +387,9 @@ class Plan:
         if ex:
             text += "; expanded into onnx function bodies: " + ", ".join(
                 f"{op} ({k} node(s) → {m})" for op, (k, m) in ex.items())
+        opt = summary_text(getattr(self.graph, "optimizations", ()))
+        if opt:
+            text += f"; {opt}"
         if self.execution_blockers:
             text += f"; execution blocked: {len(self.execution_blockers)} reason(s)"
         return text
@@ -509,6 +513,7 @@ class Plan:
             "expansions": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()}
                            for r in self.expansions],
             "folded_nodes": list(self.graph.folded_nodes),
+            "optimizations": [dict(r) for r in getattr(self.graph, "optimizations", ())],
             "plan_seconds": self.plan_seconds,
             "subgraphs": {path: child.to_dict() for path, child in self.children.items()},
         }
