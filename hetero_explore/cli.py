@@ -148,7 +148,12 @@ def check_deny(deny: list[tuple[str, list[str]]], graph=None) -> None:
                                  f"{_close(op, model_ops + sorted(known - set(model_ops)))}; op types are "
                                  "case-sensitive")
             if graph is not None and op not in model_ops:
-                _warn(f"--deny {prov}:{op}: the model has no {op} node, so this changes nothing")
+                from .optimize import removed_op_types
+                if op in removed_op_types(getattr(graph, "optimizations", ())):
+                    _warn(f"--deny {prov}:{op}: the load-time optimisation removed the model's {op} node(s) "
+                          "(--no-optimize keeps them), so this changes nothing")
+                else:
+                    _warn(f"--deny {prov}:{op}: the model has no {op} node, so this changes nothing")
 
 
 def build_providers(names: str, deny: list[tuple[str, list[str]]], *, warn_unavailable: bool = True):

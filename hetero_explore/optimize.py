@@ -51,6 +51,10 @@ RULES = {
     "matmul_add_gemm": "MatMul+Add → Gemm",
 }
 
+#: rule id → the op types whose nodes it removes
+REMOVED_OPS = {"conv_bn": ("BatchNormalization",), "identity": ("Identity",), "dropout": ("Dropout",),
+               "matmul_add_gemm": ("MatMul", "Add")}
+
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 
 
@@ -82,6 +86,11 @@ def summary_text(records) -> str:
     if not counts:
         return ""
     return "optimised: " + ", ".join(f"{n} {RULES.get(rule, rule)}" for rule, n in counts.items())
+
+
+def removed_op_types(records) -> set[str]:
+    """Op types some of whose nodes the applied rewrites removed."""
+    return {op for r in records for op in REMOVED_OPS.get(r["rule"] if isinstance(r, dict) else r.rule, ())}
 
 
 def _label(n: onnx.NodeProto) -> str:

@@ -327,3 +327,16 @@ def test_cli_no_optimize_flag(capsys):
     import json
     d = json.loads(capsys.readouterr().out)
     assert d["optimizations"][0]["rule"] == "conv_bn"
+
+
+def test_cli_deny_of_an_op_the_optimiser_removed_says_so(capsys):
+    from hetero_explore.cli import main
+    path = os.path.join(os.path.dirname(he.__file__), "data", "demo.onnx")
+    assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--deny", "gpu:BatchNormalization"]) == 0
+    err = capsys.readouterr().err
+    assert "the load-time optimisation removed the model's BatchNormalization node(s)" in err
+    assert "--no-optimize" in err
+    assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--deny", "gpu:BatchNormalization",
+                 "--no-optimize"]) == 0
+    captured = capsys.readouterr()
+    assert "BatchNormalization" not in captured.err and "optimised" not in captured.out.splitlines()[0]
