@@ -340,3 +340,18 @@ def test_cli_deny_of_an_op_the_optimiser_removed_says_so(capsys):
                  "--no-optimize"]) == 0
     captured = capsys.readouterr()
     assert "BatchNormalization" not in captured.err and "optimised" not in captured.out.splitlines()[0]
+
+
+def test_sweep_threads_optimize():
+    from hetero_explore.fleet import IN_PROCESS, sweep
+    m = models.cnn("tiny")
+    on = sweep([m], providers=["cpu"], client=IN_PROCESS)
+    off = sweep([m], providers=["cpu"], client=IN_PROCESS, optimize=False)
+    n_bn = sum(n.op_type == "BatchNormalization" for n in m.graph.node)
+    assert bool(on["ok"].all()) and bool(off["ok"].all()) and n_bn > 0
+    assert int(off["nodes"].iloc[0]) - int(on["nodes"].iloc[0]) == n_bn
+    ex = he.explore(m, ["cpu"], optimize=False)
+    assert "BatchNormalization" in ex.graph.op_types() and ex.graph.optimizations == []
+    from hetero_explore.errors import ArgumentValueError
+    with pytest.raises(ArgumentValueError):
+        he.explore(he.load_model(m), ["cpu"], optimize=False)
