@@ -118,17 +118,24 @@ class _State:
         self.outputs = {o.name for o in g.output}
         self.types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
         self.sub_reads: set[str] = set()
-        for n in self.nodes:
-            for _, sg in subgraph_attrs(n):
-                self.sub_reads.update(outer_names(sg))
         self.producer: dict[str, int] = {}
         self.consumers: dict[str, list[int]] = {}
+        producer, consumers = self.producer, self.consumers
         for i, n in enumerate(self.nodes):
             for o in n.output:
                 if o:
-                    self.producer[o] = i
-            for x in dict.fromkeys(x for x in n.input if x):
-                self.consumers.setdefault(x, []).append(i)
+                    producer[o] = i
+            ins = n.input
+            for x in (ins if len(ins) < 2 else set(ins)):
+                if x:
+                    lst = consumers.get(x)
+                    if lst is None:
+                        consumers[x] = [i]
+                    else:
+                        lst.append(i)
+            if n.attribute:
+                for _, sg in subgraph_attrs(n):
+                    self.sub_reads.update(outer_names(sg))
         self.dropped_values: set[str] = set()
         self.maybe_orphaned: set[str] = set()
         self.new_inits: list[onnx.TensorProto] = []
@@ -368,6 +375,9 @@ def optimize_model(m: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Rewrite]]:
     """Apply the rewrites to ``m`` (an inferred, maybe folded model) in place; the model and
     the records of what was applied (empty when nothing matched: the model is unchanged)."""
     opset = _opset(m)
+    ops = {n.op_type for n in m.graph.node}
+    if not (ops & {"Identity", "Dropout", "BatchNormalization"} or {"MatMul", "Add"} <= ops):
+        return m, []          # nothing any rule could match: skip building the maps
     s = _State(m)
     records: list[Rewrite] = []
     _eliminate_identities(s, opset, records)
