@@ -93,6 +93,22 @@ def removed_op_types(records) -> set[str]:
     return {op for r in records for op in REMOVED_OPS.get(r["rule"] if isinstance(r, dict) else r.rule, ())}
 
 
+def node_notes(records) -> dict[str, str]:
+    """Node name → what the rewrites made of it ("folded bn1", "from fc, fc_add"), for the
+    placement table's ``optimised`` column; nodes the rewrites did not touch are absent."""
+    out: dict[str, str] = {}
+    for r in records:
+        r = r if isinstance(r, dict) else r.to_dict()
+        if r["rule"] == "conv_bn":
+            text = "folded " + ", ".join(r["removed"])
+        elif r["rule"] == "matmul_add_gemm":
+            text = "from " + ", ".join(r["removed"])
+        else:
+            continue  # the removed node has no row
+        out[r["node"]] = f"{out[r['node']]}; {text}" if r["node"] in out else text
+    return out
+
+
 def _label(n: onnx.NodeProto) -> str:
     first = next((o for o in n.output if o), "?")
     return n.name or f"{n.op_type}:{first}"

@@ -6,7 +6,6 @@ import os
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np  # noqa: E402
-import onnx  # noqa: E402
 import pytest  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
@@ -98,6 +97,9 @@ def test_conv_bn_folded_keeps_the_conv_name_and_agrees_with_onnxruntime(conv_bia
     conv = g.nodes[0]
     assert conv.name == "conv" and conv.outputs == ("y",)
     assert g.optimizations[0]["node"] == "conv" and g.optimizations[0]["removed"] == ["bn"]
+    df = he.plan(g, ["cpu"]).placement_df()
+    col = df.set_index("name")["optimised"]
+    assert col["conv"] == "folded bn" and col.isna()["relu"]
     # the unfolded weights and BN parameters are gone, the folded ones are there
     assert not {"W", "B", "scale", "bias", "mean", "var"} & set(g.initializer_protos)
     assert len(conv.inputs) == 3 and all(g.is_constant(i) for i in conv.inputs[1:])
@@ -228,6 +230,7 @@ def test_matmul_add_becomes_gemm_bitwise_equal_to_matmul_then_add(bias_shape, sw
     assert _rules(g) == ["matmul_add_gemm"] and [n.op_type for n in g0.nodes] == ["MatMul", "Add"]
     assert [(n.op_type, n.name, n.outputs) for n in g.nodes] == [("Gemm", "fc", ("y",))]
     assert g.optimizations[0]["removed"] == ["fc", "fc_add"]
+    assert list(he.plan(g, ["cpu"]).placement_df()["optimised"]) == ["from fc, fc_add"]
     feeds = {"a": _special_inputs(rng, 3, 7)}
     providers = [cpu()] + ([cuda()] if cuda_status()[0] else [])
     for prov in providers:

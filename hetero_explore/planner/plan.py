@@ -429,14 +429,17 @@ class Plan:
         import pandas as pd
         rows = []
         origin = self.graph.info.get("expanded_from", {})
+        from ..optimize import node_notes
+        notes = node_notes(getattr(self.graph, "optimizations", ()))
         for n in self.graph.nodes:
             p = self.providers[self.assignment[n.id]]
             rows.append({"node_id": n.id, "name": n.name, "op_type": n.op_type,
                          "domain": n.domain or "ai.onnx", "opset": n.opset, "provider": p.name,
                          "device": str(p.device), "partition": self.node_partition[n.id],
-                         "declined_by": dict(self.declined[n.id]), "expanded_from": origin.get(n.name)})
+                         "declined_by": dict(self.declined[n.id]), "expanded_from": origin.get(n.name),
+                         "optimised": notes.get(n.name)})
         return pd.DataFrame(rows, columns=["node_id", "name", "op_type", "domain", "opset", "provider",
-                                           "device", "partition", "declined_by", "expanded_from"])
+                                           "device", "partition", "declined_by", "expanded_from", "optimised"])
 
     def _partitions_df(self):
         import pandas as pd
