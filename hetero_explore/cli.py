@@ -148,7 +148,12 @@ def check_deny(deny: list[tuple[str, list[str]]], graph=None) -> None:
                                  f"{_close(op, model_ops + sorted(known - set(model_ops)))}; op types are "
                                  "case-sensitive")
             if graph is not None and op not in model_ops:
-                _warn(f"--deny {prov}:{op}: the model has no {op} node, so this changes nothing")
+                from .optimize import removed_op_types
+                if op in removed_op_types(getattr(graph, "optimizations", ())):
+                    _warn(f"--deny {prov}:{op}: the load-time optimisation removed the model's {op} node(s) "
+                          "(--no-optimize keeps them), so this changes nothing")
+                else:
+                    _warn(f"--deny {prov}:{op}: the model has no {op} node, so this changes nothing")
 
 
 def build_providers(names: str, deny: list[tuple[str, list[str]]], *, warn_unavailable: bool = True):
@@ -179,6 +184,8 @@ def _common(sp):
     sp.add_argument("--dim", action="append", type=_parse_dim, default=[], metavar="NAME=VALUE",
                     help="bind a symbolic dim by name (repeatable)")
     sp.add_argument("--no-fold", action="store_true", help="do not fold constant shape subgraphs")
+    sp.add_argument("--no-optimize", action="store_true", help="no load-time graph rewrites (Identity/Dropout "
+                    "elimination, Conv+BatchNormalization folding, MatMul+Add -> Gemm)")
     sp.add_argument("--strict", action="store_true", help="fail when a node no provider supports (default: "
                     "place it on the unplaced lane, show the rest and list it as an execution blocker)")
     sp.add_argument("--full", action="store_true", help="print every table row (default: the first "
@@ -190,7 +197,8 @@ def _load_and_plan(args, model=None):
     from .planner import plan
     check_deny(args.deny)                 # before loading: a typo fails fast
     g = load_model(model if model is not None else args.model, input_shapes=dict(args.input_shape) or None,
-                   dim_values=dict(args.dim) or None, fold_constants=not args.no_fold)
+                   dim_values=dict(args.dim) or None, fold_constants=not args.no_fold,
+                   optimize=not getattr(args, "no_optimize", False))
     check_deny(args.deny, g)
     provs = build_providers(args.providers, args.deny)
     p = plan(g, provs, strict=getattr(args, "strict", False))
@@ -207,6 +215,7 @@ _CLI_SPELLING = (
     ("load_model(model, input_shapes={...})", "--input-shape NAME=D1,D2,..."),
     ("dim_values={...}", "--dim NAME=VALUE"),
     ("fold_constants=False", "--no-fold"),
+    ("optimize=False", "--no-optimize"),
 )
 
 
@@ -483,7 +492,8 @@ def cmd_sweep(args) -> int:
              + (f" [{row['mask']}]" if row["mask"] else "") + f": {state}", file=sys.stderr)
 
     df = sweep(args.models, providers=args.providers or ["gpu,cpu"], masks=masks, execute=args.execute,
-               client=client, workers=args.workers, seed=args.seed, progress=progress)
+               client=client, workers=args.workers, seed=args.seed, progress=progress,
+               optimize=not args.no_optimize)
     path = save_sweep(df, args.output)
     n_err = int((~df["ok"].astype(bool)).sum())
     _say(f"{len(df):,} row(s) ({n_err:,} failed) in {df.attrs['elapsed_seconds']:.1f} s on "
@@ -543,6 +553,7 @@ def main(argv=None) -> int:
     sp = sub.add_parser("demo", help="plan, execute and report the bundled demo model")
     sp.add_argument("--providers", default="gpu,cpu")
     sp.add_argument("--deny", action="append", type=_parse_deny, default=[])
+    sp.add_argument("--no-optimize", action="store_true", help="no load-time graph rewrites")
     sp.add_argument("-o", "--output", default="demo_report.html")
     sp.add_argument("--no-execute", action="store_true")
     sp.set_defaults(fn=cmd_demo)
@@ -563,6 +574,7 @@ def main(argv=None) -> int:
                     "cluster of worker processes)")
     sp.add_argument("--workers", type=int, help="worker processes of the local cluster (default: the cores)")
     sp.add_argument("--in-process", action="store_true", help="no Dask: run the sweep here in a loop")
+    sp.add_argument("--no-optimize", action="store_true", help="no load-time graph rewrites")
     sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     sp.add_argument("-o", "--output", required=True, help="results file: .parquet, .csv or .json")
     sp.add_argument("--html", metavar="FILE.html", help="also write a self-contained sweep report")

@@ -402,7 +402,9 @@ def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: in
     del model.graph.node[:]
     model.graph.node.extend(kept)
     fold = "fold_skipped" in graph.info  # the loader records this only when it folded
-    g = load_model(model, check=False, fold_constants=fold)
+    # the graph was optimised (or not) when it was loaded: its rewrites carry over, none run again
+    g = load_model(model, check=False, fold_constants=fold, optimize=False)
+    g.optimizations = list(getattr(graph, "optimizations", ()))
     present = {n.name for n in g.nodes}
     g.info["expansions"] = recs + new_recs
     g.info["expanded_from"] = {k: v for k, v in origin.items() if k in present}

@@ -711,7 +711,7 @@ def _op_list(op_types) -> list[str]:
 
 
 def explore(model, providers=None, input_shapes=None, reference=None, *, dim_values=None,
-            seed: int = 0) -> Explorer:
+            seed: int = 0, optimize: bool = True) -> Explorer:
     """An :class:`Explorer` over ``model`` (a path, ModelProto, bytes or loaded Graph).
 
     Args:
@@ -722,15 +722,20 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
         reference: the single provider outputs are compared against (default ``cpu``).
         dim_values: symbolic dim name → value.
         seed: seed of the default random inputs.
+        optimize: apply the load-time graph rewrites (:mod:`hetero_explore.optimize`); the
+            reference and the heterogeneous runs both execute the optimised graph.
     """
     if isinstance(model, Graph):
+        if optimize is not True:
+            raise ArgumentValueError("optimize is a loading option; pass the model, not an already "
+                                     "loaded Graph (or load it with load_model(..., optimize=False))")
         if input_shapes or dim_values:
             raise ArgumentValueError("input_shapes/dim_values bind a model while loading it; pass the model, "
                              "not an already loaded Graph")
         graph = model
     else:
         from .loader import load_model
-        graph = load_model(model, input_shapes=input_shapes, dim_values=dim_values)
+        graph = load_model(model, input_shapes=input_shapes, dim_values=dim_values, optimize=optimize)
     provs = default_providers() if providers is None else providers
     if isinstance(provs, (str, ExecutionProvider)):
         provs = [provs]

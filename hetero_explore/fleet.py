@@ -45,18 +45,20 @@ def _mask_text(deny: dict) -> str:
 
 
 def run_model(model, lists, masks, execute: bool = False, inputs=None, seed: int = 0,
-              input_shapes: dict | None = None) -> list[dict]:
+              input_shapes: dict | None = None, optimize: bool = True) -> list[dict]:
     """The rows of one model (the unit of work a worker gets): loaded once, then planned on
     every provider list under every mask (see :func:`run_one`)."""
     t0 = time.perf_counter()
     graph = error = None
     try:
         from .loader import load_model
-        graph = load_model(model[1] if isinstance(model, tuple) else model, input_shapes=input_shapes)
+        graph = load_model(model[1] if isinstance(model, tuple) else model, input_shapes=input_shapes,
+                           optimize=optimize)
     except Exception as e:  # noqa: BLE001 - every row of this model carries the load error
         error = e
     load_seconds = time.perf_counter() - t0
-    rows = [run_one(model, pl, mk, execute, inputs, seed, input_shapes, graph=graph, load_error=error)
+    rows = [run_one(model, pl, mk, execute, inputs, seed, input_shapes, graph=graph, load_error=error,
+                    optimize=optimize)
             for pl in lists for mk in masks]
     if rows and rows[0]["worker_seconds"] is not None:
         rows[0]["worker_seconds"] += load_seconds
@@ -64,11 +66,13 @@ def run_model(model, lists, masks, execute: bool = False, inputs=None, seed: int
 
 
 def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=None, seed: int = 0,
-            input_shapes: dict | None = None, *, graph=None, load_error: Exception | None = None) -> dict:
+            input_shapes: dict | None = None, *, graph=None, load_error: Exception | None = None,
+            optimize: bool = True) -> dict:
     """Plan (and with ``execute`` run and check) one model on one provider list under one deny
     mask; a row of :data:`COLUMNS`. Never raises for the model's sake: a failure is the row's
     ``error_type`` / ``error`` and the ``stage`` it happened in (load, plan, execute). ``graph``:
-    the model already loaded (``load_error``: loading it failed so)."""
+    the model already loaded (``load_error``: loading it failed so); ``optimize``: the loader's
+    load-time graph rewrites (see :func:`hetero_explore.loader.load_model`)."""
     t0 = time.perf_counter()
     label, name = _label(model)
     row: dict[str, Any] = {c: None for c in COLUMNS}
@@ -83,7 +87,7 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
         if load_error is not None:
             raise load_error
         g = graph if graph is not None else load_model(model[1] if isinstance(model, tuple) else model,
-                                                       input_shapes=input_shapes)
+                                                       input_shapes=input_shapes, optimize=optimize)
         stage = "plan"
         provs = resolve_all(list(providers))
         names = [p.name for p in provs]
@@ -234,7 +238,7 @@ def _dask():
 
 def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inputs=None, client=None, *,
           input_shapes: dict | None = None, seed: int = 0, workers: int | None = None,
-          progress: Callable[[int, int, dict], None] | None = None):
+          progress: Callable[[int, int, dict], None] | None = None, optimize: bool = True):
     """Plan every model on every provider list under every mask; one row each.
 
     Args:
@@ -250,6 +254,7 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
             ``distributed.Client``, a scheduler address, or ``"in-process"``.
         input_shapes: bind input shapes when loading (the same for every model).
         seed: seed of the random inputs.
+        optimize: the loader's load-time graph rewrites (``optimize=False``: none).
         workers: worker processes of the local cluster (default: the machine's cores, at most
             the number of models).
         progress: ``progress(done, total, row)`` after each row arrives (a worker gets one
@@ -270,7 +275,7 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
     t0 = time.perf_counter()
     rows: list[dict | None] = [None] * n_tasks
     n_workers = 0
-    args = (lists, mks, execute, inputs, seed, input_shapes)
+    args = (lists, mks, execute, inputs, seed, input_shapes, optimize)
 
     def arrived(k: int, got: list[dict], done: int) -> int:
         for j, r in enumerate(got):

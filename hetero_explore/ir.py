@@ -237,6 +237,9 @@ class Graph:
     folded_nodes: list[str] = field(default_factory=list)
     #: model-level info for display (producer, ir_version, ...)
     info: dict[str, Any] = field(default_factory=dict)
+    #: load-time rewrites applied (:mod:`hetero_explore.optimize`): dicts with ``rule``, ``node``,
+    #: ``removed``, ``created`` and ``detail``; empty when none applied or ``optimize=False``
+    optimizations: list[dict] = field(default_factory=list)
     _init_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _adj: tuple | None = field(default=None, repr=False)
 

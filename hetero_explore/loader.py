@@ -800,10 +800,12 @@ def check_inference_complete(m: onnx.ModelProto) -> None:
                     "check the attributes and constant inputs against the operator's specification")
 
 
-def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: dict | None = None) -> Graph:
-    """The IR of a prepared (and maybe folded) model, with ``symbolic_values`` filled in."""
+def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: dict | None = None,
+                     optimizations: list[dict] | None = None) -> Graph:
+    """The IR of a prepared (and maybe folded and optimised) model, with ``symbolic_values`` filled in."""
     g = build_graph(m, folded_nodes=folded or [])
     g.info.update(info or {})
+    g.optimizations = list(optimizations or [])
     non_tensor = {vi.name for vi in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)
                   if vi.type.WhichOneof("value") not in (None, "tensor_type")}
     g.symbolic_values = [name for name, v in g.values.items()
@@ -814,7 +816,7 @@ def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: 
 def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
                dim_values: Mapping[str, int] | None = None, *, fold_constants: bool = True,
                check: bool = True, fold_limit_bytes: int = DEFAULT_FOLD_LIMIT_BYTES,
-               max_inlined_nodes: int = DEFAULT_MAX_INLINED_NODES) -> Graph:
+               max_inlined_nodes: int = DEFAULT_MAX_INLINED_NODES, optimize: bool = True) -> Graph:
     """Load an ONNX model into the IR.
 
     Args:
@@ -834,23 +836,41 @@ def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
             anything is computed).
         max_inlined_nodes: refuse models whose model-local function calls expand to more
             nodes than this.
+        optimize: after folding, apply the load-time graph rewrites of
+            :mod:`hetero_explore.optimize` (Identity/Dropout elimination, Conv+BatchNormalization
+            folding, MatMul+Add → Gemm where bitwise exact); what was applied is listed on
+            ``Graph.optimizations``. ``optimize=False`` keeps the graph as it was written.
 
     Values still symbolic afterwards are listed on ``Graph.symbolic_values``.
     """
     try:
+        if not isinstance(optimize, bool):
+            from .errors import ArgumentTypeError
+            raise ArgumentTypeError(f"optimize must be True or False, got {optimize!r}")
         m = prepare_model(model, input_shapes, dim_values, check=check, max_inlined_nodes=max_inlined_nodes)
         if not fold_constants:
             check_inference_complete(m)
-            return graph_from_model(m)
+            m, recs = _optimized(m, optimize)
+            return graph_from_model(m, optimizations=recs)
         from .fold import fold_model  # above the providers: imported only when folding
 
         res = fold_model(m, limit_bytes=fold_limit_bytes)
         check_inference_complete(res.model)
-        return graph_from_model(res.model, res.folded,
-                                {"fold_skipped": dict(res.skipped), "folded_bytes": res.folded_bytes})
+        m, recs = _optimized(res.model, optimize)
+        return graph_from_model(m, res.folded,
+                                {"fold_skipped": dict(res.skipped), "folded_bytes": res.folded_bytes}, recs)
     except MemoryError as e:
         raise ModelLoadError(f"ran out of memory while loading the model ({e or 'no detail'}); "
                              "the model may be too large for this machine") from None
+
+
+def _optimized(m: onnx.ModelProto, optimize: bool) -> tuple[onnx.ModelProto, list[dict]]:
+    if not optimize:
+        return m, []
+    from .optimize import optimize_model
+
+    m, recs = optimize_model(m)
+    return m, [r.to_dict() for r in recs]
 
 
 def __getattr__(name: str):

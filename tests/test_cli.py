@@ -26,7 +26,7 @@ def test_plan_json_has_the_documented_keys(capsys):
     d = json.loads(out)
     for key in ("nodes", "partitions", "transfers", "transfer_bytes", "placement", "fallback_ops"):
         assert key in d
-    assert d["placement"] == {"gpu": 15, "cpu": 1}
+    assert d["placement"] == {"gpu": 14, "cpu": 1}          # 16 nodes; bn1 folded into conv1 at load
     assert d["fallback_ops"] == {"Clip": 1}
     assert d["transfer_bytes"] == sum(t["bytes"] for t in d["transfers"])
     assert {t["kind"] for t in d["transfers"]} == {"D2H", "H2D"}
@@ -79,7 +79,7 @@ def test_console_script_runs_as_a_module():
     r = subprocess.run([sys.executable, "-m", "hetero_explore.cli", "plan", DEMO, "--providers", "cpu",
                         "--input-shape", "image=1,3,16,16"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("1 partition(s) across 1 device(s); cpu: 16 node(s)")
+    assert r.stdout.startswith("1 partition(s) across 1 device(s); cpu: 15 node(s)")  # bn1 folded
 
 
 # -- hostile input -------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def test_planning_on_an_unavailable_provider_warns(capsys, monkeypatch):
     cuda_mod = importlib.import_module("hetero_explore.providers.cuda")
     monkeypatch.setattr(cuda_mod.NumbaCUDAProvider, "available", lambda self: (False, "no CUDA device here"))
     rc, out, err = run_cli(capsys, "plan", DEMO, "--providers", "cuda,cpu", "--input-shape", "image=1,3,16,16")
-    assert rc == 0 and "cuda: 15 node(s)" in out.splitlines()[0]      # it still plans
+    assert rc == 0 and "cuda: 14 node(s)" in out.splitlines()[0]      # it still plans
     assert "warning: provider 'cuda' is unavailable (no CUDA device here)" in err
 
 
@@ -341,6 +341,6 @@ def test_a_node_no_provider_supports_is_shown_on_the_unplaced_lane(capsys):
                            "--input-shape", "image=1,3,16,16", "--json")
     assert rc == 0
     d = json.loads(out)
-    assert d["placement"] == {"gpu": 16, "unplaced": 1}     # (Clip expands into 2 nodes)
+    assert d["placement"] == {"gpu": 15, "unplaced": 1}     # (Clip expands into 2 nodes; bn1 folded)
     assert d["execution_blockers"][0]["kind"] == "unplaceable"
     assert "1 node(s) no provider supports sit on the unplaced lane" in err

@@ -227,7 +227,7 @@ def _feeds():
 @pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
 def test_run_graph_matches_reference(provider):
     model = _model()
-    graph = load_model(model)
+    graph = load_model(model, optimize=False)     # keep the dead Identity: the runner must run it
     start = provider.live_allocations
     out = run_graph(graph, provider, _feeds())
     want = ReferenceEvaluator(model).run(None, _feeds())
@@ -242,7 +242,7 @@ def test_run_graph_matches_reference(provider):
 
 def test_run_graph_frees_after_last_use():
     p = NumbaCPUProvider()
-    graph = load_model(_model())
+    graph = load_model(_model(), optimize=False)  # the nodes as written (the dead Identity too)
     run_graph(graph, p, _feeds())
     # 2 inputs + 6 initializers + 6 node outputs were allocated in total; freeing after
     # last use keeps the peak below the total
@@ -257,7 +257,7 @@ def test_run_graph_unsupported_node_fails_before_running():
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info("y", TensorProto.INT64, [1])]),
         opset_imports=[helper.make_opsetid("", 17)])
-    graph = load_model(model, fold_constants=False)
+    graph = load_model(model, fold_constants=False, optimize=False)   # the Identity runs first
     before = GPU.total_allocations
     with pytest.raises(KernelError, match="Shape"):
         run_graph(graph, GPU, {"x": np.zeros(2, np.float32)})

@@ -54,7 +54,8 @@ def test_summary_text_in_the_seed_form():
 def test_tables_have_the_documented_columns():
     p = he.plan(he.load_model(chain_model()), [GPU(), CPU()])
     assert list(p.placement_df().columns) == ["node_id", "name", "op_type", "domain", "opset", "provider",
-                                              "device", "partition", "declined_by", "expanded_from", "subgraph"]
+                                              "device", "partition", "declined_by", "expanded_from", "optimised",
+                                              "subgraph"]
     assert list(p.partitions_df().columns)[:5] == ["partition", "provider", "device", "n_nodes", "op_types"]
     t = p.transfers_df()
     assert list(t["kind"]) == ["D2H", "H2D"] and list(t["bytes"]) == [64, 64]

@@ -254,7 +254,7 @@ def test_answers_without_conditions_are_cached_per_signature(monkeypatch):
 ])
 def test_a_real_model_is_heterogeneous_and_byte_identical(profile, model, fallback):
     m = getattr(models, model)("tiny")
-    g = he.load_model(m)
+    g = he.load_model(m, optimize=False)   # the ops as written: the optimisation would fold the cnn's BNs
     plan = he.plan(g, [profile, "cpu"])
     counts = plan.placement_df().provider.value_counts().to_dict()
     assert counts.get(profile, 0) > 0 and counts.get("cpu", 0) > 0, counts

@@ -137,7 +137,11 @@ def test_zoo_style_old_opset_cnn_matches_onnxruntime(opset):
     g = load_model(m)
     assert g.symbolic_values == []
     assert not any(n.op_type == "ConstantOfShape" for n in g.nodes)          # folded at load
-    assert {"conv_w", "fc_w"} <= set(g.initializer_protos)
+    assert {"conv_w", "fc_w"} <= set(load_model(m, optimize=False).initializer_protos)
+    # optimised (the default): the BatchNormalization is folded into the Conv's (constant) weights
+    assert "fc_w" in g.initializer_protos and "BatchNormalization" not in g.op_types()
+    conv = next(n for n in g.nodes if n.op_type == "Conv")
+    assert g.is_constant(conv.inputs[1]) and g.is_constant(conv.inputs[2])
     x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
     got = run_graph(g, CPU, {"data": x})["prob"]
     np.testing.assert_allclose(got, _ort(m, {"data": x}), rtol=1e-5, atol=1e-6)

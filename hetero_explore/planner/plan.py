@@ -367,6 +367,7 @@ class Plan:
 
     def summary(self) -> str:
         """One line in the seed's form."""
+        from ..optimize import summary_text
         from .ops_table import share
         counts = self.placement_counts()
         total = sum(counts.values())
@@ -386,6 +387,9 @@ class Plan:
         if ex:
             text += "; expanded into onnx function bodies: " + ", ".join(
                 f"{op} ({k} node(s) → {m})" for op, (k, m) in ex.items())
+        opt = summary_text(getattr(self.graph, "optimizations", ()))
+        if opt:
+            text += f"; {opt}"
         if self.execution_blockers:
             text += f"; execution blocked: {len(self.execution_blockers)} reason(s)"
         return text
@@ -425,14 +429,17 @@ class Plan:
         import pandas as pd
         rows = []
         origin = self.graph.info.get("expanded_from", {})
+        from ..optimize import node_notes
+        notes = node_notes(getattr(self.graph, "optimizations", ()))
         for n in self.graph.nodes:
             p = self.providers[self.assignment[n.id]]
             rows.append({"node_id": n.id, "name": n.name, "op_type": n.op_type,
                          "domain": n.domain or "ai.onnx", "opset": n.opset, "provider": p.name,
                          "device": str(p.device), "partition": self.node_partition[n.id],
-                         "declined_by": dict(self.declined[n.id]), "expanded_from": origin.get(n.name)})
+                         "declined_by": dict(self.declined[n.id]), "expanded_from": origin.get(n.name),
+                         "optimised": notes.get(n.name)})
         return pd.DataFrame(rows, columns=["node_id", "name", "op_type", "domain", "opset", "provider",
-                                           "device", "partition", "declined_by", "expanded_from"])
+                                           "device", "partition", "declined_by", "expanded_from", "optimised"])
 
     def _partitions_df(self):
         import pandas as pd
@@ -509,6 +516,7 @@ class Plan:
             "expansions": [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()}
                            for r in self.expansions],
             "folded_nodes": list(self.graph.folded_nodes),
+            "optimizations": [dict(r) for r in getattr(self.graph, "optimizations", ())],
             "plan_seconds": self.plan_seconds,
             "subgraphs": {path: child.to_dict() for path, child in self.children.items()},
         }

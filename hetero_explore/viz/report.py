@@ -389,6 +389,17 @@ def _provider_section(plan) -> str:
     return "".join(rows)
 
 
+def _optimizations_text(graph) -> str:
+    from ..optimize import summary_text
+    recs = list(getattr(graph, "optimizations", ()))
+    if not recs:
+        return "none"
+    each = "; ".join(f"{r['node']} ← {', '.join(r['removed'])}" if r["rule"] == "conv_bn" else
+                     f"{', '.join(r['removed'])} → {r['node']}" if r["rule"] == "matmul_add_gemm" else
+                     f"{r['node']} removed" for r in recs[:200])
+    return summary_text(recs) + f" ({each}{' …' if len(recs) > 200 else ''})"
+
+
 def _model_section(plan) -> str:
     import pandas as pd
 
@@ -408,6 +419,7 @@ def _model_section(plan) -> str:
     rows.append(("folded nodes", (f"{len(graph.folded_nodes)}: " + ", ".join(graph.folded_nodes[:200])
                                   + (" …" if len(graph.folded_nodes) > 200 else ""))
                  if graph.folded_nodes else "none"))
+    rows.append(("load-time optimisations", _optimizations_text(graph)))
     if graph.symbolic_values:
         rows.append(("symbolic / unknown shapes", ", ".join(graph.symbolic_values[:200])))
     out = [_kv(rows)]
