@@ -704,19 +704,10 @@ def _check_pool(ctx, target):
     ys = ctx.out_shapes[0] if ctx.out_shapes else None
     if ys is None or len(ys) != len(xs):
         return f"{op}: output shape unknown"
-    if int(ctx.attrs.get("ceil_mode", 0)) and _auto_pad(ctx) == "NOTSET":
-        # With ceil_mode a last window may start in the right padding. onnx's shape inference
-        # keeps it before schema version 22 and drops it from 22 on ("sliding windows that would
-        # start in the right padded region are ignored"); onnxruntime drops it at every version.
-        # Where it is kept, its value (a window with no input tap) is defined nowhere: declined.
-        nsp = len(xs) - 2
-        strides = list(ctx.attrs.get("strides", [1] * nsp) or [1] * nsp)
-        pads = list(ctx.attrs.get("pads", [0] * 2 * nsp) or [0] * 2 * nsp)
-        for i in range(min(nsp, len(strides), len(pads))):
-            if ys[2 + i] > 0 and (ys[2 + i] - 1) * int(strides[i]) - int(pads[i]) >= xs[2 + i]:
-                return (f"{op}: with ceil_mode the last window of spatial axis {i} starts in the right "
-                        f"padding (output size {ys[2 + i]} from the opset's shape rule; schema version 22 "
-                        f"and onnxruntime drop that window): not supported")
+    # With ceil_mode a last window may start past the input (in the right padding): onnx's shape
+    # inference keeps it before schema version 22 (the output shape the runner allocates; its
+    # value is then -inf for MaxPool, 0/0 for AveragePool) and drops it from 22 on, as
+    # onnxruntime does at every version. The kernel follows the shapes it is given.
     return None
 
 
