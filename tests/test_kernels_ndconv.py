@@ -227,6 +227,22 @@ def test_maxpool_indices_first_maximum_and_minus_inf():
     np.testing.assert_array_equal(i, [[[0, 2, 4]]])
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("xs,attrs", [
+    ((1, 2, 7), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((1, 2, 5, 5), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ((1, 1, 3, 4, 5), dict(kernel_shape=[2, 2, 2], strides=[1, 2, 2], pads=[1, 0, 0, 1, 1, 0])),
+])
+def test_maxpool_integer_vs_onnxruntime(dtype, xs, attrs):
+    """int8/uint8 MaxPool (schema 12+); values include the dtype's minimum, which a window
+    of minima must still return (with its first tap as the index)."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(5).integers(info.min, info.max + 1, xs).astype(dtype)
+    x.flat[:4] = info.min
+    check(helper.make_node("MaxPool", ["x"], ["y"], **attrs), [x])
+    check(helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs), [x])
+
+
 def test_pool_declines_4d_spatial():
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1, 1, 1])
     m = supports(CPU, node, [rnd(1, 1, 2, 2, 2, 2)])

@@ -646,8 +646,9 @@ _POOL = kernel_pair(
 
 
 @dual
-def _maxpool_arg(x, nc, od, oh, ow, p, col_major):
-    """MaxPool's value and Indices entry for one output element (see the order above)."""
+def _maxpool_arg(x, nc, od, oh, ow, p, col_major, lo):
+    """MaxPool's value and Indices entry for one output element (see the order above);
+    ``lo`` is the lowest value of x's dtype (-inf for float32)."""
     H, W, KH, KW, sh, sw, dh, dw = p[2], p[3], p[6], p[7], p[8], p[9], p[10], p[11]
     pt, pl = p[12], p[13]
     D, KD, sd, dd, pf = p[17], p[19], p[20], p[21], p[22]
@@ -656,7 +657,7 @@ def _maxpool_arg(x, nc, od, oh, ow, p, col_major):
     d0 = od * sd - pf
     h0 = oh * sh - pt
     w0 = ow * sw - pl
-    acc = np.float32(-np.inf)
+    acc = lo
     best = -1
     for kd in range(KD):
         idd = d0 + kd * dd
@@ -680,10 +681,10 @@ def _maxpool_arg(x, nc, od, oh, ow, p, col_major):
 
 
 _MAXPOOL_IDX = kernel_pair(
-    "maxpool_idx", "x, p, col_major, out, idx",
+    "maxpool_idx", "x, p, col_major, lo, out, idx",
     """
     nc, od, oh, ow = _pool_pos(i, p)
-    v, b = _maxpool_arg(x, nc, od, oh, ow, p, col_major)
+    v, b = _maxpool_arg(x, nc, od, oh, ow, p, col_major, lo)
     out[i] = v
     idx[i] = b
     """, count="out.shape[0]", index="i", module=__name__)
@@ -744,18 +745,24 @@ def _build_pool(ctx, target):
     is_max = ctx.node.op_type == "MaxPool"
     with_idx = is_max and len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1])
     col_major = int(ctx.attrs.get("storage_order", 0)) == 1
+    dt = np.dtype(ctx.in_dtypes[0])
+    lo = np.float32(-np.inf) if dt == np.float32 else dt.type(np.iinfo(dt).min)
+    # integer MaxPool runs the Indices kernel (no NaN to skip), indices into a scratch buffer
+    scratch = None if with_idx or dt == np.float32 else to_target(target, np.empty(max(_prod(ys), 1), np.int64))
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         if with_idx:
-            target.launch(_MAXPOOL_IDX, out.shape[0], x, p, col_major, out, flat(outputs[1]))
+            target.launch(_MAXPOOL_IDX, out.shape[0], x, p, col_major, lo, out, flat(outputs[1]))
+        elif scratch is not None:
+            target.launch(_MAXPOOL_IDX, out.shape[0], x, p, col_major, lo, out, scratch)
         else:
             target.launch(_POOL, out.shape[0], x, p, is_max, out)
 
     return run
 
 
-register("MaxPool", dtypes=F32, since=12, until=28, check=_check_pool,
+register("MaxPool", dtypes=("float32", "int8", "uint8"), since=12, until=28, check=_check_pool,
          note="1-3 spatial dims; ascending taps, NaN ignored; Indices (storage_order 0/1): the first "
               "maximal tap", kernels=(_POOL, _MAXPOOL_IDX))(_build_pool)
 register("AveragePool", dtypes=F32, since=11, until=28, check=_check_pool,
