@@ -91,6 +91,12 @@ __all__ = ["node_cases", "folder_cases", "run_folders", "FOLDERS", "FolderCase",
 
 RTOL = 1e-4
 ATOL = 1e-5
+#: node cases whose expected outputs onnx wrote by hand, rounded to fewer digits than RTOL
+#: resolves: compared with the case's own tolerance (onnx's runner's), not min(RTOL, ...)
+ROUNDED_EXPECTED = {
+    # y = [[[[0.1511]], [[0.2841]], [[0.3572]]]]: four decimals of (sum of 4 inputs) / 9
+    "test_averagepool_2d_ceil_last_window_starts_on_pad",
+}
 #: inputs with at most this many elements (and rank ≤ 1) may be bound as constants
 CONST_PARAM_MAX_ELEMENTS = 64
 
@@ -570,7 +576,8 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
             if record is not None:
                 record.append({k: (np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v)
                                for k, v in got.items()})
-            if getattr(case, "own_tolerance", False):  # folder cases: onnx's runner's tolerance
+            if getattr(case, "own_tolerance", False) or case.name in ROUNDED_EXPECTED:
+                # folder cases and hand-rounded expected values: onnx's runner's tolerance
                 rtol, atol = case.rtol, case.atol
             else:
                 rtol = min(RTOL, case.rtol)

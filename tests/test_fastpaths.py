@@ -86,6 +86,12 @@ def case_conv(rng):
         same("Conv", [rnd(rng, 1, C, H, W), rnd(rng, M, C // g, k, k), rnd(rng, M)], const_inputs=(1, 2),
              strides=[s, s], pads=[p, p, p, p], group=g)
     same("Conv", [rnd(rng, 2, 3, 9, 9), rnd(rng, 4, 3, 3, 3)], dilations=[2, 1])
+    # 1-D (the 2-D path with H = 1) and 3-D (the override runs the generated walk), including a
+    # depth-1 input with depth padding, which must not take the 2-D path
+    same("Conv", [rnd(rng, 2, 3, 9), rnd(rng, 4, 3, 3), rnd(rng, 4)], const_inputs=(1, 2), pads=[1, 0])
+    same("Conv", [rnd(rng, 1, 2, 3, 4, 5), rnd(rng, 2, 2, 2, 2, 3), rnd(rng, 2)], const_inputs=(1, 2),
+         pads=[1, 0, 1, 0, 1, 1], strides=[2, 1, 1])
+    same("Conv", [rnd(rng, 1, 2, 1, 4, 5), rnd(rng, 2, 2, 1, 2, 2)], pads=[1, 0, 0, 1, 0, 0])
 
 
 def case_convt(rng):
@@ -95,6 +101,10 @@ def case_convt(rng):
         H, W = (int(v) for v in rng.integers(1, 7, 2))
         same("ConvTranspose", [rnd(rng, 1, C, H, W), rnd(rng, C, M, k, k), rnd(rng, M)], const_inputs=(1, 2),
              strides=[s, s])
+    same("ConvTranspose", [rnd(rng, 1, 2, 5), rnd(rng, 2, 3, 3), rnd(rng, 3)], const_inputs=(1, 2), strides=[2])
+    same("ConvTranspose", [rnd(rng, 1, 2, 2, 3, 2), rnd(rng, 2, 2, 2, 2, 3)], strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 0])
+    same("ConvTranspose", [rnd(rng, 1, 2, 1, 3, 2), rnd(rng, 2, 2, 1, 2, 2)], pads=[0, 0, 0, 0, 0, 0],
+         output_padding=[0, 0, 0])
 
 
 def case_pool(rng):
@@ -107,6 +117,12 @@ def case_pool(rng):
              ceil_mode=int(rng.integers(0, 2)))
         same("AveragePool", [x], kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p],
              count_include_pad=int(rng.integers(0, 2)))
+    x = rnd(rng, 2, 2, 3, 4, 5)
+    same("MaxPool", [x], kernel_shape=[2, 2, 3], strides=[1, 2, 2], pads=[1, 0, 1, 0, 1, 1], ceil_mode=1)
+    same("AveragePool", [x], kernel_shape=[2, 2, 2], pads=[1, 1, 0, 0, 1, 1], count_include_pad=1)
+    x = rnd(rng, 1, 2, 1, 4, 5)
+    same("AveragePool", [x], kernel_shape=[1, 2, 2], pads=[1, 0, 0, 0, 0, 0], count_include_pad=1)
+    same("MaxPool", [rnd(rng, 2, 3, 9)], kernel_shape=[3], strides=[2], pads=[1, 1])
 
 
 def case_bn(rng):

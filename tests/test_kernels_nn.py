@@ -324,11 +324,11 @@ def test_conv_transpose_bits_follow_documented_order():
     assert bits_equal(got, want)
 
 
-def test_conv_declines_3d():
-    x, w = f32(1, 1, 2, 2, 2), f32(1, 1, 1, 1, 1)
+def test_conv_declines_4d_spatial():
+    x, w = f32(1, 1, 2, 2, 2, 2), f32(1, 1, 1, 1, 1, 1)
     node = helper.make_node("Conv", ["x", "w"], ["y"])
     m = supports(CPU, node, [x, w])
-    assert not m.supported and "2-D" in m.reason
+    assert not m.supported and "3-D" in m.reason
 
 
 def convt_reference(x, w, b, strides, pads, dil, outpad, group):
@@ -390,11 +390,13 @@ def test_conv_transpose1d_and_same_upper():
     check(node, [x2, w2, f32(2)])
 
 
-def test_conv_transpose_declines_output_shape():
+def test_conv_transpose_output_shape():
+    """output_shape replaces pads (the schema's total_padding rule); tests/test_kernels_ndconv.py
+    checks it against onnxruntime."""
     x, w = f32(1, 1, 3, 3), f32(1, 1, 3, 3)
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_shape=[7, 7])
-    m = supports(CPU, node, [x, w])
-    assert not m.supported and "output_shape" in m.reason
+    (y,) = run_both(node, [x, w])
+    assert y.shape == (1, 1, 7, 7)
 
 
 # --- pooling ----------------------------------------------------------------------------
@@ -427,11 +429,10 @@ def test_pool1d(op):
     check(node, [x])
 
 
-def test_maxpool_declines_indices():
-    x = f32(1, 1, 4, 4)
-    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
-    m = supports(CPU, node, [x])
-    assert not m.supported and "Indices" in m.reason
+def test_maxpool_indices_vs_reference():
+    x = f32(1, 2, 4, 5)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[1, 2], pads=[1, 0, 0, 1])
+    check(node, [x])
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 3, 7)])

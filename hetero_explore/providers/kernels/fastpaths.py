@@ -27,8 +27,8 @@ from numba.extending import intrinsic
 from . import data, nn
 from .common import bcast_offset, cpu_kernel
 from .data import gather_row_checked, strided_gather_row, strided_scatter_row
-from .nn import (_JIT, _bn_apply, _bn_factor, _div, _gemm_epilogue, _lerp, _ln_apply, _ln_inv, _ln_row, _pad_map,
-                 _resize_item)
+from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _lerp, _ln_apply,
+                 _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
 from .pmath import exp_f32, log_f32
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 
@@ -357,6 +357,11 @@ def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt,
 
 @cpu_kernel
 def _conv_cpu(x, w, bias, has_b, p, out):
+    if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
+        # 3-D: the generated per-element walk (the fast path below is 2-D)
+        for i in range(out.shape[0]):
+            out[i] = _conv_item(i, x, w, bias, has_b, p)
+        return
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
@@ -390,6 +395,10 @@ def _conv_cpu(x, w, bias, has_b, p, out):
 
 @cpu_kernel
 def _convt_cpu(x, w, bias, has_b, p, out):
+    if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
+        for i in range(out.shape[0]):
+            out[i] = _convt_item(i, x, w, bias, has_b, p)
+        return
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
@@ -482,6 +491,11 @@ def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
 
 @cpu_kernel
 def _pool_cpu(x, p, is_max, out):
+    if p[17] != 1 or p[18] != 1 or p[19] != 1 or p[22] != 0 or p[23] != 0:
+        for i in range(out.shape[0]):
+            nc, od, oh, ow = _pool_pos(i, p)
+            out[i] = _pool_at(x, nc, od, oh, ow, p, is_max)
+        return
     H, W, OH, OW, KW, sw, dw, pl = p[2], p[3], p[4], p[5], p[7], p[9], p[11], p[13]
     pr = p[15]
     NC = out.shape[0] // (OH * OW) if OH * OW > 0 else 0

@@ -219,20 +219,26 @@ register("Gemm", dtypes=F32, since=7, check=_check_gemm,
 
 
 # =============================================================================
-# Conv (1-D and 2-D; 1-D runs as 2-D with H = 1)
-# Order: per output element, acc = 0.0f, then acc = acc + xv * w over input
-# channel c (of the group), kernel row kh, kernel column kw, all ascending,
+# Conv (1-, 2- and 3-D; every rank runs as 3-D with the missing leading
+# spatial dims of size 1, so 1-D and 2-D run exactly the 2-D sequence)
+# Order: per output element, acc = 0.0f, then acc = acc + w * xv over input
+# channel c (of the group), kernel taps kd, kh, kw, all ascending,
 # where xv is the input value, or 0.0f for a tap in the zero padding (as the
-# ONNX spec pads with zeros; a padded tap still adds 0.0f * w); then
+# ONNX spec pads with zeros; a padded tap still adds w * 0.0f); then
 # acc + bias[m].
-# CPU: im2col (the (c, kh, kw) x (oh, ow) matrix of xv, a pure copy), one
-# column tile at a time into a cache-sized scratch, and the blocked GEMM above
-# on that tile, whose k order is (c, kh, kw) ascending; a 1x1 stride-1
-# unpadded Conv multiplies the input directly. CUDA: one thread per output
-# element, same sequence.
+# CPU (2-D, and 1-D as 2-D): im2col (the (c, kh, kw) x (oh, ow) matrix of xv,
+# a pure copy), one column tile at a time into a cache-sized scratch, and the
+# blocked GEMM above on that tile, whose k order is (c, kh, kw) ascending; a
+# 1x1 stride-1 unpadded Conv multiplies the input directly. 3-D on the CPU and
+# every rank on CUDA: one output element per item, same sequence.
+# The walk (_conv_out, _conv_tap) is shared with ConvInteger/QLinearConv
+# (quant.py), which accumulate exact int64 products of the same taps.
 # =============================================================================
 
-# p (int64): N, C, H, W, M, KH, KW, OH, OW, sh, sw, dh, dw, pad_top, pad_left, group
+# p (int64), the conv geometry (see conv_geometry):
+#  0 N, 1 C, 2 H, 3 W, 4 M, 5 KH, 6 KW, 7 OH, 8 OW, 9 sh, 10 sw, 11 dh, 12 dw,
+#  13 pad_top, 14 pad_left, 15 group, 16 D, 17 KD, 18 OD, 19 sd, 20 dd, 21 pad_front
+# (indices 0-15 are the 2-D layout the CPU fast paths read)
 
 
 @dual
@@ -246,25 +252,42 @@ def _nchw(i, C, H, W):
 
 
 @dual
+def _conv_out(i, p):
+    """(n, m, od, oh, ow) of output element ``i`` (N x M x OD x OH x OW)."""
+    n, m, ohd, ow = _nchw(i, p[4], p[18] * p[7], p[8])
+    return n, m, ohd // p[7], ohd % p[7], ow
+
+
+@dual
+def _conv_tap(p, n, ci, od, oh, ow, kd, kh, kw):
+    """Flat index into x (N x C x D x H x W) of input channel ``ci``'s tap (kd, kh, kw)
+    for output position (od, oh, ow), or -1 for a tap in the padding."""
+    idd = od * p[19] - p[21] + kd * p[20]
+    ih = oh * p[9] - p[13] + kh * p[11]
+    iw = ow * p[10] - p[14] + kw * p[12]
+    D, H, W = p[16], p[2], p[3]
+    if idd < 0 or idd >= D or ih < 0 or ih >= H or iw < 0 or iw >= W:
+        return -1
+    return ((n * p[1] + ci) * D + idd) * H * W + ih * W + iw
+
+
+@dual
 def _conv_item(i, x, w, bias, has_b, p):
-    C, H, W, M, KH, KW, OH, OW = p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
-    sh, sw, dh, dw, pt, pl, G = p[9], p[10], p[11], p[12], p[13], p[14], p[15]
-    n, m, oh, ow = _nchw(i, M, OH, OW)
+    n, m, od, oh, ow = _conv_out(i, p)
+    C, M, G, KD, KH, KW = p[1], p[4], p[15], p[17], p[5], p[6]
     Cg = C // G
     g = m // (M // G)
     acc = np.float32(0)
     for c in range(Cg):
-        xb = (n * C + g * Cg + c) * H * W
-        wb = (m * Cg + c) * KH * KW
-        for kh in range(KH):
-            ih = oh * sh - pt + kh * dh
-            hin = ih >= 0 and ih < H
-            for kw in range(KW):
-                iw = ow * sw - pl + kw * dw
-                xv = np.float32(0)
-                if hin and iw >= 0 and iw < W:
-                    xv = x[xb + ih * W + iw]
-                acc += w[wb + kh * KW + kw] * xv
+        wb = (m * Cg + c) * KD * KH * KW
+        for kd in range(KD):
+            for kh in range(KH):
+                for kw in range(KW):
+                    o = _conv_tap(p, n, g * Cg + c, od, oh, ow, kd, kh, kw)
+                    xv = np.float32(0)
+                    if o >= 0:
+                        xv = x[o]
+                    acc += w[wb + (kd * KH + kh) * KW + kw] * xv
     if has_b:
         acc = acc + bias[m]
     return acc
@@ -300,23 +323,72 @@ def _same_pads(auto_pad, in_sp, out_sp, kshape, strides, dil):
     return beg + end
 
 
-def _conv_like_check(ctx, kind):
-    xs = ctx.in_shapes[0]
-    if xs is None or len(xs) not in (3, 4):
-        return f"{ctx.node.op_type}: only 1-D and 2-D ({kind}) inputs are supported (N, C, [H,] W)"
+def _auto_pad(ctx):
     ap = ctx.attrs.get("auto_pad", "NOTSET")
+    return ap.decode() if isinstance(ap, bytes) else ap
+
+
+def _conv_like_check(ctx, kind="N, C, D1[, D2[, D3]]"):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) not in (3, 4, 5):
+        return f"{ctx.node.op_type}: only 1-D, 2-D and 3-D inputs ({kind}) with a known rank are supported"
+    ap = _auto_pad(ctx)
     if ap not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         return f"{ctx.node.op_type}: auto_pad {ap!r} not supported"
     return None
 
 
-def _to2d(vals, nsp, fill):
-    """Spatial lists for 1-D become 2-D with a leading ``fill`` dim."""
-    return [fill] + list(vals) if nsp == 1 else list(vals)
+def _to3(vals, fill):
+    """Spatial lists of rank 1-3 as 3-D, with leading ``fill`` dims."""
+    vals = [int(v) for v in vals]
+    return [fill] * (3 - len(vals)) + vals
+
+
+def _geometry(N, C, M, G, in_sp, k_sp, out_sp, strides, dil, pads_begin):
+    """The conv geometry array ``p`` (layout above) for 1-3 spatial dims."""
+    D, H, W = _to3(in_sp, 1)
+    KD, KH, KW = _to3(k_sp, 1)
+    OD, OH, OW = _to3(out_sp, 1)
+    sd, sh, sw = _to3(strides, 1)
+    dd, dh, dw = _to3(dil, 1)
+    pf, pt, pl = _to3(pads_begin, 0)
+    return _i64(N, C, H, W, M, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G, D, KD, OD, sd, dd, pf)
+
+
+def conv_geometry(ctx, xs, ws, ys):
+    """Conv's geometry array from the node's attributes (explicit pads, VALID, SAME_*),
+    for Conv, ConvInteger and QLinearConv; raises KernelError naming the node."""
+    xs, ws, ys = tuple(xs), tuple(ws), tuple(ys)
+    op = ctx.node.op_type
+    if len(xs) not in (3, 4, 5) or len(ws) != len(xs) or len(ys) != len(xs):
+        raise _err(ctx, f"{op}: input, weight and output must be (N, C, D1[, D2[, D3]]) of one rank: "
+                        f"{xs}, {ws}, {ys}")
+    G = int(ctx.attrs.get("group", 1))
+    if G < 1 or xs[1] % G or ws[0] % G or xs[1] // G != ws[1]:
+        raise _err(ctx, f"{op}: group={G} does not match the channel counts (x {xs}, w {ws})")
+    nsp = len(xs) - 2
+    ksp = list(ws[2:])
+    if "kernel_shape" in ctx.attrs and list(ctx.attrs["kernel_shape"]) != ksp:
+        raise _err(ctx, f"kernel_shape {ctx.attrs['kernel_shape']} does not match the weight {ws}")
+    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
+    if len(strides) != nsp or len(dil) != nsp or len(pads) != 2 * nsp:
+        raise _err(ctx, f"strides {strides}, dilations {dil} or pads {pads} do not fit {nsp} spatial dims")
+    if any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
+        raise _err(ctx, f"strides {strides} and dilations {dil} must be >= 1")
+    ap = _auto_pad(ctx)
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
+    elif ap == "VALID":
+        pads = [0] * (2 * nsp)
+    for i in range(nsp):
+        want = (xs[2 + i] + pads[i] + pads[nsp + i] - ((ksp[i] - 1) * dil[i] + 1)) // strides[i] + 1
+        if want != ys[2 + i]:
+            raise _err(ctx, f"output spatial size {ys[2 + i]} != {want} computed from the attributes")
+    return _geometry(xs[0], xs[1], ws[0], G, xs[2:], ksp, ys[2:], strides, dil, pads[:nsp])
 
 
 def _check_conv(ctx, target):
-    r = _conv_like_check(ctx, "NCW or NCHW")
+    r = _conv_like_check(ctx)
     if r:
         return r
     ws = ctx.in_shapes[1]
@@ -329,26 +401,7 @@ def _check_conv(ctx, target):
 
 
 def _build_conv(ctx, target):
-    xs, ws = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
-    ys = tuple(ctx.out_shapes[0])
-    nsp = len(xs) - 2
-    ksp = list(ws[2:])
-    if "kernel_shape" in ctx.attrs and list(ctx.attrs["kernel_shape"]) != ksp:
-        raise _err(ctx, f"kernel_shape {ctx.attrs['kernel_shape']} does not match the weight {ws}")
-    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
-    ap = ctx.attrs.get("auto_pad", "NOTSET")
-    if ap in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
-    elif ap == "VALID":
-        pads = [0] * (2 * nsp)
-    H, W = _to2d(xs[2:], nsp, 1)
-    KH, KW = _to2d(ksp, nsp, 1)
-    OH, OW = _to2d(ys[2:], nsp, 1)
-    sh, sw = _to2d(strides, nsp, 1)
-    dh, dw = _to2d(dil, nsp, 1)
-    pt, pl = _to2d(pads[:nsp], nsp, 0)
-    G = int(ctx.attrs.get("group", 1))
-    p = _i64(xs[0], xs[1], H, W, ws[0], KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G)
+    p = conv_geometry(ctx, ctx.in_shapes[0], ctx.in_shapes[1], ctx.out_shapes[0])
     has_b = ctx.has_input(2)
     p, dummy = to_target(target, p, _dummy_f32())
 
@@ -361,47 +414,54 @@ def _build_conv(ctx, target):
 
 
 register("Conv", dtypes=F32, since=11, until=28, check=_check_conv,
-         note="per element: (c, kh, kw) ascending from 0.0f, zero-padding taps add w*0, then + bias")(_build_conv)
+         note="1-3 spatial dims; per element: (c, kd, kh, kw) ascending from 0.0f, zero-padding taps add "
+              "w*0, then + bias")(_build_conv)
 
 
 # =============================================================================
-# ConvTranspose (1-D and 2-D)
-# Order: per output element, acc = 0.0f; for each kernel tap (kh, kw)
-# ascending that maps an input position (ih, iw) onto this output position:
-# part = 0.0f, part = part + w * x over the input channels c of the group
-# ascending, then acc = acc + part; finally acc + bias[m].
-# CPU: a GEMM (cols[(mm, kh, kw), (ih, iw)] = sum_c w * x, c ascending) and a
-# col2im scatter in (kh, kw) order; each output element receives at most one
-# part per tap, in the same order. CUDA: one thread per output element.
+# ConvTranspose (1-, 2- and 3-D, as Conv: run as 3-D)
+# Order: per output element, acc = 0.0f; for each kernel tap (kd, kh, kw)
+# ascending that maps an input position (id, ih, iw) onto this output
+# position: part = 0.0f, part = part + w * x over the input channels c of the
+# group ascending, then acc = acc + part; finally acc + bias[m].
+# CPU (1-D, 2-D): a GEMM (cols[(mm, kh, kw), (ih, iw)] = sum_c w * x, c
+# ascending) and a col2im scatter in (kh, kw) order; each output element
+# receives at most one part per tap, in the same order. 3-D on the CPU and
+# CUDA: one output element per item.
 # =============================================================================
 
 
 @dual
 def _convt_item(i, x, w, bias, has_b, p):
-    C, H, W, M, KH, KW, OH, OW = p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
+    n, m, od, oh, ow = _conv_out(i, p)
+    C, H, W, M, KH, KW = p[1], p[2], p[3], p[4], p[5], p[6]
     sh, sw, dh, dw, pt, pl, G = p[9], p[10], p[11], p[12], p[13], p[14], p[15]
-    n, m, oh, ow = _nchw(i, M, OH, OW)
+    D, KD, sd, dd, pf = p[16], p[17], p[19], p[20], p[21]
     Cg = C // G
     Mg = M // G
     g = m // Mg
     mm = m - g * Mg
-    HW = H * W
-    KK = KH * KW
+    DHW = D * H * W
+    KK = KD * KH * KW
     acc = np.float32(0)
-    for kh in range(KH):
-        th = oh + pt - kh * dh
-        if th >= 0 and th % sh == 0 and th // sh < H:
-            ih = th // sh
-            for kw in range(KW):
-                tw = ow + pl - kw * dw
-                if tw >= 0 and tw % sw == 0 and tw // sw < W:
-                    iw = tw // sw
-                    xo = (n * C + g * Cg) * HW + ih * W + iw
-                    wo = (g * Cg * Mg + mm) * KK + kh * KW + kw
-                    part = np.float32(0)
-                    for c in range(Cg):
-                        part += w[wo + c * Mg * KK] * x[xo + c * HW]
-                    acc = acc + part
+    for kd in range(KD):
+        td = od + pf - kd * dd
+        if td >= 0 and td % sd == 0 and td // sd < D:
+            idd = td // sd
+            for kh in range(KH):
+                th = oh + pt - kh * dh
+                if th >= 0 and th % sh == 0 and th // sh < H:
+                    ih = th // sh
+                    for kw in range(KW):
+                        tw = ow + pl - kw * dw
+                        if tw >= 0 and tw % sw == 0 and tw // sw < W:
+                            iw = tw // sw
+                            xo = (n * C + g * Cg) * DHW + (idd * H + ih) * W + iw
+                            wo = (g * Cg * Mg + mm) * KK + (kd * KH + kh) * KW + kw
+                            part = np.float32(0)
+                            for c in range(Cg):
+                                part += w[wo + c * Mg * KK] * x[xo + c * DHW]
+                            acc = acc + part
     if has_b:
         acc = acc + bias[m]
     return acc
@@ -415,11 +475,9 @@ _CONVT = kernel_pair(
 
 
 def _check_convt(ctx, target):
-    r = _conv_like_check(ctx, "NCW or NCHW")
+    r = _conv_like_check(ctx)
     if r:
         return r
-    if "output_shape" in ctx.attrs:
-        return "ConvTranspose: the output_shape attribute is not supported (give pads instead)"
     ws = ctx.in_shapes[1]
     if ws is None or len(ws) != len(ctx.in_shapes[0]):
         return "ConvTranspose: weight rank must match the input rank"
@@ -427,6 +485,38 @@ def _check_convt(ctx, target):
     if g < 1 or ctx.in_shapes[0][1] % g or ws[0] != ctx.in_shapes[0][1]:
         return f"ConvTranspose: group={g} does not match the channel counts"
     return None
+
+
+def _convt_pads(ctx, xs, ksp, ys, strides, dil, pads, outpad):
+    """ConvTranspose's begin/end pads: explicit, VALID, SAME_*, or from output_shape (the
+    schema's total_padding rule: begin = total // 2 for SAME_UPPER, else total - total // 2;
+    a negative total, an output_shape beyond the full transposed output, pads with zeros
+    plus bias)."""
+    nsp = len(ksp)
+    ap = _auto_pad(ctx)
+    oshape = ctx.attrs.get("output_shape")
+    if oshape is not None and len(oshape):
+        oshape = [int(v) for v in oshape][-nsp:]
+        if len(oshape) != nsp:
+            raise _err(ctx, f"output_shape {list(ctx.attrs['output_shape'])} does not fit {nsp} spatial dims")
+        beg, end = [], []
+        for i in range(nsp):
+            total = strides[i] * (xs[2 + i] - 1) + outpad[i] + (ksp[i] - 1) * dil[i] + 1 - oshape[i]
+            b = total // 2 if ap == "SAME_UPPER" else total - total // 2
+            beg.append(b)
+            end.append(total - b)
+        return beg + end
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        beg, end = [], []
+        for i in range(nsp):
+            total = strides[i] * (xs[2 + i] - 1) + outpad[i] + (ksp[i] - 1) * dil[i] + 1 - xs[2 + i] * strides[i]
+            b = total // 2 if ap == "SAME_UPPER" else total - total // 2
+            beg.append(b)
+            end.append(total - b)
+        return beg + end
+    if ap == "VALID":
+        return [0] * (2 * nsp)
+    return pads
 
 
 def _build_convt(ctx, target):
@@ -439,28 +529,17 @@ def _build_convt(ctx, target):
         raise _err(ctx, f"output channels {ys[1]} != W.shape[1] * group = {ws[1] * G}")
     strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
     outpad = list(ctx.attrs.get("output_padding", [0] * nsp) or [0] * nsp)
-    ap = ctx.attrs.get("auto_pad", "NOTSET")
-    if ap in ("SAME_UPPER", "SAME_LOWER"):
-        beg, end = [], []
-        for i in range(nsp):
-            total = strides[i] * (xs[2 + i] - 1) + outpad[i] + (ksp[i] - 1) * dil[i] + 1 - xs[2 + i] * strides[i]
-            b = total // 2 if ap == "SAME_UPPER" else total - total // 2
-            beg.append(b)
-            end.append(total - b)
-        pads = beg + end
-    elif ap == "VALID":
-        pads = [0] * (2 * nsp)
+    if len(strides) != nsp or len(dil) != nsp or len(pads) != 2 * nsp or len(outpad) != nsp:
+        raise _err(ctx, f"strides {strides}, dilations {dil}, pads {pads} or output_padding {outpad} "
+                        f"do not fit {nsp} spatial dims")
+    if any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
+        raise _err(ctx, f"strides {strides} and dilations {dil} must be >= 1")
+    pads = _convt_pads(ctx, xs, ksp, ys, strides, dil, pads, outpad)
     for i in range(nsp):
         want = strides[i] * (xs[2 + i] - 1) + outpad[i] + (ksp[i] - 1) * dil[i] + 1 - pads[i] - pads[nsp + i]
         if want != ys[2 + i]:
             raise _err(ctx, f"output spatial size {ys[2 + i]} != {want} computed from the attributes")
-    H, W = _to2d(xs[2:], nsp, 1)
-    KH, KW = _to2d(ksp, nsp, 1)
-    OH, OW = _to2d(ys[2:], nsp, 1)
-    sh, sw = _to2d(strides, nsp, 1)
-    dh, dw = _to2d(dil, nsp, 1)
-    pt, pl = _to2d(pads[:nsp], nsp, 0)
-    p = _i64(xs[0], xs[1], H, W, ys[1], KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G)
+    p = _geometry(xs[0], xs[1], ys[1], G, xs[2:], ksp, ys[2:], strides, dil, pads[:nsp])
     has_b = ctx.has_input(2)
     p, dummy = to_target(target, p, _dummy_f32())
 
@@ -473,119 +552,221 @@ def _build_convt(ctx, target):
 
 
 register("ConvTranspose", dtypes=F32, since=11, until=28, check=_check_convt,
-         note="per element: taps (kh, kw) ascending, each a c-ascending partial sum, then + bias; "
-              "output_shape attribute declined")(_build_convt)
+         note="1-3 spatial dims; per element: taps (kd, kh, kw) ascending, each a c-ascending partial sum, "
+              "then + bias")(_build_convt)
 
 
 # =============================================================================
-# MaxPool / AveragePool (1-D and 2-D)
-# MaxPool: acc = -inf, then for taps (kh, kw) ascending inside the input:
+# MaxPool / AveragePool (1-, 2- and 3-D; run as 3-D, as Conv)
+# MaxPool: acc = -inf, then for taps (kd, kh, kw) ascending inside the input:
 #   if v > acc: acc = v   (NaN inputs are ignored, as onnxruntime and the
-#   ONNX reference do).
-# AveragePool: sum = 0.0f, then sum = sum + v over in-input taps (kh, kw)
+#   ONNX reference do). With the Indices output: the first tap that sets the
+#   maximum (a first tap of -inf counts), its flat index into x (row-major
+#   over (n, c, spatial), or column-major over the spatial dims with
+#   storage_order=1); -1 where no tap is a number.
+# AveragePool: sum = 0.0f, then sum = sum + v over in-input taps (kd, kh, kw)
 # ascending; result = sum / float32(count), count = in-input taps, plus the
 # taps in the explicit padding when count_include_pad=1 (taps beyond the end
 # padding, from ceil_mode, never count).
-# Both targets: per output element.
+# Both targets: per output element (the CPU fast path: rows of accumulators,
+# 1-D and 2-D).
 # =============================================================================
+
+# p (int64): 0 N, 1 C, 2 H, 3 W, 4 OH, 5 OW, 6 KH, 7 KW, 8 sh, 9 sw, 10 dh, 11 dw,
+# 12 pad_top, 13 pad_left, 14 pad_bottom, 15 pad_right, 16 count_include_pad,
+# 17 D, 18 OD, 19 KD, 20 sd, 21 dd, 22 pad_front, 23 pad_back
+# (indices 0-16 are the 2-D layout the CPU fast path reads)
 
 
 @dual
-def _pool_at(x, nc, oh, ow, p, is_max):
+def _pool_at(x, nc, od, oh, ow, p, is_max):
     H, W, KH, KW, sh, sw, dh, dw = p[2], p[3], p[6], p[7], p[8], p[9], p[10], p[11]
     pt, pl, pb, pr, include = p[12], p[13], p[14], p[15], p[16]
-    xb = nc * H * W
+    D, KD, sd, dd, pf, pk = p[17], p[19], p[20], p[21], p[22], p[23]
+    xb = nc * D * H * W
+    d0 = od * sd - pf
     h0 = oh * sh - pt
     w0 = ow * sw - pl
     if is_max:
         acc = np.float32(-np.inf)
-        for kh in range(KH):
-            ih = h0 + kh * dh
-            if ih >= 0 and ih < H:
-                for kw in range(KW):
-                    iw = w0 + kw * dw
-                    if iw >= 0 and iw < W:
-                        v = x[xb + ih * W + iw]
-                        if v > acc:
-                            acc = v
+        for kd in range(KD):
+            idd = d0 + kd * dd
+            if idd >= 0 and idd < D:
+                for kh in range(KH):
+                    ih = h0 + kh * dh
+                    if ih >= 0 and ih < H:
+                        for kw in range(KW):
+                            iw = w0 + kw * dw
+                            if iw >= 0 and iw < W:
+                                v = x[xb + (idd * H + ih) * W + iw]
+                                if v > acc:
+                                    acc = v
         return acc
     s = np.float32(0)
     cnt = 0
     cpad = 0
-    for kh in range(KH):
-        ih = h0 + kh * dh
-        if ih >= -pt and ih < H + pb:
-            inh = ih >= 0 and ih < H
-            for kw in range(KW):
-                iw = w0 + kw * dw
-                if iw >= -pl and iw < W + pr:
-                    if inh and iw >= 0 and iw < W:
-                        s += x[xb + ih * W + iw]
-                        cnt += 1
-                    else:
-                        cpad += 1
+    for kd in range(KD):
+        idd = d0 + kd * dd
+        if idd >= -pf and idd < D + pk:
+            ind = idd >= 0 and idd < D
+            for kh in range(KH):
+                ih = h0 + kh * dh
+                if ih >= -pt and ih < H + pb:
+                    inh = ind and ih >= 0 and ih < H
+                    for kw in range(KW):
+                        iw = w0 + kw * dw
+                        if iw >= -pl and iw < W + pr:
+                            if inh and iw >= 0 and iw < W:
+                                s += x[xb + (idd * H + ih) * W + iw]
+                                cnt += 1
+                            else:
+                                cpad += 1
     if include:
         cnt += cpad
     return _div(s, np.float32(cnt))
 
 
+@dual
+def _pool_pos(i, p):
+    """(nc, od, oh, ow) of pooled output element ``i``."""
+    OH, OW, OD = p[4], p[5], p[18]
+    ow = i % OW
+    t = i // OW
+    oh = t % OH
+    t = t // OH
+    return t // OD, t % OD, oh, ow
+
+
 _POOL = kernel_pair(
     "pool", "x, p, is_max, out",
     """
-    OH = p[4]
-    OW = p[5]
-    ow = i % OW
-    t = i // OW
-    out[i] = _pool_at(x, t // OH, t % OH, ow, p, is_max)
+    nc, od, oh, ow = _pool_pos(i, p)
+    out[i] = _pool_at(x, nc, od, oh, ow, p, is_max)
+    """, count="out.shape[0]", index="i", module=__name__)
+
+
+@dual
+def _maxpool_arg(x, nc, od, oh, ow, p, col_major, lo):
+    """MaxPool's value and Indices entry for one output element (see the order above);
+    ``lo`` is the lowest value of x's dtype (-inf for float32)."""
+    H, W, KH, KW, sh, sw, dh, dw = p[2], p[3], p[6], p[7], p[8], p[9], p[10], p[11]
+    pt, pl = p[12], p[13]
+    D, KD, sd, dd, pf = p[17], p[19], p[20], p[21], p[22]
+    S = D * H * W
+    xb = nc * S
+    d0 = od * sd - pf
+    h0 = oh * sh - pt
+    w0 = ow * sw - pl
+    acc = lo
+    best = -1
+    for kd in range(KD):
+        idd = d0 + kd * dd
+        if idd >= 0 and idd < D:
+            for kh in range(KH):
+                ih = h0 + kh * dh
+                if ih >= 0 and ih < H:
+                    for kw in range(KW):
+                        iw = w0 + kw * dw
+                        if iw >= 0 and iw < W:
+                            v = x[xb + (idd * H + ih) * W + iw]
+                            if v > acc or (best < 0 and v == acc):
+                                acc = v
+                                if col_major:
+                                    # column-major over the spatial dims (the leading size-1
+                                    # dims of 1-D/2-D add nothing)
+                                    best = xb + idd + (ih + iw * H) * D
+                                else:
+                                    best = xb + (idd * H + ih) * W + iw
+    return acc, best
+
+
+_MAXPOOL_IDX = kernel_pair(
+    "maxpool_idx", "x, p, col_major, lo, out, idx",
+    """
+    nc, od, oh, ow = _pool_pos(i, p)
+    v, b = _maxpool_arg(x, nc, od, oh, ow, p, col_major, lo)
+    out[i] = v
+    idx[i] = b
     """, count="out.shape[0]", index="i", module=__name__)
 
 
 def _check_pool(ctx, target):
-    r = _conv_like_check(ctx, "NCW or NCHW")
+    r = _conv_like_check(ctx)
     if r:
         return r
     op = ctx.node.op_type
-    if op == "MaxPool":
-        if len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
-            return "MaxPool: the Indices output is not supported"
     ks = ctx.attrs.get("kernel_shape")
     if ks is None or len(ks) != len(ctx.in_shapes[0]) - 2:
         return f"{op}: kernel_shape missing or of the wrong length"
+    if op == "MaxPool" and len(ctx.node.outputs) > 1 and ctx.node.outputs[1]:
+        if int(ctx.attrs.get("storage_order", 0)) not in (0, 1):
+            return "MaxPool: storage_order must be 0 or 1"
+    xs = ctx.in_shapes[0]
+    ys = ctx.out_shapes[0] if ctx.out_shapes else None
+    if ys is None or len(ys) != len(xs):
+        return f"{op}: output shape unknown"
+    # With ceil_mode a last window may start past the input (in the right padding): onnx's shape
+    # inference keeps it before schema version 22 (the output shape the runner allocates; its
+    # value is then -inf for MaxPool, 0/0 for AveragePool) and drops it from 22 on, as
+    # onnxruntime does at every version. The kernel follows the shapes it is given.
     return None
 
 
-def _build_pool(ctx, target):
-    xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
+def pool_geometry(ctx, xs, ys):
+    """MaxPool/AveragePool's geometry array (layout above) from the node's attributes."""
+    xs, ys = tuple(xs), tuple(ys)
     nsp = len(xs) - 2
-    ksp = list(ctx.attrs["kernel_shape"])
+    ksp = [int(k) for k in ctx.attrs["kernel_shape"]]
     strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
-    ap = ctx.attrs.get("auto_pad", "NOTSET")
+    if len(strides) != nsp or len(dil) != nsp or len(pads) != 2 * nsp:
+        raise _err(ctx, f"strides {strides}, dilations {dil} or pads {pads} do not fit {nsp} spatial dims")
+    if any(k < 1 for k in ksp) or any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
+        raise _err(ctx, f"kernel_shape {ksp}, strides {strides} and dilations {dil} must be >= 1")
+    ap = _auto_pad(ctx)
     if ap in ("SAME_UPPER", "SAME_LOWER"):
         pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
     elif ap == "VALID":
         pads = [0] * (2 * nsp)
-    is_max = ctx.node.op_type == "MaxPool"
     include = int(ctx.attrs.get("count_include_pad", 0))
-    H, W = _to2d(xs[2:], nsp, 1)
-    KH, KW = _to2d(ksp, nsp, 1)
-    OH, OW = _to2d(ys[2:], nsp, 1)
-    sh, sw = _to2d(strides, nsp, 1)
-    dh, dw = _to2d(dil, nsp, 1)
-    pt, pl = _to2d(pads[:nsp], nsp, 0)
-    pb, pr = _to2d(pads[nsp:], nsp, 0)
-    p = to_target(target, _i64(xs[0], xs[1], H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, include))
+    D, H, W = _to3(xs[2:], 1)
+    OD, OH, OW = _to3(ys[2:], 1)
+    KD, KH, KW = _to3(ksp, 1)
+    sd, sh, sw = _to3(strides, 1)
+    dd, dh, dw = _to3(dil, 1)
+    pf, pt, pl = _to3(pads[:nsp], 0)
+    pk, pb, pr = _to3(pads[nsp:], 0)
+    return _i64(xs[0], xs[1], H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, include,
+                D, OD, KD, sd, dd, pf, pk)
+
+
+def _build_pool(ctx, target):
+    xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
+    p = to_target(target, pool_geometry(ctx, xs, ys))
+    is_max = ctx.node.op_type == "MaxPool"
+    with_idx = is_max and len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1])
+    col_major = int(ctx.attrs.get("storage_order", 0)) == 1
+    dt = np.dtype(ctx.in_dtypes[0])
+    lo = np.float32(-np.inf) if dt == np.float32 else dt.type(np.iinfo(dt).min)
+    # integer MaxPool runs the Indices kernel (no NaN to skip), indices into a scratch buffer
+    scratch = None if with_idx or dt == np.float32 else to_target(target, np.empty(max(_prod(ys), 1), np.int64))
 
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        target.launch(_POOL, out.shape[0], x, p, is_max, out)
+        if with_idx:
+            target.launch(_MAXPOOL_IDX, out.shape[0], x, p, col_major, lo, out, flat(outputs[1]))
+        elif scratch is not None:
+            target.launch(_MAXPOOL_IDX, out.shape[0], x, p, col_major, lo, out, scratch)
+        else:
+            target.launch(_POOL, out.shape[0], x, p, is_max, out)
 
     return run
 
 
-register("MaxPool", dtypes=F32, since=12, until=28, check=_check_pool,
-         note="ascending taps, NaN ignored; Indices output declined")(_build_pool)
-register("AveragePool", dtypes=F32, since=11, check=_check_pool,
-         note="ascending float32 sum of taps, then / count")(_build_pool)
+register("MaxPool", dtypes=("float32", "int8", "uint8"), since=12, until=28, check=_check_pool,
+         note="1-3 spatial dims; ascending taps, NaN ignored; Indices (storage_order 0/1): the first "
+              "maximal tap", kernels=(_POOL, _MAXPOOL_IDX))(_build_pool)
+register("AveragePool", dtypes=F32, since=11, until=28, check=_check_pool,
+         note="1-3 spatial dims; ascending float32 sum of taps, then / count")(_build_pool)
 
 
 # =============================================================================

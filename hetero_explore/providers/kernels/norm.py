@@ -422,11 +422,6 @@ _LPPOOL = kernel_pair(
     "out[i] = _lppool_item(i, x, q, p, inv_p)", count="out.shape[0]", index="i", module=__name__)
 
 
-def _to3(vals, fill):
-    vals = list(vals)
-    return [fill] * (3 - len(vals)) + vals
-
-
 def _check_lppool(ctx, target):
     xs = ctx.in_shapes[0]
     op = ctx.node.op_type
@@ -448,7 +443,7 @@ def _check_lppool(ctx, target):
 
 
 def _build_lppool(ctx, target):
-    from .nn import _same_pads
+    from .nn import _same_pads, _to3
     xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
     nsp = len(xs) - 2
     at = ctx.attrs

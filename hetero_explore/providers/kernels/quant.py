@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from .common import bcast_offset, broadcast_strides, flat, kernel_pair, node_error, prod, shape_array, to_target
+from .nn import _conv_out, _conv_tap  # noqa: F401 (called from the kernel source)
 from .opdef import OpList
 
 OPS = OpList()
@@ -403,27 +404,20 @@ OPS.add("QLinearMatMul", _build_mm, since=10, until=21, dtypes=("int8", "uint8")
              "to even, + y_zp, saturate; float32 scales", kernels=(_IMM,))
 
 # ---------------------------------------------------------------------------------------------
-# ConvInteger / QLinearConv (1-D and 2-D)
+# ConvInteger / QLinearConv (1-, 2- and 3-D)
 # ---------------------------------------------------------------------------------------------
-# p (int64): N, C, H, W, M, KH, KW, OH, OW, sh, sw, dh, dw, pad_top, pad_left, group
+# p: nn.conv_geometry's array; the taps are nn's Conv walk (_conv_out, _conv_tap), padding
+# taps skipped (a padded x is the zero point, whose product is 0)
 _ICONV = kernel_pair(
     "conv_integer",
     "x, w, xzp, wzp, swz, bias, has_b, p, out, mode, xs_, ws_, sws, ys_, yzp, lo, hi",
     """
+nn_, m, od, oh, ow = _conv_out(i, p)
 C = p[1]
-H = p[2]
-W = p[3]
 M = p[4]
 KH = p[5]
 KW = p[6]
-OH = p[7]
-OW = p[8]
-ow = i % OW
-t = i // OW
-oh = t % OH
-t = t // OH
-m = t % M
-nn_ = t // M
+KD = p[17]
 G = p[15]
 Cg = C // G
 g = m // (M // G)
@@ -431,15 +425,13 @@ zx = np.int64(xzp[0])
 zw = np.int64(wzp[m * swz])
 acc = np.int64(0)
 for c in range(Cg):
-    xb = (nn_ * C + g * Cg + c) * H * W
-    wb = (m * Cg + c) * KH * KW
-    for kh in range(KH):
-        ih = oh * p[9] - p[13] + kh * p[11]
-        if ih >= 0 and ih < H:
+    wb = (m * Cg + c) * KD * KH * KW
+    for kd in range(KD):
+        for kh in range(KH):
             for kw in range(KW):
-                iw = ow * p[10] - p[14] + kw * p[12]
-                if iw >= 0 and iw < W:
-                    acc += (np.int64(x[xb + ih * W + iw]) - zx) * (np.int64(w[wb + kh * KW + kw]) - zw)
+                o = _conv_tap(p, nn_, g * Cg + c, od, oh, ow, kd, kh, kw)
+                if o >= 0:
+                    acc += (np.int64(x[o]) - zx) * (np.int64(w[wb + (kd * KH + kh) * KW + kw]) - zw)
 if has_b == 1:
     acc += np.int64(bias[m])
 acc = _wrap32(acc)
@@ -454,35 +446,16 @@ _CIN = {"ConvInteger": (0, 1, 2, 3, None), "QLinearConv": (0, 3, 2, 5, 8)}   # x
 
 
 def _conv_geometry(ctx, xi, wi):
-    from .nn import _same_pads, _spatial_attrs, _to2d
+    from .nn import conv_geometry
     xs, ws, ys = ctx.in_shapes[xi], ctx.in_shapes[wi], ctx.out_shapes[0] if ctx.out_shapes else None
     op = ctx.node.op_type
-    if xs is None or ws is None or ys is None or len(xs) not in (3, 4) or len(ws) != len(xs):
-        raise node_error(ctx, f"{op}: 1-D and 2-D inputs (N, C, [H,] W) with known shapes only")
-    xs, ws, ys = tuple(xs), tuple(ws), tuple(ys)
-    G = int(ctx.attrs.get("group", 1))
-    if G < 1 or xs[1] % G or ws[0] % G or xs[1] // G != ws[1]:
-        raise node_error(ctx, f"{op}: group={G} does not match the channel counts")
-    nsp = len(xs) - 2
-    ksp = list(ws[2:])
-    if "kernel_shape" in ctx.attrs and list(ctx.attrs["kernel_shape"]) != ksp:
-        raise node_error(ctx, f"kernel_shape {ctx.attrs['kernel_shape']} does not match the weight {ws}")
-    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
+    if xs is None or ws is None or ys is None or len(xs) not in (3, 4, 5) or len(ws) != len(xs):
+        raise node_error(ctx, f"{op}: 1-D, 2-D and 3-D inputs (N, C, D1[, D2[, D3]]) with known shapes only")
     ap = ctx.attrs.get("auto_pad", "NOTSET")
     ap = ap.decode() if isinstance(ap, bytes) else ap
     if ap not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         raise node_error(ctx, f"auto_pad {ap!r} not supported")
-    if ap in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
-    elif ap == "VALID":
-        pads = [0] * (2 * nsp)
-    H, W = _to2d(xs[2:], nsp, 1)
-    KH, KW = _to2d(ksp, nsp, 1)
-    OH, OW = _to2d(ys[2:], nsp, 1)
-    sh, sw = _to2d(strides, nsp, 1)
-    dh, dw = _to2d(dil, nsp, 1)
-    pt, pl = _to2d(pads[:nsp], nsp, 0)
-    return np.asarray([xs[0], xs[1], H, W, ws[0], KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G], np.int64)
+    return conv_geometry(ctx, xs, ws, ys)
 
 
 def _check_conv(ctx, target):
@@ -541,8 +514,8 @@ def _build_conv(ctx, target):
 
 
 OPS.add("ConvInteger", _build_conv, since=10, until=28, dtypes=("int8", "uint8"), check=_check_conv,
-        note="1-D/2-D; int32 = sum over taps of (x - xzp)(w - wzp[m]), exact; padding is the zero point",
+        note="1-3 spatial dims; int32 = sum over taps of (x - xzp)(w - wzp[m]), exact; padding is the zero point",
         kernels=(_ICONV,))
 OPS.add("QLinearConv", _build_conv, since=10, until=28, dtypes=("int8", "uint8"), check=_check_conv,
-        note="1-D/2-D; exact int32 accumulator + bias, then float32(acc) * ((x_scale * w_scale[m]) / "
+        note="1-3 spatial dims; exact int32 accumulator + bias, then float32(acc) * ((x_scale * w_scale[m]) / "
              "y_scale), round half to even, + y_zp, saturate", kernels=(_ICONV,))
