@@ -14,7 +14,8 @@ tolerance. For a provider, a case is
   declined and why;
 * **passed** when :func:`hetero_explore.runtime.run_graph` reproduces every
   expected output: same shape and dtype; floats within ``rtol = min(1e-4,
-  case.rtol)``, ``atol = min(1e-5, case.atol)`` with NaN at the same places;
+  case.rtol)``, ``atol = min(1e-5, case.atol)`` with NaN at the same places (the case's own
+  tolerance for the few whose expected values onnx types rounded, ``ROUNDED_EXPECTED``);
   everything else exactly. Cases of the random ops (RandomNormal/Uniform and their Like
   forms, Bernoulli, Multinomial: ``fold.NONDETERMINISTIC_OPS``) compare shape and dtype
   only: onnx generates their expected values with numpy's generator and says they cannot
@@ -91,6 +92,13 @@ __all__ = ["node_cases", "folder_cases", "run_folders", "FOLDERS", "FolderCase",
 
 RTOL = 1e-4
 ATOL = 1e-5
+#: node cases whose expected outputs onnx's generator types as 4-decimal literals
+#: (``onnx/backend/test/case/node/gridsample.py``, ``roialign.py``): the rounding alone is up
+#: to 5e-5 off, beyond RTOL on values below 0.5, and onnx's own reference and onnxruntime
+#: miss them by as much; they are compared at the case's own tolerance (onnx's runner's).
+#: The kernel tests check these ops against the unrounded reference instead.
+ROUNDED_EXPECTED = frozenset({"test_gridsample_bicubic", "test_roialign_aligned_false",
+                              "test_roialign_aligned_true"})
 #: inputs with at most this many elements (and rank ≤ 1) may be bound as constants
 CONST_PARAM_MAX_ELEMENTS = 64
 
@@ -563,7 +571,8 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
             if record is not None:
                 record.append({k: (np.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v)
                                for k, v in got.items()})
-            if getattr(case, "own_tolerance", False):  # folder cases: onnx's runner's tolerance
+            if getattr(case, "own_tolerance", False) or case.name in ROUNDED_EXPECTED:
+                # folder cases and rounded literals: onnx's runner's tolerance
                 rtol, atol = case.rtol, case.atol
             else:
                 rtol = min(RTOL, case.rtol)

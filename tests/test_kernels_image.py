@@ -1,0 +1,214 @@
+"""Image / geometry kernels (providers/kernels/image.py): each op against onnx's
+ReferenceEvaluator or onnxruntime, CPU vs CUDA-simulator bitwise, and the index
+checks (bad ROI batch indices raise on both targets, naming the node)."""
+
+import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from hetero_explore.errors import ExecutionError
+from hetero_explore.providers.cpu import NumbaCPUProvider
+from hetero_explore.providers.cuda import NumbaCUDAProvider
+
+from kernel_harness import node_model, run_node, supports
+
+CPU = NumbaCPUProvider()
+GPU = NumbaCUDAProvider()
+F = np.float32
+
+
+def canon(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "f":
+        a = np.where(np.isnan(a), np.float32(np.nan), a).astype(a.dtype)
+    return a.view(np.uint8)
+
+
+def both(n, ins, opset, const=()):
+    """Run on the CPU and the CUDA simulator, assert bitwise equality, return the CPU result."""
+    c = run_node(CPU, n, ins, opset=opset, const_inputs=const)[0]
+    g = run_node(GPU, n, ins, opset=opset, const_inputs=const)[0]
+    assert c.shape == g.shape and c.dtype == g.dtype
+    assert np.array_equal(canon(c), canon(g)), (c, g)
+    return c
+
+
+def reference(n, ins, opset, const=()):
+    m = node_model(n, ins, opset, const)
+    feeds = {name: a for i, (name, a) in enumerate(zip(n.input, ins)) if name and i not in const}
+    return ReferenceEvaluator(m).run(None, feeds)[0]
+
+
+def onnxruntime(n, ins, opset, const=()):
+    m = node_model(n, ins, opset, const)
+    for o in m.graph.output:                 # onnxruntime needs typed outputs
+        o.type.tensor_type.elem_type = TensorProto.FLOAT
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {name: a for i, (name, a) in enumerate(zip(n.input, ins)) if name and i not in const}
+    return s.run(None, feeds)[0]
+
+
+# --- GridSample --------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_gridsample_2d(mode, padding, align):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 2, 4, 5)).astype(F)
+    grid = rng.uniform(-1.4, 1.4, (2, 3, 4, 2)).astype(F)
+    grid[0, 0, 0] = (-1.0, 1.0)              # corners and the centre exactly
+    grid[0, 0, 1] = (0.0, 0.0)
+    grid[1, 2, 3] = (3.7, -2.9)              # several reflections
+    n = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs", mode=mode, padding_mode=padding,
+                         align_corners=align)
+    got = both(n, [x, grid], 20)
+    np.testing.assert_allclose(got, reference(n, [x, grid], 20), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_gridsample_volumetric(mode, align):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 3, 4, 3)).astype(F)
+    grid = rng.uniform(-1.2, 1.2, (1, 2, 3, 2, 3)).astype(F)
+    n = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs3", mode=mode, align_corners=align,
+                         padding_mode="border")
+    got = both(n, [x, grid], 20)
+    np.testing.assert_allclose(got, reference(n, [x, grid], 20), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest"])
+def test_gridsample_16_names_vs_onnxruntime(mode):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 3, 5, 4)).astype(F)
+    grid = rng.uniform(-1.1, 1.1, (1, 4, 2, 2)).astype(F)
+    n = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs16", mode=mode)
+    got = both(n, [x, grid], 16)
+    np.testing.assert_allclose(got, onnxruntime(n, [x, grid], 16), rtol=1e-5, atol=2e-6)
+
+
+def test_gridsample_16_declines_volumetric_and_new_names():
+    x = np.zeros((1, 1, 2, 2, 2), F)
+    g = np.zeros((1, 1, 1, 1, 3), F)
+    n = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs")
+    assert not supports(CPU, n, [x, g], 16)
+    n = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs", mode="linear")
+    assert not supports(CPU, n, [np.zeros((1, 1, 2, 2), F), np.zeros((1, 1, 1, 2), F)], 16)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_gridsample_hostile_grid(mode, padding):
+    """NaN gives NaN; inf and 1e30 neither crash nor read out of bounds; same bits on both."""
+    x = np.arange(12, dtype=F).reshape(1, 1, 3, 4)
+    vals = [np.nan, np.inf, -np.inf, 1e30, -1e30, 3e9, 0.25]
+    grid = np.array([[[[a, b] for b in vals] for a in vals]], F)      # (1, 7, 7, 2)
+    n = helper.make_node("GridSample", ["x", "g"], ["y"], name="gs", mode=mode, padding_mode=padding)
+    got = both(n, [x, grid], 20)
+    nan_in = np.isnan(grid).any(axis=-1)[None]
+    assert np.array_equal(np.isnan(got), nan_in)
+    finite = np.isfinite(grid).all(axis=-1)[None]
+    if padding != "reflection":               # the reference's reflection of 1e30 is float noise
+        ref = reference(n, [x, grid[:, 3:, 3:]], 20)
+        np.testing.assert_allclose(got[:, :, 3:, 3:], ref, rtol=1e-5, atol=1e-5)
+    assert np.all(np.isfinite(got[finite]))
+
+
+# --- RoiAlign ----------------------------------------------------------------------------
+def _rois():
+    return np.array([[0.0, 0.0, 8.0, 7.0], [1.3, 2.2, 5.9, 6.1], [-3.0, -2.0, 4.0, 3.0],
+                     [6.5, 5.0, 12.0, 11.0], [2.0, 2.0, 2.2, 2.1], [4.0, 1.0, 1.0, 4.0]], F)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ctm", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("sampling", [0, 2])
+def test_roialign(mode, ctm, sampling):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 8, 9)).astype(F)
+    rois = _rois()
+    bidx = np.array([0, 1, 1, 0, 1, 0], np.int64)
+    n = helper.make_node("RoiAlign", ["x", "r", "b"], ["y"], name="roi", mode=mode,
+                         coordinate_transformation_mode=ctm, output_height=3, output_width=4,
+                         sampling_ratio=sampling, spatial_scale=0.9)
+    got = both(n, [x, rois, bidx], 16)
+    np.testing.assert_allclose(got, reference(n, [x, rois, bidx], 16), rtol=1e-5, atol=2e-6)
+
+
+def test_roialign_10_vs_onnxruntime():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(F)
+    rois = _rois()[:4]
+    bidx = np.zeros(4, np.int64)
+    n = helper.make_node("RoiAlign", ["x", "r", "b"], ["y"], name="roi10", output_height=2,
+                         output_width=2, sampling_ratio=2, spatial_scale=0.5)
+    got = both(n, [x, rois, bidx], 10)
+    np.testing.assert_allclose(got, onnxruntime(n, [x, rois, bidx], 10), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+@pytest.mark.parametrize("bad", [2, -1, 1 << 40])
+def test_roialign_bad_batch_index(provider, bad):
+    x = np.ones((2, 1, 4, 4), F)
+    rois = _rois()[:3]
+    bidx = np.array([0, bad, 1], np.int64)
+    n = helper.make_node("RoiAlign", ["x", "r", "b"], ["y"], name="roi_bad", output_height=2,
+                         output_width=2)
+    with pytest.raises(ExecutionError, match=rf"roi_bad.*batch index {bad} is out of range"):
+        run_node(provider, n, [x, rois, bidx], opset=16)
+
+
+def test_roialign_hostile_rois():
+    """NaN / inf / huge ROIs neither crash nor read out of bounds; same bits on both targets."""
+    x = np.arange(32, dtype=F).reshape(2, 1, 4, 4)
+    rois = np.array([[np.nan, 0, 2, 2], [0, 0, np.inf, 2], [-1e30, -1e30, 1e30, 1e30], [0, 0, 3, 3]], F)
+    bidx = np.array([0, 1, 0, 1], np.int64)
+    n = helper.make_node("RoiAlign", ["x", "r", "b"], ["y"], name="roi_h", output_height=2,
+                         output_width=2, sampling_ratio=2)
+    got = both(n, [x, rois, bidx], 16)
+    assert np.all(np.isfinite(got[1:]))
+    # the reference cannot take the NaN row (int(NaN)); the finite one against it
+    np.testing.assert_allclose(got[3:], reference(n, [x, rois[3:], bidx[3:]], 16), rtol=1e-6)
+
+
+# --- Upsample-7/9, Resize-10 -----------------------------------------------------------------
+def test_upsample7_attribute_nearest():
+    x = np.arange(6, dtype=F).reshape(1, 1, 2, 3)
+    n = helper.make_node("Upsample", ["x"], ["y"], name="up7", scales=[1.0, 1.0, 2.0, 3.0])
+    got = both(n, [x], 7)
+    assert np.array_equal(got, np.repeat(np.repeat(x, 2, axis=2), 3, axis=3))
+
+
+UP = [(1.0, 1.0, 2.0, 3.0), (1.0, 1.0, 1.5, 2.5)]
+DOWN = [(1.0, 1.0, 0.5, 0.6), (1.0, 1.0, 0.6, 1.7)]
+
+
+@pytest.mark.parametrize("op,opset,scales", [("Upsample", 9, s) for s in UP] +
+                         [("Resize", 10, s) for s in UP + DOWN])     # Upsample: scales >= 1
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_old_resize_vs_onnxruntime(op, opset, mode, scales):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 2, 4, 5)).astype(F)
+    sc = np.array(scales, F)
+    n = helper.make_node(op, ["x", "s"], ["y"], name="up", mode=mode)
+    got = both(n, [x, sc], opset, const=(1,))
+    np.testing.assert_allclose(got, onnxruntime(n, [x, sc], opset, const=(1,)), rtol=1e-6, atol=1e-6)
+
+
+def test_upsample_declines_downsampling():
+    n = helper.make_node("Upsample", ["x", "s"], ["y"], name="up", mode="nearest")
+    ins = [np.zeros((1, 1, 4, 4), F), np.array([1, 1, 0.5, 2], F)]
+    assert not supports(CPU, n, ins, 9, const_inputs=(1,))
+    ins[1] = np.array([1, 1, 1, 2], F)
+    assert supports(CPU, n, ins, 9, const_inputs=(1,))
+
+
+def test_old_resize_declines_runtime_scales():
+    n = helper.make_node("Resize", ["x", "s"], ["y"], name="up", mode="nearest")
+    assert not supports(CPU, n, [np.zeros((1, 1, 2, 2), F), np.ones(4, F)], 10)
