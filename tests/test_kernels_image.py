@@ -212,3 +212,130 @@ def test_upsample_declines_downsampling():
 def test_old_resize_declines_runtime_scales():
     n = helper.make_node("Resize", ["x", "s"], ["y"], name="up", mode="nearest")
     assert not supports(CPU, n, [np.zeros((1, 1, 2, 2), F), np.ones(4, F)], 10)
+
+
+# --- Col2Im ------------------------------------------------------------------------------
+@pytest.mark.parametrize("img,blk,attrs", [
+    ((5, 5), (2, 2), {}),
+    ((6, 7), (3, 2), {"strides": [2, 1], "pads": [1, 0, 1, 2], "dilations": [1, 2]}),
+    ((3, 4, 5), (2, 1, 2), {"strides": [1, 2, 1]}),
+])
+def test_col2im(img, blk, attrs):
+    r = len(img)
+    pads = attrs.get("pads", [0] * 2 * r)
+    st = attrs.get("strides", [1] * r)
+    dl = attrs.get("dilations", [1] * r)
+    nb = [(img[d] + pads[d] + pads[d + r] - dl[d] * (blk[d] - 1) - 1) // st[d] + 1 for d in range(r)]
+    x = np.random.default_rng(7).standard_normal((2, 3 * int(np.prod(blk)), int(np.prod(nb)))).astype(F)
+    ins = [x, np.array(img, np.int64), np.array(blk, np.int64)]
+    n = helper.make_node("Col2Im", ["x", "i", "b"], ["y"], name="c2i", **attrs)
+    got = both(n, ins, 18, const=(1, 2))
+    np.testing.assert_allclose(got, reference(n, ins, 18, const=(1, 2)), rtol=1e-6, atol=1e-6)
+
+
+# --- MaxUnpool ---------------------------------------------------------------------------
+def test_maxunpool_roundtrip_with_maxpool_indices():
+    x = np.random.default_rng(8).standard_normal((2, 3, 6, 4)).astype(F)
+    mp = helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    v, idx = (np.asarray(a) for a in ReferenceEvaluator(node_model(mp, [x], 13)).run(None, {"x": x}))
+    n = helper.make_node("MaxUnpool", ["v", "i"], ["y"], name="mu", kernel_shape=[2, 2], strides=[2, 2])
+    got = both(n, [v, idx], 11)
+    np.testing.assert_array_equal(got, reference(n, [v, idx], 11))
+    # with a larger output_shape: the unpooled (6, 4) block embedded at the origin
+    n = helper.make_node("MaxUnpool", ["v", "i", "s"], ["y"], name="mu", kernel_shape=[2, 2], strides=[2, 2])
+    ins = [v, idx, np.array([2, 3, 7, 5], np.int64)]
+    # onnx's inference does not read output_shape: the shape the runner computes (``infer``)
+    c, g = (run_node(p, n, ins, opset=11, const_inputs=(2,), out_shapes=[(2, 3, 7, 5)],
+                     out_dtypes=[np.dtype(F)])[0] for p in (CPU, GPU))
+    assert np.array_equal(canon(c), canon(g))
+    np.testing.assert_array_equal(c, reference(n, ins, 11, const=(2,)))
+
+
+def test_maxunpool_duplicates_last_wins():
+    v = np.array([[[[1, 2], [3, 4]]]], F)
+    idx = np.array([[[[0, 0], [3, 0]]]], np.int64)
+    n = helper.make_node("MaxUnpool", ["v", "i"], ["y"], name="mu", kernel_shape=[2, 2], strides=[2, 2])
+    got = both(n, [v, idx], 11)
+    np.testing.assert_array_equal(got, reference(n, [v, idx], 11))
+    assert got.reshape(-1)[0] == 4
+
+
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+@pytest.mark.parametrize("bad", [16, -1])
+def test_maxunpool_bad_index(provider, bad):
+    v = np.ones((1, 1, 2, 2), F)
+    idx = np.array([[[[0, 5], [bad, 15]]]], np.int64)
+    n = helper.make_node("MaxUnpool", ["v", "i"], ["y"], name="mu_bad", kernel_shape=[2, 2], strides=[2, 2])
+    with pytest.raises(ExecutionError, match=rf"mu_bad.*index {bad} is out of range"):
+        run_node(provider, n, [v, idx], opset=11)
+
+
+# --- MaxRoiPool --------------------------------------------------------------------------
+def test_maxroipool_vs_onnxruntime():
+    x = np.random.default_rng(9).standard_normal((2, 3, 8, 7)).astype(F)
+    rois = np.array([[0, 0, 0, 6, 7], [1, 1.4, 2.6, 5.5, 4.4], [1, -3, -2, 2, 3], [0, 5, 5, 20, 20],
+                     [0, 4, 4, 3, 3]], F)
+    n = helper.make_node("MaxRoiPool", ["x", "r"], ["y"], name="mrp", pooled_shape=[3, 2], spatial_scale=0.8)
+    got = both(n, [x, rois], 1)
+    np.testing.assert_array_equal(got, onnxruntime(n, [x, rois], 1))
+
+
+@pytest.mark.parametrize("provider", [CPU, GPU], ids=["cpu", "cuda"])
+def test_maxroipool_bad_batch_index(provider):
+    x = np.ones((2, 1, 4, 4), F)
+    rois = np.array([[0, 0, 0, 2, 2], [2, 0, 0, 2, 2]], F)
+    n = helper.make_node("MaxRoiPool", ["x", "r"], ["y"], name="mrp_bad", pooled_shape=[2, 2])
+    with pytest.raises(ExecutionError, match=r"mrp_bad.*batch index 2.0 is out of range"):
+        run_node(provider, n, [x, rois], opset=1)
+
+
+# --- AffineGrid --------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 2, 3, 4, 2)])
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid(size, align):
+    r = len(size) - 2
+    th = np.random.default_rng(10).standard_normal((size[0], r, r + 1)).astype(F)
+    ins = [th, np.array(size, np.int64)]
+    n = helper.make_node("AffineGrid", ["t", "s"], ["y"], name="ag", align_corners=align)
+    got = both(n, ins, 20, const=(1,))
+    np.testing.assert_allclose(got, reference(n, ins, 20, const=(1,)), rtol=1e-6, atol=1e-6)
+
+
+# --- Det ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(2, 2), (3, 4, 4), (2, 1, 5, 5), (1, 1)])
+def test_det(shape):
+    x = np.random.default_rng(11).standard_normal(shape).astype(F)
+    if len(shape) == 3:
+        x[0, 0] = 0.0                       # a zero pivot: needs a row swap
+        x[1] = x[1][[1, 0, 2, 3]]
+        x[2, 3] = x[2, 1]                   # singular
+    n = helper.make_node("Det", ["x"], ["y"], name="det")
+    got = both(n, [x], 22)
+    np.testing.assert_allclose(got, np.linalg.det(x.astype(np.float64)).astype(F), rtol=1e-5, atol=1e-6)
+
+
+# --- DeformConv --------------------------------------------------------------------------
+@pytest.mark.parametrize("attrs,with_bias,with_mask", [
+    ({}, False, False),
+    ({"pads": [1, 0, 1, 1], "strides": [2, 1], "dilations": [1, 2]}, True, True),
+    ({"group": 2, "offset_group": 2}, True, False),
+])
+def test_deform_conv(attrs, with_bias, with_mask):
+    rng = np.random.default_rng(12)
+    N, C, H, W, OC, KH, KW = 1, 4, 5, 6, 4, 2, 3
+    G, OG = attrs.get("group", 1), attrs.get("offset_group", 1)
+    pads, st, dl = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    OH = (H + pads[0] + pads[2] - ((KH - 1) * dl[0] + 1)) // st[0] + 1
+    OW = (W + pads[1] + pads[3] - ((KW - 1) * dl[1] + 1)) // st[1] + 1
+    x = rng.standard_normal((N, C, H, W)).astype(F)
+    w = rng.standard_normal((OC, C // G, KH, KW)).astype(F)
+    off = rng.uniform(-1.5, 1.5, (N, OG * 2 * KH * KW, OH, OW)).astype(F)
+    ins, names = [x, w, off], ["x", "w", "o"]
+    ins.append(rng.standard_normal(OC).astype(F) if with_bias else None)
+    names.append("b" if with_bias else "")
+    if with_mask:
+        ins.append(rng.uniform(0, 1, (N, OG * KH * KW, OH, OW)).astype(F))
+        names.append("m")
+    n = helper.make_node("DeformConv", names, ["y"], name="dc", kernel_shape=[KH, KW], **attrs)
+    got = both(n, ins, 22)
+    np.testing.assert_allclose(got, reference(n, ins, 22), rtol=1e-5, atol=1e-5)

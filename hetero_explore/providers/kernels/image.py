@@ -586,3 +586,608 @@ OPS.add("Upsample", _build_old_resize, since=7, until=9, dtypes=F32, check=_chec
         note="Upsample-7 (scales attribute) / -9 (constant scales input): " + _OLD_NOTE)
 OPS.add("Resize", _build_old_resize, since=10, until=10, dtypes=F32, check=_check_old_resize,
         note="Resize-10 (constant scales input): " + _OLD_NOTE)
+
+
+# =============================================================================
+# Col2Im (18): per image element, the sum over the kernel offsets that land on it
+# =============================================================================
+
+
+@dual
+def _col2im_item(i, x, img, blk, nblk, pbeg, strd, dil, KC, L):
+    """Image element i of (N, C, *img): columns summed in ascending kernel-offset order."""
+    r = img.shape[0]
+    S = 1
+    for d in range(r):
+        S *= img[d]
+    K = 1
+    for d in range(r):
+        K *= blk[d]
+    p = i % S
+    t = i // S
+    c = t % KC
+    n = t // KC
+    acc = np.float32(0.0)
+    for k in range(K):
+        rem_k = k
+        rem_p = p
+        lidx = 0
+        lstr = 1
+        ok = True
+        for dd in range(r):
+            d = r - 1 - dd
+            kd = rem_k % blk[d]
+            rem_k = rem_k // blk[d]
+            pd = rem_p % img[d]
+            rem_p = rem_p // img[d]
+            q = pd + pbeg[d] - kd * dil[d]
+            if q < 0 or q % strd[d] != 0:
+                ok = False
+            else:
+                b = q // strd[d]
+                if b >= nblk[d]:
+                    ok = False
+                lidx += b * lstr
+            lstr *= nblk[d]
+        if ok:
+            acc = acc + x[(n * KC * K + c * K + k) * L + lidx]
+    return acc
+
+
+_COL2IM = kernel_pair(
+    "col2im", "x, out, img, blk, nblk, pbeg, strd, dil, KC, L",
+    "out[i] = _col2im_item(i, x, img, blk, nblk, pbeg, strd, dil, KC, L)", module=__name__)
+
+
+def _col2im_params(ctx):
+    img, blk = ctx.const(1), ctx.const(2)
+    if img is None or blk is None:
+        return "Col2Im: image_shape and block_shape must be constants"
+    img = [int(v) for v in np.asarray(img).reshape(-1)]
+    blk = [int(v) for v in np.asarray(blk).reshape(-1)]
+    r = len(img)
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) != 3:
+        return "Col2Im: the input must be (N, C*prod(block_shape), L)"
+    if len(blk) != r or r == 0 or min(blk) < 1 or min(img) < 0:
+        return f"Col2Im: image_shape {img} and block_shape {blk} must have one positive entry per dim"
+    pads = [int(v) for v in ctx.attrs.get("pads", [0] * (2 * r))]
+    strd = [int(v) for v in ctx.attrs.get("strides", [1] * r)]
+    dil = [int(v) for v in ctx.attrs.get("dilations", [1] * r)]
+    if len(pads) != 2 * r or len(strd) != r or len(dil) != r or min(strd) < 1 or min(dil) < 1 or min(pads) < 0:
+        return "Col2Im: pads / strides / dilations do not fit the image rank"
+    nblk = [(img[d] + pads[d] + pads[d + r] - dil[d] * (blk[d] - 1) - 1) // strd[d] + 1 for d in range(r)]
+    K = prod(blk)
+    if min(nblk) < 1 or xs[1] % K != 0 or xs[2] != prod(nblk):
+        return (f"Col2Im: input {tuple(xs)} does not hold the {nblk} blocks of {blk} "
+                f"for image {img}")
+    return img, blk, nblk, pads[:r], strd, dil, xs[1] // K, xs[2]
+
+
+def _check_col2im(ctx, target):
+    p = _col2im_params(ctx)
+    return p if isinstance(p, str) else None
+
+
+@register("Col2Im", dtypes=F32, since=18, until=22, check=_check_col2im,
+          note="N-D; constant image_shape / block_shape; per image element, columns summed in "
+               "ascending kernel-offset order")
+def _build_col2im(ctx, target):
+    p = _col2im_params(ctx)
+    if isinstance(p, str):
+        raise node_error(ctx, p)
+    img, blk, nblk, pbeg, strd, dil, KC, L = p
+    meta = to_target(target, *(np.asarray(a, np.int64) for a in (img, blk, nblk, pbeg, strd, dil)))
+
+    def run(inputs, outputs):
+        out = flat(outputs[0])
+        target.launch(_COL2IM, out.shape[0], flat(inputs[0]), out, *meta, KC, L)
+
+    return run
+
+
+# =============================================================================
+# MaxUnpool (9, 11): zero fill, then one sequential scatter (the reference's order: on
+# duplicate indices the last element wins, on every target)
+# =============================================================================
+_FILL0 = kernel_pair("image_fill0", "out", "out[i] = np.float32(0.0)", module=__name__)
+
+
+@dual
+def _unpool_all(x, idx, out, ishape, oshape, total, bad):
+    """Every input element in order: index j of the inferred shape ``ishape`` (flat, < total)
+    goes to the same coordinates of the output shape ``oshape``."""
+    r = ishape.shape[0]
+    for e in range(x.shape[0]):
+        j = idx[e]
+        if j < 0 or j >= total:
+            bad[0] = 1
+        else:
+            off = 0
+            ostr = 1
+            for dd in range(r):
+                d = r - 1 - dd
+                off += (j % ishape[d]) * ostr
+                j = j // ishape[d]
+                ostr *= oshape[d]
+            out[off] = x[e]
+    return 0
+
+
+_UNPOOL = kernel_pair(
+    "maxunpool", "x, idx, out, ishape, oshape, total, bad",
+    "_unpool_all(x, idx, out, ishape, oshape, total, bad)", count="1", module=__name__)
+
+
+def _unpool_shapes(ctx):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 3:
+        return "MaxUnpool: the input shape must be known (N, C, spatial...)"
+    r = len(xs) - 2
+    ks = [int(v) for v in ctx.attrs.get("kernel_shape", [])]
+    if len(ks) != r:
+        return "MaxUnpool: kernel_shape must have one entry per spatial dim"
+    pads = [int(v) for v in ctx.attrs.get("pads", [0] * (2 * r))]
+    strd = [int(v) for v in ctx.attrs.get("strides", [1] * r)]
+    inferred = list(xs[:2]) + [(xs[d + 2] - 1) * strd[d] - (pads[d] + pads[d + r]) + ks[d] for d in range(r)]
+    ys = ctx.out_shapes[0] if ctx.out_shapes else None
+    if ys is None:
+        if ctx.has_input(2):           # computed at run time from output_shape (``infer``)
+            return inferred, None
+        return "MaxUnpool: the output shape must be known"
+    if len(ys) != len(xs) or any(int(a) < int(b) for a, b in zip(ys, inferred)) or min(inferred) < 0:
+        return f"MaxUnpool: output shape {tuple(ys)} is smaller than the unpooled shape {tuple(inferred)}"
+    if not _dtype_is(ctx, 1, ("int64",)) or ctx.in_shapes[1] is None or tuple(ctx.in_shapes[1]) != tuple(xs):
+        return "MaxUnpool: indices must be int64 of the input's shape"
+    return inferred, list(ys)
+
+
+def _check_unpool(ctx, target):
+    p = _unpool_shapes(ctx)
+    return p if isinstance(p, str) else None
+
+
+def _unpool_infer(ctx, arrays):
+    """Output shape: the output_shape input when given (onnx's inference does not read it),
+    else the unpooled shape from kernel_shape / strides / pads."""
+    if len(arrays) > 2 and arrays[2] is not None:
+        return [(tuple(int(v) for v in np.asarray(arrays[2]).reshape(-1)), np.dtype(np.float32))]
+    xs = ctx.in_shapes[0]
+    r = len(xs) - 2
+    ks = [int(v) for v in ctx.attrs.get("kernel_shape", [1] * r)]
+    pads = [int(v) for v in ctx.attrs.get("pads", [0] * (2 * r))]
+    strd = [int(v) for v in ctx.attrs.get("strides", [1] * r)]
+    return [(tuple(xs[:2]) + tuple((xs[d + 2] - 1) * strd[d] - (pads[d] + pads[d + r]) + ks[d]
+                                   for d in range(r)), np.dtype(np.float32))]
+
+
+@register("MaxUnpool", dtypes=F32, since=9, until=22, check=_check_unpool, infer=_unpool_infer,
+          shape_inputs=(2,),
+          note="indices into the unpooled shape (kernel/strides/pads), embedded in output_shape; one "
+               "sequential scatter (last duplicate wins); out-of-range indices raise")
+def _build_unpool(ctx, target):
+    p = _unpool_shapes(ctx)
+    if isinstance(p, str):
+        raise node_error(ctx, p)
+    inferred, ys = p
+    if ys is None:
+        raise node_error(ctx, "the output shape is not known (output_shape is read at run time)")
+    total = prod(inferred)
+    meta = to_target(target, np.asarray(inferred, np.int64), np.asarray(ys, np.int64))
+
+    def run(inputs, outputs):
+        out = flat(outputs[0])
+        target.launch(_FILL0, out.shape[0], out)
+        x = flat(inputs[0])
+        if x.shape[0] == 0:
+            return
+        bad = target.to_device(np.zeros(1, np.int32))
+        idx = flat(inputs[1])
+        target.launch(_UNPOOL, 1, x, idx, out, *meta, total, bad)
+        if int(target.to_host(bad)[0]):
+            host = np.asarray(target.to_host(idx))
+            wrong = host[(host < 0) | (host >= total)]
+            raise ExecutionError(f"node {ctx.node.name!r} (MaxUnpool): index "
+                                 f"{int(wrong[0]) if wrong.size else '?'} is out of range for the "
+                                 f"unpooled shape {tuple(inferred)} (valid: 0..{total - 1})")
+
+    return run
+
+
+# =============================================================================
+# MaxRoiPool (1): Caffe's ROI max pooling, as onnxruntime computes it
+# =============================================================================
+
+
+@njit(**_JIT)
+def _round_away(v):
+    """std::round (half away from zero) of a float32, as an integer (bounded)."""
+    if not (v > np.float32(-1e9) and v < np.float32(1e9)):
+        return -1000000000 if not (v > np.float32(0.0)) else 1000000000
+    if v >= np.float32(0.0):
+        return math.floor(v + np.float32(0.5))
+    return -math.floor(-v + np.float32(0.5))
+
+
+@dual
+def _mrp_item(i, x, rois, out_c, ph_n, pw_n, N, H, W, scale, bad):
+    pw = i % pw_n
+    t = i // pw_n
+    ph = t % ph_n
+    t = t // ph_n
+    c = t % out_c
+    n = t // out_c
+    bf = rois[n * 5]
+    if not (bf >= np.float32(0.0) and bf < np.float32(N)):
+        bad[0] = 1
+        return np.float32(0.0)
+    b = int(bf)
+    sw = _round_away(rois[n * 5 + 1] * scale)
+    sh = _round_away(rois[n * 5 + 2] * scale)
+    ew = _round_away(rois[n * 5 + 3] * scale)
+    eh = _round_away(rois[n * 5 + 4] * scale)
+    rw = ew - sw + 1
+    rh = eh - sh + 1
+    if rw < 1:
+        rw = 1
+    if rh < 1:
+        rh = 1
+    bh = np.float32(rh) / np.float32(ph_n)
+    bw = np.float32(rw) / np.float32(pw_n)
+    hs = math.floor(np.float32(ph) * bh) + sh
+    he = math.ceil(np.float32(ph + 1) * bh) + sh
+    ws = math.floor(np.float32(pw) * bw) + sw
+    we = math.ceil(np.float32(pw + 1) * bw) + sw
+    hs = min(max(hs, 0), H)
+    he = min(max(he, 0), H)
+    ws = min(max(ws, 0), W)
+    we = min(max(we, 0), W)
+    if he <= hs or we <= ws:
+        return np.float32(0.0)
+    base = (b * out_c + c) * H * W
+    m = x[base + hs * W + ws]
+    for h in range(hs, he):
+        for w in range(ws, we):
+            v = x[base + h * W + w]
+            if v > m:
+                m = v
+    return m
+
+
+_MAXROIPOOL = kernel_pair(
+    "maxroipool", "x, rois, out, out_c, ph_n, pw_n, N, H, W, scale, bad",
+    "out[i] = _mrp_item(i, x, rois, out_c, ph_n, pw_n, N, H, W, scale, bad)", module=__name__)
+
+
+def _check_mrp(ctx, target):
+    xs = ctx.in_shapes[0]
+    rs = ctx.in_shapes[1] if len(ctx.in_shapes) > 1 else None
+    if xs is None or rs is None or len(xs) != 4 or len(rs) != 2 or rs[1] != 5:
+        return "MaxRoiPool: input (N, C, H, W) and rois (R, 5) shapes must be known"
+    if not _dtype_is(ctx, 1):
+        return "MaxRoiPool: rois must be float32"
+    ps = ctx.attrs.get("pooled_shape")
+    if ps is None or len(ps) != 2 or min(int(v) for v in ps) < 1:
+        return "MaxRoiPool: pooled_shape must be two positive sizes"
+    return None
+
+
+@register("MaxRoiPool", dtypes=F32, since=1, until=22, check=_check_mrp,
+          note="Caffe/onnxruntime rounding of ROI corners; empty bins give 0; batch ids checked")
+def _build_mrp(ctx, target):
+    why = _check_mrp(ctx, target)
+    if why:
+        raise node_error(ctx, why)
+    N, C, H, W = (int(v) for v in ctx.in_shapes[0])
+    ph_n, pw_n = (int(v) for v in ctx.attrs["pooled_shape"])
+    scale = np.float32(ctx.attrs.get("spatial_scale", 1.0))
+
+    def run(inputs, outputs):
+        out = flat(outputs[0])
+        if out.shape[0] == 0:
+            return
+        if H == 0 or W == 0:
+            raise node_error(ctx, "cannot pool from an empty input")
+        bad = target.to_device(np.zeros(1, np.int32))
+        rois = flat(inputs[1])
+        target.launch(_MAXROIPOOL, out.shape[0], flat(inputs[0]), rois, out, C, ph_n, pw_n, N, H, W,
+                      scale, bad)
+        if int(target.to_host(bad)[0]):
+            host = np.asarray(target.to_host(rois)).reshape(-1, 5)[:, 0]
+            wrong = host[~((host >= 0) & (host < N))]
+            raise ExecutionError(f"node {ctx.node.name!r} (MaxRoiPool): batch index "
+                                 f"{wrong[0] if wrong.size else '?'} is out of range for a batch of "
+                                 f"{N} (valid: 0..{N - 1})")
+
+    return run
+
+
+# =============================================================================
+# AffineGrid (20): base coordinates on the host (float64, as the reference), theta per item
+# =============================================================================
+
+
+@dual
+def _ag_item(i, theta, base, sp, r):
+    """Output element i of (N, *sp, r): row k of theta[n] against (x, y[, z], 1) in float64."""
+    k = i % r
+    t = i // r
+    P = 1
+    for d in range(r):
+        P *= sp[d]
+    p = t % P
+    n = t // P
+    row = (n * r + k) * (r + 1)
+    acc = np.float64(0.0)
+    off = 0
+    rem = p
+    for dd in range(r):              # coordinate dd: x (innermost dim) first
+        d = r - 1 - dd
+        j = rem % sp[d]
+        rem = rem // sp[d]
+        acc = acc + np.float64(theta[row + dd]) * base[off + j]
+        off += sp[d]
+    acc = acc + np.float64(theta[row + r])
+    return np.float32(acc)
+
+
+_AFFINEGRID = kernel_pair(
+    "affinegrid", "theta, out, base, sp, r", "out[i] = _ag_item(i, theta, base, sp, r)",
+    module=__name__)
+
+
+def _ag_size(ctx):
+    c = ctx.const(1)
+    if c is None:
+        return "AffineGrid: the size input must be a constant"
+    size = [int(v) for v in np.asarray(c).reshape(-1)]
+    ts = ctx.in_shapes[0]
+    if len(size) not in (4, 5) or ts is None or len(ts) != 3:
+        return "AffineGrid: size must be (N, C, H, W) or (N, C, D, H, W) and theta (N, r, r+1)"
+    r = len(size) - 2
+    if tuple(ts) != (size[0], r, r + 1) or min(size) < 0:
+        return f"AffineGrid: theta {tuple(ts)} does not fit size {size}"
+    return size
+
+
+def _check_ag(ctx, target):
+    s = _ag_size(ctx)
+    return s if isinstance(s, str) else None
+
+
+def _ag_axis(n, align):
+    if n == 1 and align:
+        return np.array([-1.0])      # torch's linspace(-1, 1, 1); onnx's reference divides by zero
+    if align:
+        return np.arange(-1, 1 + 0.0001, 2.0 / (n - 1))[:n]
+    step = 2.0 / n
+    return np.arange(-1 + step / 2, 1, step)[:n]
+
+
+@register("AffineGrid", dtypes=F32, since=20, until=22, check=_check_ag,
+          note="2-D and 3-D; constant size; float64 base grid (the reference's np.arange) and dot")
+def _build_ag(ctx, target):
+    size = _ag_size(ctx)
+    if isinstance(size, str):
+        raise node_error(ctx, size)
+    align = int(ctx.attrs.get("align_corners", 0))
+    sp = size[2:]
+    r = len(sp)
+    # base coordinates per axis, innermost (x) first, as the kernel walks them
+    parts = [_ag_axis(sp[d], align) for d in range(r - 1, -1, -1)]
+    base = np.concatenate(parts).astype(np.float64) if sum(sp) else np.zeros(1)
+    meta = to_target(target, base, np.asarray(sp, np.int64))
+
+    def run(inputs, outputs):
+        out = flat(outputs[0])
+        target.launch(_AFFINEGRID, out.shape[0], flat(inputs[0]), out, *meta, r)
+
+    return run
+
+
+# =============================================================================
+# Det (11, 22): LU with partial pivoting per matrix, in float64, one matrix per item
+# =============================================================================
+
+
+@dual
+def _det_item(b, x, scratch, m):
+    mm = m * m
+    o = b * mm
+    for e in range(mm):
+        scratch[o + e] = np.float64(x[o + e])
+    det = np.float64(1.0)
+    for col in range(m):
+        piv = col
+        best = abs(scratch[o + col * m + col])
+        for row in range(col + 1, m):
+            v = abs(scratch[o + row * m + col])
+            if v > best:
+                best = v
+                piv = row
+        if piv != col:
+            for j in range(m):
+                tmp = scratch[o + col * m + j]
+                scratch[o + col * m + j] = scratch[o + piv * m + j]
+                scratch[o + piv * m + j] = tmp
+            det = -det
+        d = scratch[o + col * m + col]
+        det = det * d
+        if d != np.float64(0.0):
+            for row in range(col + 1, m):
+                f = scratch[o + row * m + col] / d
+                for j in range(col + 1, m):
+                    scratch[o + row * m + j] = scratch[o + row * m + j] - f * scratch[o + col * m + j]
+    return np.float32(det)
+
+
+_DET = kernel_pair("det", "x, out, scratch, m", "out[i] = _det_item(i, x, scratch, m)",
+                   module=__name__)
+
+
+def _check_det(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 2 or xs[-1] != xs[-2]:
+        return "Det: the input must be (..., M, M) with known shape"
+    return None
+
+
+@register("Det", dtypes=F32, since=11, until=22, check=_check_det,
+          note="LU with partial pivoting in float64 (one matrix per item), rounded to float32")
+def _build_det(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    m = int(xs[-1])
+
+    def run(inputs, outputs):
+        out = flat(outputs[0])
+        if out.shape[0] == 0:
+            return
+        if m == 0:
+            target.launch(_FILL1, out.shape[0], out)
+            return
+        scratch = target.to_device(np.zeros(out.shape[0] * m * m, np.float64))
+        target.launch(_DET, out.shape[0], flat(inputs[0]), out, scratch, m)
+
+    return run
+
+
+_FILL1 = kernel_pair("image_fill1", "out", "out[i] = np.float32(1.0)", module=__name__)
+
+
+# =============================================================================
+# DeformConv (19, 22): 2-D; per output element, bilinear samples (zeros outside, the
+# reference's GridSample with align_corners=1) times weight times mask, summed over
+# (input channel of the group, kh, kw) in that order; the bias added last
+# =============================================================================
+
+
+@dual
+def _dc_sample(x, base, H, W, y, xx):
+    """Bilinear sample at (y, xx) with zeros outside (onnx's GridSample, align_corners=1)."""
+    if not (y > np.float32(-2.0) and y < np.float32(H + 1) and xx > np.float32(-2.0) and xx < np.float32(W + 1)):
+        return np.float32(0.0)
+    y0 = math.floor(y)
+    x0 = math.floor(xx)
+    fy = y - np.float32(y0)
+    fx = xx - np.float32(x0)
+    one = np.float32(1.0)
+    acc = np.float32(0.0)
+    for a in range(2):
+        yy = y0 + a
+        wy = fy if a == 1 else one - fy
+        if yy >= 0 and yy < H:
+            for c in range(2):
+                xq = x0 + c
+                wx = fx if c == 1 else one - fx
+                if xq >= 0 and xq < W:
+                    acc = acc + (wy * wx) * x[base + yy * W + xq]
+    return acc
+
+
+@dual
+def _dc_item(i, x, w, off, bias, mask, dims, has_bias, has_mask):
+    # dims: N, C, H, W, OC, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, group, ogroup
+    C = dims[1]
+    H = dims[2]
+    W = dims[3]
+    OC = dims[4]
+    OH = dims[5]
+    OW = dims[6]
+    KH = dims[7]
+    KW = dims[8]
+    G = dims[15]
+    OG = dims[16]
+    ow = i % OW
+    t = i // OW
+    oh = t % OH
+    t = t // OH
+    oc = t % OC
+    n = t // OC
+    cpg = C // G
+    ocpg = OC // G
+    cpog = C // OG
+    g = oc // ocpg
+    K = KH * KW
+    acc = np.float32(0.0)
+    for ci in range(cpg):
+        ic = g * cpg + ci
+        og = ic // cpog
+        xbase = (n * C + ic) * H * W
+        for kh in range(KH):
+            for kw in range(KW):
+                k = kh * KW + kw
+                oidx = ((n * OG + og) * K * 2 + 2 * k) * OH * OW + oh * OW + ow
+                dy = off[oidx]
+                dx = off[oidx + OH * OW]
+                y = np.float32(oh * dims[9] - dims[11] + kh * dims[13]) + dy
+                xx = np.float32(ow * dims[10] - dims[12] + kw * dims[14]) + dx
+                v = _dc_sample(x, xbase, H, W, y, xx)
+                v = v * w[((oc * cpg + ci) * KH + kh) * KW + kw]
+                if has_mask:
+                    v = v * mask[((n * OG + og) * K + k) * OH * OW + oh * OW + ow]
+                acc = acc + v
+    if has_bias:
+        acc = acc + bias[oc]
+    return acc
+
+
+_DEFORMCONV = kernel_pair(
+    "deformconv", "x, w, off, bias, mask, out, dims, has_bias, has_mask",
+    "out[i] = _dc_item(i, x, w, off, bias, mask, dims, has_bias, has_mask)", module=__name__)
+
+
+def _dc_params(ctx):
+    xs = ctx.in_shapes[0]
+    ws = ctx.in_shapes[1] if len(ctx.in_shapes) > 1 else None
+    os_ = ctx.in_shapes[2] if len(ctx.in_shapes) > 2 else None
+    if xs is None or ws is None or os_ is None or len(xs) != 4 or len(ws) != 4 or len(os_) != 4:
+        return "DeformConv: only the 2-D form with known X, W, offset shapes"
+    for j in range(1, 5):
+        if ctx.has_input(j) and not _dtype_is(ctx, j):
+            return "DeformConv: every input must be float32"
+    N, C, H, W = xs
+    OC, cpg, KH, KW = ws
+    ks = [int(v) for v in ctx.attrs.get("kernel_shape", [KH, KW])]
+    G = int(ctx.attrs.get("group", 1))
+    OG = int(ctx.attrs.get("offset_group", 1))
+    st = [int(v) for v in ctx.attrs.get("strides", [1, 1])]
+    pd = [int(v) for v in ctx.attrs.get("pads", [0, 0, 0, 0])]
+    dl = [int(v) for v in ctx.attrs.get("dilations", [1, 1])]
+    if ks != [KH, KW] or G < 1 or OG < 1 or C != cpg * G or OC % G or C % OG:
+        return f"DeformConv: W {tuple(ws)} / group {G} / offset_group {OG} do not fit X {tuple(xs)}"
+    OH = (H + pd[0] + pd[2] - ((KH - 1) * dl[0] + 1)) // st[0] + 1
+    OW = (W + pd[1] + pd[3] - ((KW - 1) * dl[1] + 1)) // st[1] + 1
+    if tuple(os_) != (N, OG * 2 * KH * KW, OH, OW):
+        return f"DeformConv: offset {tuple(os_)} must be {(N, OG * 2 * KH * KW, OH, OW)}"
+    if ctx.has_input(3) and tuple(ctx.in_shapes[3] or ()) != (OC,):
+        return "DeformConv: B must be (OC,)"
+    if ctx.has_input(4) and tuple(ctx.in_shapes[4] or ()) != (N, OG * KH * KW, OH, OW):
+        return "DeformConv: mask must be (N, offset_group*kH*kW, oH, oW)"
+    return [N, C, H, W, OC, OH, OW, KH, KW, st[0], st[1], pd[0], pd[1], dl[0], dl[1], G, OG]
+
+
+def _check_dc(ctx, target):
+    p = _dc_params(ctx)
+    return p if isinstance(p, str) else None
+
+
+@register("DeformConv", dtypes=F32, since=19, until=22, check=_check_dc,
+          note="2-D; bilinear samples (zeros outside) x weight x mask, summed over (channel, kh, kw) "
+               "in order, bias last")
+def _build_dc(ctx, target):
+    p = _dc_params(ctx)
+    if isinstance(p, str):
+        raise node_error(ctx, p)
+    dims = to_target(target, np.asarray(p, np.int64))
+    has_bias = int(ctx.has_input(3))
+    has_mask = int(ctx.has_input(4))
+    dummy = target.to_device(np.zeros(1, np.float32))
+
+    def run(inputs, outputs):
+        out = flat(outputs[0])
+        b = flat(inputs[3]) if has_bias else dummy
+        m = flat(inputs[4]) if has_mask else dummy
+        target.launch(_DEFORMCONV, out.shape[0], flat(inputs[0]), flat(inputs[1]), flat(inputs[2]), b, m,
+                      out, dims, has_bias, has_mask)
+
+    return run
