@@ -339,3 +339,44 @@ def test_deform_conv(attrs, with_bias, with_mask):
     n = helper.make_node("DeformConv", names, ["y"], name="dc", kernel_shape=[KH, KW], **attrs)
     got = both(n, ins, 22)
     np.testing.assert_allclose(got, reference(n, ins, 22), rtol=1e-5, atol=1e-5)
+
+
+# --- Resize-11+ in full (the cases nn's Resize declines) ---------------------------------------
+@pytest.mark.parametrize("attrs,inputs", [
+    ({"mode": "cubic"}, {"scales": [1, 1, 1.7, 0.6]}),
+    ({"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, {"sizes": [2, 3, 5, 9]}),
+    ({"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, {"scales": [1, 1, 2, 2]}),
+    ({"mode": "linear", "antialias": 1}, {"scales": [1, 1, 0.5, 0.4]}),
+    ({"mode": "cubic", "antialias": 1}, {"sizes": [2, 3, 3, 2]}),
+    ({"mode": "nearest", "axes": [3, 2]}, {"scales": [2.5, 1.5]}),
+    ({"mode": "linear", "axes": [2, 3], "keep_aspect_ratio_policy": "not_larger"}, {"sizes": [9, 9]}),
+    ({"mode": "nearest", "axes": [2, 3], "keep_aspect_ratio_policy": "not_smaller"}, {"sizes": [3, 3]}),
+    ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+      "extrapolation_value": 7.0}, {"roi": [0, 0, -0.2, 0.3, 1, 1, 0.9, 1.3], "sizes": [2, 3, 5, 4]}),
+    ({"mode": "linear", "linear_3_axes": 1}, {"scales": [1, 2, 1.5, 0.8]}),
+])
+def test_resize_full(attrs, inputs):
+    attrs = dict(attrs)
+    attrs.pop("linear_3_axes", 0)             # three interpolated axes: nn's Resize declines them
+    x = np.random.default_rng(13).standard_normal((2, 3, 4, 6)).astype(F)
+    roi = np.array(inputs["roi"], F) if "roi" in inputs else None
+    sc = np.array(inputs["scales"], F) if "scales" in inputs else None
+    sz = np.array(inputs["sizes"], np.int64) if "sizes" in inputs else None
+    names = ["x", "roi" if roi is not None else "", "sc" if sc is not None else "", "sz" if sz is not None else ""]
+    while not names[-1]:
+        names.pop()
+    ins = [x, roi, sc, sz][:len(names)]
+    const = tuple(i for i in range(1, len(names)) if names[i])
+    n = helper.make_node("Resize", names, ["y"], name="rs", **attrs)
+    got = both(n, ins, 19, const=const)
+    # float64 throughout, yet onnx's reference is up to ~2e-6 off the separable float64 result of
+    # its own tables on plain cubic (onnxruntime is, too): hence not 1e-7
+    np.testing.assert_allclose(got, reference(n, ins, 19, const=const), rtol=1e-5, atol=3e-6)
+
+
+def test_resize_full_cubic_vs_onnxruntime():
+    x = np.random.default_rng(14).standard_normal((1, 2, 5, 5)).astype(F)
+    n = helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="cubic")
+    ins = [x, None, np.array([1, 1, 1.6, 2.0], F)]
+    got = both(n, ins, 13, const=(2,))
+    np.testing.assert_allclose(got, onnxruntime(n, ins, 13, const=(2,)), rtol=1e-5, atol=1e-5)

@@ -1191,3 +1191,245 @@ def _build_dc(ctx, target):
                       out, dims, has_bias, has_mask)
 
     return run
+
+
+# =============================================================================
+# Resize-11+ in full (cubic, axes, tf_crop_and_resize, exclude_outside, antialias,
+# keep_aspect_ratio_policy): the cases the Resize of nn.py declines. Per axis, the host
+# builds onnx's reference tables (``_interpolate_1d_along_axis``: neighbour indices clamped
+# to the edge, coefficients after exclude_outside, extrapolated positions) in float64; per
+# output element the kernel sums weight products (innermost axis first) times the input in
+# float64 and rounds once to float32 (the reference interpolates in float64 too).
+# =============================================================================
+
+
+@dual
+def _rs_item(i, x, oshape, istr, toff, eoff, ntap, idx, wt, ext, extv, total):
+    nd = oshape.shape[0]
+    t = i
+    for dd in range(nd):
+        d = nd - 1 - dd
+        o = t % oshape[d]
+        t = t // oshape[d]
+        if ext[eoff[d] + o] != 0:
+            return extv
+    acc = np.float64(0.0)
+    for k in range(total):
+        t = i
+        rem = k
+        w = np.float64(1.0)
+        off = 0
+        for dd in range(nd):
+            d = nd - 1 - dd
+            o = t % oshape[d]
+            t = t // oshape[d]
+            T = ntap[d]
+            tap = rem % T
+            rem = rem // T
+            e = toff[d] + o * T + tap
+            w = w * wt[e]
+            off += idx[e] * istr[d]
+        acc = acc + w * np.float64(x[off])
+    return np.float32(acc)
+
+
+_RESIZE_FULL = kernel_pair(
+    "resize_full", "x, out, oshape, istr, toff, eoff, ntap, idx, wt, ext, extv, total",
+    "out[i] = _rs_item(i, x, oshape, istr, toff, eoff, ntap, idx, wt, ext, extv, total)",
+    module=__name__)
+
+
+def _rs_coeff_fn(mode, nearest_mode, a, antialias):
+    """onnx's reference coefficient functions (``onnx.reference.ops.op_resize``)."""
+    from onnx.reference.ops import op_resize as R
+    if mode == "nearest":
+        return lambda r, s: R._nearest_coeffs(r, mode=nearest_mode)
+    if mode == "cubic":
+        f = R._cubic_coeffs_antialias if antialias else R._cubic_coeffs
+        return lambda r, s: f(r, s, A=a)
+    return R._linear_coeffs_antialias if antialias else R._linear_coeffs
+
+
+def _rs_axis(ctm, in_w, out_w, scale, roi, coeffs_fn, exclude):
+    """(indices (out_w, n), float64 weights (out_w, n), extrapolated (out_w,)) of one axis,
+    as onnx's reference ``_interpolate_1d_along_axis`` computes them."""
+    from onnx.reference.ops import op_resize as R
+    y = np.arange(out_w, dtype=np.float64)
+    x_ori, is_ext = R._compute_x_ori(ctm, y, scale, in_w, scale * in_w, out_w, roi)
+    x_int = np.floor(x_ori).astype(np.int64)
+    ratios = np.where(x_ori == x_int, 1.0, x_ori - x_int)
+    first = np.asarray(coeffs_fn(float(ratios[0]), scale), dtype=np.float64)
+    n = len(first)
+    co = np.empty((out_w, n), np.float64)
+    co[0] = first
+    for j in range(1, out_w):
+        co[j] = coeffs_fn(float(ratios[j]), scale)
+    pad = int(np.ceil(n / 2))
+    xp = x_ori + pad
+    pp = np.floor(xp).astype(np.int64)
+    frac = xp - pp
+    if n % 2 == 0:
+        off = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        off = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    nb = (pp + off)[:, None] + np.arange(n)[None, :] - pad
+    if exclude:
+        co = np.where((nb < 0) | (nb >= in_w), 0.0, co)
+        s = co.sum(axis=-1, keepdims=True)
+        co = co / np.where(s == 0, 1.0, s)
+    ext = np.zeros(out_w, np.int32) if is_ext is None else is_ext.astype(np.int32)
+    return np.clip(nb, 0, in_w - 1).astype(np.int64), co, ext
+
+
+def _rs_plan(ctx):
+    """Per-axis (scale, out size, roi) as the reference derives them, or a reason string."""
+    at = ctx.attrs
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) == 0 or not ctx.out_shapes or ctx.out_shapes[0] is None:
+        return "Resize: input and output shapes must be known"
+    r = len(xs)
+
+    def const(i):
+        if not ctx.has_input(i):
+            return None
+        c = ctx.const(i)
+        if c is None:
+            return "dynamic"
+        c = np.asarray(c).reshape(-1)
+        return c if c.size else None
+
+    roi, scales, sizes = const(1), const(2), const(3)
+    for name, v in (("roi", roi), ("scales", scales), ("sizes", sizes)):
+        if isinstance(v, str):
+            return f"Resize: the {name} input is not a constant"
+    if (scales is None) == (sizes is None):
+        return "Resize: exactly one of scales and sizes must be given"
+    axes = at.get("axes")
+    axes = list(range(r)) if axes is None else [int(a) + r if int(a) < 0 else int(a) for a in axes]
+    if sorted(set(axes)) != sorted(axes) or any(not 0 <= a < r for a in axes):
+        return f"Resize: axes {at.get('axes')} are repeated or out of range for rank {r}"
+    n = len(axes)
+    vals = scales if scales is not None else sizes
+    if len(vals) != n:
+        return f"Resize: {'scales' if scales is not None else 'sizes'} must have one entry per axis"
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    full_roi = None
+    if ctm == "tf_crop_and_resize":
+        if roi is None or len(roi) != 2 * n:
+            return "Resize: tf_crop_and_resize needs a constant roi of 2 entries per axis"
+        full_roi = [0.0] * r + [1.0] * r
+        for i, d in enumerate(axes):
+            full_roi[d] = float(roi[i])
+            full_roi[r + d] = float(roi[n + i])
+    sc = [1.0] * r
+    out = list(xs)
+    policy = at.get("keep_aspect_ratio_policy", "stretch")
+    if scales is not None:
+        for i, d in enumerate(axes):
+            sc[d] = float(scales[i])
+        if any(not (s > 0) or not math.isfinite(s) for s in sc):
+            return f"Resize: scales {list(scales)} must be positive and finite"
+        out = [int(sc[d] * xs[d]) for d in range(r)]
+    else:
+        for i, d in enumerate(axes):
+            out[d] = int(sizes[i])
+        if any(xs[d] == 0 for d in axes):
+            return "Resize: cannot resize an empty axis by sizes"
+        sc = [out[d] / xs[d] for d in range(r)]
+        if policy not in ("stretch", "not_larger", "not_smaller"):
+            return f"Resize: keep_aspect_ratio_policy {policy!r} unknown"
+        if policy != "stretch":
+            s = min(sc[d] for d in axes) if policy == "not_larger" else max(sc[d] for d in axes)
+            sc = [s if d in axes else 1.0 for d in range(r)]
+            out = [int(s * xs[d] + 0.5) if d in axes else xs[d] for d in range(r)]
+    if tuple(out) != tuple(ctx.out_shapes[0]):
+        return f"Resize: output shape {tuple(ctx.out_shapes[0])} is not the computed {tuple(out)}"
+    if any(xs[d] == 0 and out[d] > 0 for d in range(r)):
+        return "Resize: cannot resize an empty axis to a non-empty one"
+    return sc, out, full_roi, axes
+
+
+def _check_resize_full(ctx, target):
+    at = ctx.attrs
+    mode = at.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        return f"Resize: mode {mode!r} unknown"
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    if ctm not in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                   "half_pixel_symmetric", "tf_crop_and_resize"):
+        return f"Resize: coordinate_transformation_mode {ctm!r} unknown"
+    if ctm == "half_pixel_symmetric" and ctx.opset < 19:
+        return "Resize: half_pixel_symmetric needs opset 19"
+    if mode == "nearest" and int(at.get("antialias", 0)):
+        return "Resize: antialias is not defined for mode nearest"
+    if at.get("nearest_mode", "round_prefer_floor") not in ("round_prefer_floor", "round_prefer_ceil",
+                                                             "floor", "ceil"):
+        return f"Resize: nearest_mode {at.get('nearest_mode')!r} unknown"
+    p = _rs_plan(ctx)
+    if isinstance(p, str):
+        return p
+    taps = 1
+    for d in range(len(p[1])):
+        if p[1][d] and not (math.isclose(p[0][d], 1.0) and p[1][d] == ctx.in_shapes[0][d]):
+            taps *= 4 if mode == "cubic" else 2
+    if taps > 4096 and not int(at.get("antialias", 0)):
+        return "Resize: too many interpolated axes"
+    return None
+
+
+def _build_resize_full(ctx, target):
+    why = _check_resize_full(ctx, target)
+    if why:
+        raise node_error(ctx, why)
+    at = ctx.attrs
+    sc, out, roi, axes = _rs_plan(ctx)
+    xs = tuple(ctx.in_shapes[0])
+    r = len(xs)
+    mode = at.get("mode", "nearest")
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    fn = _rs_coeff_fn(mode, at.get("nearest_mode", "round_prefer_floor"),
+                      float(at.get("cubic_coeff_a", -0.75)), int(at.get("antialias", 0)))
+    exclude = bool(int(at.get("exclude_outside", 0)))
+    idxs, wts, exts, toff, eoff, ntap = [], [], [], [], [], []
+    t_acc = e_acc = 0
+    for d in range(r):
+        roi_d = None if roi is None else [roi[d], roi[d + r]]
+        identity = (math.isclose(sc[d], 1.0) and out[d] == xs[d]
+                    and (roi is None or (math.isclose(roi[d], 0.0) and math.isclose(roi[d + r], 1.0))))
+        if identity or d not in axes or out[d] == 0:
+            ix = np.arange(out[d], dtype=np.int64).reshape(-1, 1)
+            w = np.ones((out[d], 1), np.float64)
+            e = np.zeros(out[d], np.int32)
+        else:
+            ix, w, e = _rs_axis(ctm, xs[d], out[d], sc[d], roi_d, fn, exclude)
+        toff.append(t_acc)
+        eoff.append(e_acc)
+        ntap.append(ix.shape[1])
+        t_acc += ix.size
+        e_acc += e.size
+        idxs.append(ix.reshape(-1))
+        wts.append(w.reshape(-1))
+        exts.append(e)
+    total = prod(ntap)
+    istr = np.ones(r, np.int64)
+    acc = 1
+    for d in range(r - 1, -1, -1):
+        istr[d] = acc
+        acc *= xs[d]
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if sum(p.size for p in parts) else np.zeros(1, dt)  # noqa: E731
+    tabs = to_target(target, np.asarray(out, np.int64), istr, np.asarray(toff, np.int64),
+                     np.asarray(eoff, np.int64), np.asarray(ntap, np.int64), cat(idxs, np.int64),
+                     cat(wts, np.float64), cat(exts, np.int32))
+    extv = np.float32(at.get("extrapolation_value", 0.0))
+
+    def run(inputs, outputs):
+        o = flat(outputs[0])
+        target.launch(_RESIZE_FULL, o.shape[0], flat(inputs[0]), o, *tabs, extv, total)
+
+    return run
+
+
+register("Resize", dtypes=F32, since=11, until=22, check=_check_resize_full,
+         note="every mode (cubic, axes, tf_crop_and_resize, exclude_outside, antialias, "
+              "keep_aspect_ratio_policy): onnx's reference per-axis tables, float64 weight products; "
+              "the plain nearest/linear cases run nn's Resize first")(_build_resize_full)
