@@ -380,3 +380,29 @@ def test_resize_full_cubic_vs_onnxruntime():
     ins = [x, None, np.array([1, 1, 1.6, 2.0], F)]
     got = both(n, ins, 13, const=(2,))
     np.testing.assert_allclose(got, onnxruntime(n, ins, 13, const=(2,)), rtol=1e-5, atol=1e-5)
+
+
+def test_maxunpool_model_with_computed_output_shape():
+    """MaxUnpool(output_shape = Shape(X)), as exporters write it: the output shape is known only
+    at run time (onnx's inference does not read output_shape). (MaxPool's Indices output is not
+    run by nn.py's MaxPool, so the pooled values and indices are graph inputs here; Shape runs on
+    the CPU only.) An odd input size (5 rows pooled to 2) would give indices beyond the unpooled
+    (4, 4) shape that onnx's reference indexes into: those raise, tested above."""
+    from hetero_explore.loader import load_model
+    from hetero_explore.runtime import run_graph
+    x = np.random.default_rng(15).standard_normal((1, 2, 4, 4)).astype(F)
+    mp = helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    v, idx = (np.asarray(a) for a in ReferenceEvaluator(node_model(mp, [x], 11)).run(None, {"x": x}))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("MaxUnpool", ["v", "i", "s"], ["y"], name="mu", kernel_shape=[2, 2],
+                              strides=[2, 2])]
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [1, 2, 4, 4]),
+                                       vi("v", TensorProto.FLOAT, [1, 2, 2, 2]),
+                                       vi("i", TensorProto.INT64, [1, 2, 2, 2])],
+                          [vi("y", TensorProto.FLOAT, ["a", "b", "c", "d"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    feeds = {"x": x, "v": v, "i": idx}
+    graph = load_model(m, fold_constants=False)
+    got = run_graph(graph, CPU, feeds)["y"]
+    np.testing.assert_array_equal(got, ReferenceEvaluator(m).run(None, feeds)[0])
