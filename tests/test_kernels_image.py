@@ -406,3 +406,38 @@ def test_maxunpool_model_with_computed_output_shape():
     graph = load_model(m, fold_constants=False)
     got = run_graph(graph, CPU, feeds)["y"]
     np.testing.assert_array_equal(got, ReferenceEvaluator(m).run(None, feeds)[0])
+
+
+# --- every image kernel compiles for a real GPU (sm_90 PTX), without FMA / approximations --------
+_PTX_BODY = r'''
+from hetero_explore.providers.kernels import image as I
+A = lambda dt: types.Array(dt, 1, "C")
+f32, f64, i64, i32 = types.float32, types.float64, types.int64, types.int32
+K = {
+ "_GRIDSAMPLE": [A(f32), A(f32), A(f32), A(i64), A(i64), i64, i64, i64],
+ "_ROIALIGN": [A(f32), A(f32), A(i64), A(f32), A(i64), i64, i64, i64, f32, i64, i64, i64, A(i32)],
+ "_COL2IM": [A(f32), A(f32)] + [A(i64)] * 6 + [i64, i64],
+ "_FILL0": [A(f32)], "_FILL1": [A(f32)],
+ "_UNPOOL": [A(f32), A(i64), A(f32), A(i64), A(i64), i64, A(i32)],
+ "_MAXROIPOOL": [A(f32), A(f32), A(f32), i64, i64, i64, i64, i64, i64, f32, A(i32)],
+ "_AFFINEGRID": [A(f32), A(f32), A(f64), A(i64), i64],
+ "_DET": [A(f32), A(f32), A(f64), i64],
+ "_DEFORMCONV": [A(f32)] * 6 + [A(i64), i64, i64],
+ "_RESIZE_FULL": [A(f32), A(f32)] + [A(i64)] * 6 + [A(f64), A(i32), f32, i64],
+}
+print(json.dumps({name: stats(ptx(_retarget(getattr(I, name).cuda.py, "cuda"), args))
+                  for name, args in K.items()}))
+'''
+
+
+def test_image_kernels_compile_for_sm90():
+    """The simulator runs kernels as Python: only a real compile shows that they type-check for
+    the GPU (numba-cuda's math.floor returns a float, the simulator's an int) and keep the
+    contract. float64 appears only in the kernels that compute in float64 on purpose (IEEE
+    double: correctly rounded on both targets)."""
+    from ptx_tools import PRELUDE, run_script
+    got = run_script(PRELUDE + _PTX_BODY)
+    assert len(got) == 11
+    for name, s in got.items():
+        assert s["fma"] == 0 and s["approx"] == 0 and s["ftz"] == 0, (name, s)
+        assert (s["f64"] > 0) == (name in ("_AFFINEGRID", "_DET", "_RESIZE_FULL")), (name, s)

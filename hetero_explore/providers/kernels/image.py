@@ -82,7 +82,7 @@ def _gs_reflect(x, lo, hi):
         q = dx / rng
         if q >= np.float32(16777216.0):   # beyond float32's integers: no meaningful parity
             return lo
-        k = math.floor(q)
+        k = int(math.floor(q))
         r = dx - np.float32(k) * rng
         if k % 2 == 0:
             return lo + r
@@ -92,7 +92,7 @@ def _gs_reflect(x, lo, hi):
         q = dx / rng
         if q >= np.float32(16777216.0):
             return lo
-        k = math.floor(q)
+        k = int(math.floor(q))
         r = dx - np.float32(k) * rng
         if k % 2 == 0:
             return hi - r
@@ -105,7 +105,7 @@ def _gs_rint(x):
     """Round half to even (numpy's rint), float32."""
     if not (x > np.float32(-8388608.0) and x < np.float32(8388608.0)):
         return x                     # |x| >= 2**23 is an integer already (or inf)
-    f = math.floor(x)
+    f = int(math.floor(x))
     d = x - np.float32(f)
     if d > np.float32(0.5):
         f += 1
@@ -237,7 +237,7 @@ def _gs_item(i, x, grid, oshape, xsp, mode, pad, align):
             if mode == 0:
                 ii = int(xc)                   # onnx: astype(int32), toward zero
             else:
-                f = math.floor(xc)
+                f = int(math.floor(xc))
                 frac = xc - np.float32(f)
                 if mode == 1:
                     ii = f + tap
@@ -417,7 +417,7 @@ def _roi_grid(q):
         return 0
     if q > np.float32(65536.0):
         return 65536
-    return math.ceil(q)
+    return int(math.ceil(q))
 
 
 _ROIALIGN = kernel_pair(
@@ -805,8 +805,8 @@ def _round_away(v):
     if not (v > np.float32(-1e9) and v < np.float32(1e9)):
         return -1000000000 if not (v > np.float32(0.0)) else 1000000000
     if v >= np.float32(0.0):
-        return math.floor(v + np.float32(0.5))
-    return -math.floor(-v + np.float32(0.5))
+        return int(math.floor(v + np.float32(0.5)))
+    return -int(math.floor(-v + np.float32(0.5)))
 
 
 @dual
@@ -834,10 +834,10 @@ def _mrp_item(i, x, rois, out_c, ph_n, pw_n, N, H, W, scale, bad):
         rh = 1
     bh = np.float32(rh) / np.float32(ph_n)
     bw = np.float32(rw) / np.float32(pw_n)
-    hs = math.floor(np.float32(ph) * bh) + sh
-    he = math.ceil(np.float32(ph + 1) * bh) + sh
-    ws = math.floor(np.float32(pw) * bw) + sw
-    we = math.ceil(np.float32(pw + 1) * bw) + sw
+    hs = int(math.floor(np.float32(ph) * bh)) + sh
+    he = int(math.ceil(np.float32(ph + 1) * bh)) + sh
+    ws = int(math.floor(np.float32(pw) * bw)) + sw
+    we = int(math.ceil(np.float32(pw + 1) * bw)) + sw
     hs = min(max(hs, 0), H)
     he = min(max(he, 0), H)
     ws = min(max(ws, 0), W)
@@ -1066,8 +1066,8 @@ def _dc_sample(x, base, H, W, y, xx):
     """Bilinear sample at (y, xx) with zeros outside (onnx's GridSample, align_corners=1)."""
     if not (y > np.float32(-2.0) and y < np.float32(H + 1) and xx > np.float32(-2.0) and xx < np.float32(W + 1)):
         return np.float32(0.0)
-    y0 = math.floor(y)
-    x0 = math.floor(xx)
+    y0 = int(math.floor(y))
+    x0 = int(math.floor(xx))
     fy = y - np.float32(y0)
     fx = xx - np.float32(x0)
     one = np.float32(1.0)
