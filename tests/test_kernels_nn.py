@@ -639,15 +639,25 @@ def test_resize_linear_3d_last_axis():
 def test_resize_declines():
     x = f32(1, 1, 2, 2)
     sc = np.array([1, 1, 2, 2], np.float32)
-    m = supports(CPU, resize_node("cubic", "half_pixel"), [x, None, sc], opset=13, const_inputs=(2,))
-    assert not m.supported and "cubic" in m.reason
     m = supports(CPU, resize_node("linear", "half_pixel"), [x, None, sc], opset=13)
     assert not m.supported and "constant" in m.reason
-    m = supports(CPU, resize_node("linear", "half_pixel", antialias=1), [x, None, sc], opset=18,
-                 const_inputs=(2,))
-    assert not m.supported and "antialias" in m.reason
+    # tf_crop_and_resize without a roi input: no definition runs it
     m = supports(CPU, resize_node("linear", "tf_crop_and_resize"), [x, None, sc], opset=13, const_inputs=(2,))
     assert not m.supported
+
+
+def test_resize_modes_nn_declines_run_in_image_py():
+    """cubic and antialias are not nn.py's (its check declines them); image.py's full Resize
+    (tests/test_kernels_image.py) runs them."""
+    from hetero_explore.providers.kernels import nn
+    from kernel_harness import make_context
+    x = f32(1, 1, 2, 2)
+    sc = np.array([1, 1, 2, 2], np.float32)
+    for node, opset in ((resize_node("cubic", "half_pixel"), 13),
+                        (resize_node("linear", "half_pixel", antialias=1), 18)):
+        ctx = make_context(node, [x, None, sc], opset, (2,))
+        assert nn._check_resize(ctx, "cpu") is not None
+        assert supports(CPU, node, [x, None, sc], opset=opset, const_inputs=(2,)).supported
 
 
 # --- Pad --------------------------------------------------------------------------------------
