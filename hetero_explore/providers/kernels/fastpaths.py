@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -34,6 +34,13 @@ _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gem
 
 
 _GEMM_PAD = 16  # accumulator rows 512 + 16 floats apart: no 4 KiB aliasing between them
+#: njit options of the threaded paths: ``prange`` over independent output blocks (planes, batches);
+#: each output element is still computed by one iteration with one fixed sequence, so the results
+#: are the same bits for any ``numba.set_num_threads``
+_PAR = dict(_JIT, parallel=True)
+_bcast_offset_cpu = bcast_offset.cpu  # the @dual's CPU twin, callable from plain njit code
+#: a grouped Conv with at most this many output channels per group runs the direct path
+_DIRECT_MG = 4
 
 
 @njit(**_JIT)
@@ -280,26 +287,47 @@ def _transpose_into(b, b0, sbk, sbn, K, N, dst):
                     dst[k * N + n] = b[b0 + k * sbk + n * sbn]
 
 
+@njit(**_PAR)
+def _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb):
+    """Batches of _mm_cpu in parallel (each batch writes its own M x N block; scratch per batch)."""
+    for bu in prange(nb):
+        bt = np.int64(bu)  # prange's index may be unsigned; uint64 with int64 promotes to float64
+        acc = _gemm_scratch(K, N)
+        bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
+        _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
+                  bt_buf)
+
+
+@njit(**_JIT)
+def _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
+              bt_buf):
+    MN = M * N
+    a0 = _bcast_offset_cpu(bt, bshape, sa)
+    b0 = _bcast_offset_cpu(bt, bshape, sb)
+    o0 = bt * MN
+    if sbn != 1:
+        _transpose_into(b, b0, sbk, sbn, K, N, bt_buf)
+        _gemm_rows_cpu(a, a0, sam, sak, bt_buf, 0, N, M, K, N, out, o0, N, acc)
+    else:
+        _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
+    if epi != 0:
+        for m in range(M):
+            for n in range(N):
+                cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+                out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
+
+
 @cpu_kernel
 def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
     MN = M * N
     nb = out.shape[0] // MN if MN > 0 else 0
-    acc = _gemm_scratch(K, N)
-    bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
-    for bt in range(nb):
-        a0 = bcast_offset(bt, bshape, sa)
-        b0 = bcast_offset(bt, bshape, sb)
-        o0 = bt * MN
-        if sbn != 1:
-            _transpose_into(b, b0, sbk, sbn, K, N, bt_buf)
-            _gemm_rows_cpu(a, a0, sam, sak, bt_buf, 0, N, M, K, N, out, o0, N, acc)
-        else:
-            _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
-        if epi != 0:
-            for m in range(M):
-                for n in range(N):
-                    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-                    out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
+    if nb > 1:
+        _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb)
+    elif nb == 1:
+        acc = _gemm_scratch(K, N)
+        bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
+        _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, 0, acc,
+                  bt_buf)
 
 
 @njit(**_JIT)
@@ -355,12 +383,84 @@ def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt,
                             col[d + lo:d + hi] = x[st:st + (hi - lo - 1) * sw + 1:sw]
 
 
+@njit(**_PAR)
+def _conv_direct_cpu(x, w, bias, has_b, p, out):
+    """CPU only: Conv tap by tap over whole output planes, for depthwise and grouped Conv with
+    few output channels per group (where im2col + GEMM has one or two rows). Output planes
+    (n, m) run in parallel. Each input plane is first copied into zero-padded scratch, split
+    into sh x sw phases (row r, column c of the padded plane go to phase (r % sh, c % sw) at
+    (r // sh, c // sw)), so that every tap reads one phase contiguously; a tap in the padding
+    multiplies 0.0f as _conv_item's ``xv`` does (w * 0.0f is added, as there). For each tap
+    (c, kh, kw) ascending every output element of the plane takes ``acc += w * xv``, then
+    + bias: the generated sequence per element. Planes are walked "wide" (Wq columns per
+    output row; the extra columns are discarded), one contiguous loop per tap."""
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    Cg = C // G
+    Mg = M // G
+    zero = np.float32(0)
+    if OH <= 0 or OW <= 0:
+        return
+    Hp = (OH - 1) * sh + (KH - 1) * dh + 1
+    Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+    Hq = (Hp + sh - 1) // sh
+    Wq = (Wp + sw - 1) // sw
+    PQ = Hq * Wq
+    na = OH * Wq
+    for qu in prange(N * M):
+        q = np.int64(qu)  # prange's index may be unsigned; uint64 with int64 promotes to float64
+        n = q // M
+        m = q - n * M
+        g = m // Mg
+        xq = np.zeros(sh * sw * PQ + Wq, dtype=np.float32)
+        acc = np.zeros(na, dtype=np.float32)
+        for c in range(Cg):
+            xb = (n * C + g * Cg + c) * H * W
+            for ph in range(sh):
+                for pw in range(sw):
+                    pb = (ph * sw + pw) * PQ
+                    for rq in range(Hq):
+                        ih = rq * sh + ph - pt
+                        row = xq[pb + rq * Wq:pb + (rq + 1) * Wq]
+                        if ih < 0 or ih >= H:
+                            row[:] = zero
+                            continue
+                        src = x[xb + ih * W:xb + (ih + 1) * W]
+                        for cq in range(Wq):
+                            iw = cq * sw + pw - pl
+                            row[cq] = src[iw] if iw >= 0 and iw < W else zero
+            wb = (m * Cg + c) * KH * KW
+            for kh in range(KH):
+                r0 = kh * dh
+                for kw in range(KW):
+                    c0 = kw * dw
+                    wv = w[wb + kh * KW + kw]
+                    off = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
+                    src = xq[off:off + na]
+                    for j in range(na):
+                        acc[j] += wv * src[j]
+        for oh in range(OH):
+            o = (q * OH + oh) * OW
+            dst = out[o:o + OW]
+            a = acc[oh * Wq:oh * Wq + OW]
+            if has_b:
+                bv = bias[m]
+                for j in range(OW):
+                    dst[j] = a[j] + bv
+            else:
+                for j in range(OW):
+                    dst[j] = a[j]
+
+
 @cpu_kernel
 def _conv_cpu(x, w, bias, has_b, p, out):
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
     Mg = M // G
+    if G > 1 and Mg <= _DIRECT_MG:
+        _conv_direct_cpu(x, w, bias, has_b, p, out)
+        return
     K = Cg * KH * KW
     NN = OH * OW
     direct = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W
