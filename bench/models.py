@@ -59,6 +59,7 @@ os.environ.pop("NUMBA_ENABLE_CUDASIM", None)  # CPU only
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # this checkout's hetero_explore, wherever it is run from
 OPSET = 17
 TOL = 1e-3
 

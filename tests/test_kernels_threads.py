@@ -42,9 +42,10 @@ def rnd(rng, *shape):
 
 def _cases(rng, small=False):
     """(op, inputs, const_inputs, opset, attrs); ``small``: shapes fit for the CUDA simulator."""
+    # large shapes: above fastpaths._PAR_WORK multiply-adds, so that the parallel loops run
     s = 1 if small else 4
-    C = 3 if small else 24
-    H = 5 if small else 20
+    C = 3 if small else 32
+    H = 5 if small else 40
     yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, 2 * C, C, 3, 3), rnd(rng, 2 * C)], (1, 2), 17, dict(pads=[1] * 4)
     yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, C, 1, 3, 3), rnd(rng, C)], (1, 2), 17, dict(pads=[1] * 4,
                                                                                              group=C)
@@ -52,8 +53,8 @@ def _cases(rng, small=False):
                                                                               group=C)
     yield "Conv", [rnd(rng, 1, 3, 2 * H, 2 * H), rnd(rng, 8, 3, 7, 7)], (1,), 17, dict(pads=[3] * 4,
                                                                                       strides=[2, 2])
-    yield "MatMul", [rnd(rng, 2, 2 * s, 8 * s, 4 * s), rnd(rng, 2, 2 * s, 4 * s, 8 * s)], (), 17, {}
-    yield "MatMul", [rnd(rng, 3, 8 * s, 16 * s), rnd(rng, 16 * s, 8 * s)], (1,), 17, {}
+    yield "MatMul", [rnd(rng, 2, 2 * s, 16 * s, 8 * s), rnd(rng, 2, 2 * s, 8 * s, 16 * s)], (), 17, {}
+    yield "MatMul", [rnd(rng, 3, 16 * s, 32 * s), rnd(rng, 32 * s, 16 * s)], (1,), 17, {}
     yield "Gemm", [rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s)], (1, 2), 17, dict(transB=1)
     yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
     yield "LayerNormalization", [rnd(rng, 2, 4 * s, 8 * s), rnd(rng, 8 * s), rnd(rng, 8 * s)], (1, 2), 17, {}
@@ -73,6 +74,21 @@ def restore_threads():
     n = numba.get_num_threads()
     yield
     numba.set_num_threads(n)
+
+
+def test_thread_cases_are_large_enough_to_run_in_parallel():
+    from hetero_explore.providers.kernels.fastpaths import _PAR_WORK
+    def conv_macs(i, at):
+        k, st, pd = i[1].shape[2], at.get("strides", [1, 1])[0], at.get("pads", [0] * 4)[0]
+        o = (i[0].shape[2] + 2 * pd - k) // st + 1
+        return np.prod(i[1].shape) * i[0].shape[0] * o * o
+
+    macs = {"Conv": conv_macs,
+            "MatMul": lambda i, at: (np.prod(np.broadcast_shapes(i[0].shape[:-2], i[1].shape[:-2]))
+                                     * i[0].shape[-2] * i[0].shape[-1] * i[1].shape[-1])}
+    for op, inputs, _, _, attrs in _cases(np.random.default_rng(0)):
+        if op in macs:
+            assert macs[op](inputs, attrs) >= _PAR_WORK, (op, [a.shape for a in inputs])
 
 
 def test_results_identical_for_any_thread_count(restore_threads):
