@@ -55,6 +55,9 @@ import time
 from pathlib import Path
 
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)  # CPU only
+# before torch is imported: torch loads OpenMP at import, which reads the wait policy then (see
+# hetero_explore/providers/kernels/target.py: actively spinning threads stall on a busy machine)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 

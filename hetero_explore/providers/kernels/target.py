@@ -31,7 +31,8 @@ Two process-wide concerns are kept to this project's own code:
   ``OMP_WAIT_POLICY=PASSIVE`` it costs what one thread costs. So this module
   sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets it
   (it takes effect if OpenMP is not loaded yet: numba loads it at the first
-  parallel launch).
+  parallel launch, but ``import torch`` loads it too, so a program that imports
+  torch first should set the variable itself, as ``bench/models.py`` does).
 """
 
 from __future__ import annotations
