@@ -521,9 +521,8 @@ def _conv_gemm(x, w, bias, has_b, p, out):
     """CPU only: Conv as im2col + the blocked GEMM in blocks of (image, group, column tile of
     at most _GEMM_TILE output pixels, block of output channels), in parallel when the Conv is
     large (_PAR_WORK); each block im2cols its own tile into a K x T scratch that stays in
-    cache (a 1x1 stride-1 unpadded Conv multiplies the input directly). Channel blocks
-    (multiples of _MK_R rows) split the work when there are fewer than 4 tiles. The blocking
-    does not depend on the thread count (nor do the results: each element has one sequence)."""
+    cache (a 1x1 stride-1 unpadded Conv multiplies the input directly). The blocking does
+    not depend on the thread count (nor do the results: each element has one sequence)."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
@@ -535,11 +534,10 @@ def _conv_gemm(x, w, bias, has_b, p, out):
     T = min(_GEMM_TILE, NN)
     ntiles = (NN + T - 1) // T
     blocks = N * G * ntiles
+    # all of a group's output channels in one block: splitting them (so that a one-tile Conv has
+    # work for two threads) re-im2cols the tile per block and measured 1.4-2x slower on one thread
     RB = Mg
-    if blocks < 4 and Mg > _MK_R:
-        per = (4 + blocks - 1) // blocks
-        RB = ((Mg + per - 1) // per + _MK_R - 1) // _MK_R * _MK_R
-    nr = (Mg + RB - 1) // RB
+    nr = 1
     if N * M * NN * Cg * KH * KW >= _PAR_WORK:
         _conv_gemm_par(x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct, blocks * nr)
     else:
