@@ -92,6 +92,15 @@ def case_conv(rng):
     same("Conv", [rnd(rng, 1, 2, 3, 4, 5), rnd(rng, 2, 2, 2, 2, 3), rnd(rng, 2)], const_inputs=(1, 2),
          pads=[1, 0, 1, 0, 1, 1], strides=[2, 1, 1])
     same("Conv", [rnd(rng, 1, 2, 1, 4, 5), rnd(rng, 2, 2, 1, 2, 2)], pads=[1, 0, 0, 1, 0, 0])
+    # the direct path (grouped, <= 4 outputs per group): depthwise 5x5 and 3x3/2, channel
+    # multiplier 2, groups of 2 inputs, dilation, asymmetric pads, 1-D
+    same("Conv", [rnd(rng, 2, 6, 11, 10), rnd(rng, 6, 1, 5, 5), rnd(rng, 6)], const_inputs=(1, 2),
+         pads=[2, 2, 2, 2], group=6)
+    same("Conv", [rnd(rng, 1, 4, 12, 9), rnd(rng, 8, 1, 3, 3)], const_inputs=(1,), strides=[2, 2],
+         pads=[1, 0, 0, 1], group=4)
+    same("Conv", [rnd(rng, 1, 8, 9, 9), rnd(rng, 12, 2, 3, 3), rnd(rng, 12)], const_inputs=(1, 2),
+         strides=[2, 3], dilations=[2, 1], pads=[1, 1, 2, 2], group=4)
+    same("Conv", [rnd(rng, 2, 4, 13), rnd(rng, 4, 1, 3)], const_inputs=(1,), strides=[2], pads=[1, 1], group=4)
 
 
 def case_convt(rng):

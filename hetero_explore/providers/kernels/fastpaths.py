@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir as llvm_ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -34,6 +34,16 @@ _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gem
 
 
 _GEMM_PAD = 16  # accumulator rows 512 + 16 floats apart: no 4 KiB aliasing between them
+#: njit options of the threaded paths: ``prange`` over independent output blocks (planes, batches);
+#: each output element is still computed by one iteration with one fixed sequence, so the results
+#: are the same bits for any ``numba.set_num_threads``
+_PAR = dict(_JIT, parallel=True)
+_bcast_offset_cpu = bcast_offset.cpu  # the @dual's CPU twin, callable from plain njit code
+#: multiply-adds below which a kernel stays on the calling thread (a parallel region costs a
+#: thread wake-up, and far more on a machine whose cores are all busy)
+_PAR_WORK = 1 << 18
+#: a grouped Conv with at most this many output channels per group runs the direct path
+_DIRECT_MG = 4
 
 
 @njit(**_JIT)
@@ -280,26 +290,48 @@ def _transpose_into(b, b0, sbk, sbn, K, N, dst):
                     dst[k * N + n] = b[b0 + k * sbk + n * sbn]
 
 
+@njit(**_PAR)
+def _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb):
+    """Batches of _mm_cpu in parallel (each batch writes its own M x N block; scratch per batch)."""
+    for bu in prange(nb):
+        bt = np.int64(bu)  # prange's index may be unsigned; uint64 with int64 promotes to float64
+        acc = _gemm_scratch(K, N)
+        bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
+        _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
+                  bt_buf)
+
+
+@njit(**_JIT)
+def _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
+              bt_buf):
+    MN = M * N
+    a0 = _bcast_offset_cpu(bt, bshape, sa)
+    b0 = _bcast_offset_cpu(bt, bshape, sb)
+    o0 = bt * MN
+    if sbn != 1:
+        _transpose_into(b, b0, sbk, sbn, K, N, bt_buf)
+        _gemm_rows_cpu(a, a0, sam, sak, bt_buf, 0, N, M, K, N, out, o0, N, acc)
+    else:
+        _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
+    if epi != 0:
+        for m in range(M):
+            for n in range(N):
+                cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+                out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
+
+
 @cpu_kernel
 def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
     MN = M * N
     nb = out.shape[0] // MN if MN > 0 else 0
-    acc = _gemm_scratch(K, N)
-    bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
-    for bt in range(nb):
-        a0 = bcast_offset(bt, bshape, sa)
-        b0 = bcast_offset(bt, bshape, sb)
-        o0 = bt * MN
-        if sbn != 1:
-            _transpose_into(b, b0, sbk, sbn, K, N, bt_buf)
-            _gemm_rows_cpu(a, a0, sam, sak, bt_buf, 0, N, M, K, N, out, o0, N, acc)
-        else:
-            _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
-        if epi != 0:
-            for m in range(M):
-                for n in range(N):
-                    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-                    out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
+    if nb > 1 and nb * M * K * N >= _PAR_WORK:
+        _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb)
+    elif nb > 0:
+        acc = _gemm_scratch(K, N)
+        bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
+        for bt in range(nb):
+            _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
+                      bt_buf)
 
 
 @njit(**_JIT)
@@ -355,10 +387,168 @@ def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt,
                             col[d + lo:d + hi] = x[st:st + (hi - lo - 1) * sw + 1:sw]
 
 
+@njit(**_JIT)
+def _conv_direct_plane(q, x, w, bias, has_b, p, out):
+    """One output plane (n, m) of _conv_direct_cpu."""
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    Cg = C // G
+    Mg = M // G
+    zero = np.float32(0)
+    Hp = (OH - 1) * sh + (KH - 1) * dh + 1
+    Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+    Hq = (Hp + sh - 1) // sh
+    Wq = (Wp + sw - 1) // sw
+    PQ = Hq * Wq
+    na = OH * Wq
+    n = q // M
+    m = q - n * M
+    g = m // Mg
+    xq = np.zeros(sh * sw * PQ + Wq, dtype=np.float32)
+    acc = np.zeros(na, dtype=np.float32)
+    for c in range(Cg):
+        xb = (n * C + g * Cg + c) * H * W
+        for ph in range(sh):
+            for pw in range(sw):
+                pb = (ph * sw + pw) * PQ
+                for rq in range(Hq):
+                    ih = rq * sh + ph - pt
+                    row = xq[pb + rq * Wq:pb + (rq + 1) * Wq]
+                    if ih < 0 or ih >= H:
+                        row[:] = zero
+                        continue
+                    src = x[xb + ih * W:xb + (ih + 1) * W]
+                    for cq in range(Wq):
+                        iw = cq * sw + pw - pl
+                        row[cq] = src[iw] if iw >= 0 and iw < W else zero
+        wb = (m * Cg + c) * KH * KW
+        for kh in range(KH):
+            r0 = kh * dh
+            for kw in range(KW):
+                c0 = kw * dw
+                wv = w[wb + kh * KW + kw]
+                off = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
+                src = xq[off:off + na]
+                for j in range(na):
+                    acc[j] += wv * src[j]
+    for oh in range(OH):
+        o = (q * OH + oh) * OW
+        dst = out[o:o + OW]
+        a = acc[oh * Wq:oh * Wq + OW]
+        if has_b:
+            bv = bias[m]
+            for j in range(OW):
+                dst[j] = a[j] + bv
+        else:
+            for j in range(OW):
+                dst[j] = a[j]
+
+
+@njit(**_PAR)
+def _conv_direct_par(x, w, bias, has_b, p, out, planes):
+    for qu in prange(planes):
+        _conv_direct_plane(np.int64(qu), x, w, bias, has_b, p, out)
+
+
+@njit(**_JIT)
+def _conv_direct_cpu(x, w, bias, has_b, p, out):
+    """CPU only: Conv tap by tap over whole output planes, for depthwise and grouped Conv with
+    few output channels per group (where im2col + GEMM has one or two rows). Output planes
+    (n, m) run in parallel when the Conv is large (_PAR_WORK). Each input plane is first copied into zero-padded scratch, split
+    into sh x sw phases (row r, column c of the padded plane go to phase (r % sh, c % sw) at
+    (r // sh, c // sw)), so that every tap reads one phase contiguously; a tap in the padding
+    multiplies 0.0f as _conv_item's ``xv`` does (w * 0.0f is added, as there). For each tap
+    (c, kh, kw) ascending every output element of the plane takes ``acc += w * xv``, then
+    + bias: the generated sequence per element. Planes are walked "wide" (Wq columns per
+    output row; the extra columns are discarded), one contiguous loop per tap."""
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    Cg = C // G
+    if OH <= 0 or OW <= 0:
+        return
+    if N * M * OH * OW * Cg * KH * KW >= _PAR_WORK:
+        _conv_direct_par(x, w, bias, has_b, p, out, N * M)
+    else:
+        for q in range(N * M):
+            _conv_direct_plane(q, x, w, bias, has_b, p, out)
+
+
+@njit(**_JIT)
+def _conv_gemm_block(it, x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct):
+    """One block of _conv_gemm: (image, group, column tile, block of output channels) number ``it``."""
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    Cg = C // G
+    Mg = M // G
+    K = Cg * KH * KW
+    NN = OH * OW
+    r = it % nr
+    t = (it // nr) % ntiles
+    ng = it // (nr * ntiles)
+    n = ng // G
+    g = ng - n * G
+    n0 = t * T
+    nt = min(T, NN - n0)
+    m0 = r * RB
+    mr = min(RB, Mg - m0)
+    acc = _gemm_scratch(K, nt)
+    o0 = (n * M + g * Mg + m0) * NN
+    xb = (n * C + g * Cg) * H * W
+    col = np.empty(1 if direct else K * nt, dtype=np.float32)
+    if not direct:
+        _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt, col)
+    src = x if direct else col
+    # one _gemm_rows_cpu call site (a second inlined copy doubles the JIT time)
+    _gemm_rows_cpu(w, (g * Mg + m0) * K, K, 1, src, xb + n0 if direct else 0, NN if direct else nt, mr, K, nt,
+                   out, o0 + n0, NN, acc)
+    if has_b:
+        for mm in range(mr):
+            bv = bias[g * Mg + m0 + mm]
+            o = o0 + mm * NN + n0
+            seg = out[o:o + nt]
+            for j in range(nt):
+                seg[j] = seg[j] + bv
+
+
+@njit(**_PAR)
+def _conv_gemm_par(x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct, nblocks):
+    for iu in prange(nblocks):
+        _conv_gemm_block(np.int64(iu), x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct)
+
+
+@njit(**_JIT)
+def _conv_gemm(x, w, bias, has_b, p, out):
+    """CPU only: Conv as im2col + the blocked GEMM in blocks of (image, group, column tile of
+    at most _GEMM_TILE output pixels, block of output channels), in parallel when the Conv is
+    large (_PAR_WORK); each block im2cols its own tile into a K x T scratch that stays in
+    cache (a 1x1 stride-1 unpadded Conv multiplies the input directly). The blocking does
+    not depend on the thread count (nor do the results: each element has one sequence)."""
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    Cg = C // G
+    Mg = M // G
+    NN = OH * OW
+    if NN <= 0 or Mg <= 0:
+        return
+    direct = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W
+    T = min(_GEMM_TILE, NN)
+    ntiles = (NN + T - 1) // T
+    blocks = N * G * ntiles
+    # all of a group's output channels in one block: splitting them (so that a one-tile Conv has
+    # work for two threads) re-im2cols the tile per block and measured 1.4-2x slower on one thread
+    RB = Mg
+    nr = 1
+    if N * M * NN * Cg * KH * KW >= _PAR_WORK:
+        _conv_gemm_par(x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct, blocks * nr)
+    else:
+        for it in range(blocks * nr):
+            _conv_gemm_block(it, x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct)
+
+
 @cpu_kernel
 def _conv_cpu(x, w, bias, has_b, p, out):
     if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
-        # 3-D: the generated per-element walk (the fast path below is 2-D)
+        # 3-D: the generated per-element walk (the fast paths below are 2-D)
         for i in range(out.shape[0]):
             out[i] = _conv_item(i, x, w, bias, has_b, p)
         return
@@ -366,31 +556,10 @@ def _conv_cpu(x, w, bias, has_b, p, out):
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
     Mg = M // G
-    K = Cg * KH * KW
-    NN = OH * OW
-    direct = KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W
-    acc = _gemm_scratch(K, NN)
-    T = acc.shape[1] - _GEMM_PAD
-    # im2col one column tile at a time into a K x T scratch that stays in cache
-    col = np.empty(1 if direct else K * T, dtype=np.float32)
-    for n in range(N):
-        for g in range(G):
-            o0 = (n * M + g * Mg) * NN
-            # one _gemm_rows_cpu call site (a second inlined copy doubles the JIT time)
-            xb = (n * C + g * Cg) * H * W
-            for n0 in range(0, NN, max(NN, 1) if direct else T):
-                nt = NN if direct else min(T, NN - n0)
-                if not direct:
-                    _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt, col)
-                src = x if direct else col
-                _gemm_rows_cpu(w, g * Mg * K, K, 1, src, xb if direct else 0, nt, Mg, K, nt, out, o0 + n0, NN, acc)
-            if has_b:
-                for mm in range(Mg):
-                    bv = bias[g * Mg + mm]
-                    o = o0 + mm * NN
-                    seg = out[o:o + NN]
-                    for j in range(NN):
-                        seg[j] = seg[j] + bv
+    if G > 1 and Mg <= _DIRECT_MG:
+        _conv_direct_cpu(x, w, bias, has_b, p, out)
+        return
+    _conv_gemm(x, w, bias, has_b, p, out)
 
 
 @cpu_kernel

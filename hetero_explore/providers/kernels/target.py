@@ -22,6 +22,17 @@ Two process-wide concerns are kept to this project's own code:
   defined in this package's kernel modules are cached with a stamp that is the
   hash of *all* kernel sources instead: any edit to any kernel module
   recompiles every kernel, and nobody deletes ``__pycache__`` by hand.
+* **Threads that sleep when idle.** The CPU fast paths run large kernels with
+  ``prange`` (numba's threading layer; ``numba.set_num_threads`` or
+  ``NUMBA_NUM_THREADS`` choose how many; results are the same bits for any
+  count). With the OpenMP layer's default (active) wait policy, a parallel
+  region on a machine whose cores are busy with other processes took 10-25 ms
+  instead of 0.1-0.5 ms (measured here, 2 cores, load ~12); with
+  ``OMP_WAIT_POLICY=PASSIVE`` it costs what one thread costs. So this module
+  sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already sets it
+  (it takes effect if OpenMP is not loaded yet: numba loads it at the first
+  parallel launch, but ``import torch`` loads it too, so a program that imports
+  torch first should set the variable itself, as ``bench/models.py`` does).
 """
 
 from __future__ import annotations
@@ -35,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 from numba import cuda, njit
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docs: threads that sleep when idle
 
 THREADS_PER_BLOCK = 128
 KERNEL_DIR = Path(__file__).resolve().parent

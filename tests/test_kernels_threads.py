@@ -1,0 +1,112 @@
+"""Results do not depend on the number of threads.
+
+The CPU fast paths run independent output blocks in parallel (``prange`` over
+Conv output planes and MatMul batches); each output element is still computed
+by one iteration with one fixed sequence of float32 operations. Here the heavy
+ops run with ``numba.set_num_threads(1)`` and ``(2)`` (and the machine's
+maximum) and must agree bit for bit, with shapes that give every thread work;
+small cases of the same ops also run on the CUDA simulator, bitwise equal to
+the CPU (the CUDA kernel is the generated per-element statement).
+"""
+
+import os
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import numba
+import numpy as np
+import pytest
+from onnx import helper
+
+from hetero_explore.providers.cpu import NumbaCPUProvider
+from hetero_explore.providers.cuda import NumbaCUDAProvider
+
+from kernel_harness import run_node
+
+F = np.float32
+CPU = NumbaCPUProvider()
+GPU = NumbaCUDAProvider()
+MAX_THREADS = numba.config.NUMBA_NUM_THREADS
+
+
+def canon(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "f":
+        a = np.where(np.isnan(a), np.float32(np.nan), a).astype(a.dtype)
+    return a.view(np.uint8)
+
+
+def rnd(rng, *shape):
+    return rng.standard_normal(shape).astype(F)
+
+
+def _cases(rng, small=False):
+    """(op, inputs, const_inputs, opset, attrs); ``small``: shapes fit for the CUDA simulator."""
+    # large shapes: above fastpaths._PAR_WORK multiply-adds, so that the parallel loops run
+    s = 1 if small else 4
+    C = 3 if small else 32
+    H = 5 if small else 40
+    yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, 2 * C, C, 3, 3), rnd(rng, 2 * C)], (1, 2), 17, dict(pads=[1] * 4)
+    yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, C, 1, 3, 3), rnd(rng, C)], (1, 2), 17, dict(pads=[1] * 4,
+                                                                                             group=C)
+    yield "Conv", [rnd(rng, 2, C, H, H), rnd(rng, C, 1, 5, 5)], (1,), 17, dict(pads=[2] * 4, strides=[2, 2],
+                                                                              group=C)
+    yield "Conv", [rnd(rng, 1, 3, 2 * H, 2 * H), rnd(rng, 8, 3, 7, 7)], (1,), 17, dict(pads=[3] * 4,
+                                                                                      strides=[2, 2])
+    yield "MatMul", [rnd(rng, 2, 2 * s, 16 * s, 8 * s), rnd(rng, 2, 2 * s, 8 * s, 16 * s)], (), 17, {}
+    yield "MatMul", [rnd(rng, 3, 16 * s, 32 * s), rnd(rng, 32 * s, 16 * s)], (1,), 17, {}
+    yield "Gemm", [rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s)], (1, 2), 17, dict(transB=1)
+    yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
+    yield "LayerNormalization", [rnd(rng, 2, 4 * s, 8 * s), rnd(rng, 8 * s), rnd(rng, 8 * s)], (1, 2), 17, {}
+    yield "ReduceMean", [rnd(rng, 2, 4 * s, 8 * s), np.array([-1], np.int64)], (1,), 18, {}
+    yield "ReduceSum", [rnd(rng, 2, 4 * s, 8 * s), np.array([1], np.int64)], (1,), 18, {}
+    yield "MaxPool", [rnd(rng, 1, C, H, H)], (), 17, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    yield "AveragePool", [rnd(rng, 1, C, H, H)], (), 17, dict(kernel_shape=[3, 3], pads=[1] * 4)
+
+
+def _run(provider, op, inputs, const, opset, attrs):
+    node = helper.make_node(op, [f"x{i}" for i in range(len(inputs))], ["y"], name=f"{op}_threads", **attrs)
+    return run_node(provider, node, inputs, opset=opset, const_inputs=const)[0]
+
+
+@pytest.fixture
+def restore_threads():
+    n = numba.get_num_threads()
+    yield
+    numba.set_num_threads(n)
+
+
+def test_thread_cases_are_large_enough_to_run_in_parallel():
+    from hetero_explore.providers.kernels.fastpaths import _PAR_WORK
+    def conv_macs(i, at):
+        k, st, pd = i[1].shape[2], at.get("strides", [1, 1])[0], at.get("pads", [0] * 4)[0]
+        o = (i[0].shape[2] + 2 * pd - k) // st + 1
+        return np.prod(i[1].shape) * i[0].shape[0] * o * o
+
+    macs = {"Conv": conv_macs,
+            "MatMul": lambda i, at: (np.prod(np.broadcast_shapes(i[0].shape[:-2], i[1].shape[:-2]))
+                                     * i[0].shape[-2] * i[0].shape[-1] * i[1].shape[-1])}
+    for op, inputs, _, _, attrs in _cases(np.random.default_rng(0)):
+        if op in macs:
+            assert macs[op](inputs, attrs) >= _PAR_WORK, (op, [a.shape for a in inputs])
+
+
+def test_results_identical_for_any_thread_count(restore_threads):
+    if MAX_THREADS < 2:
+        pytest.skip("numba has one thread here (NUMBA_NUM_THREADS=1): nothing to compare")
+    counts = sorted({1, 2, MAX_THREADS})
+    for case in _cases(np.random.default_rng(0)):
+        got = []
+        for t in counts:
+            numba.set_num_threads(t)
+            got.append(_run(CPU, *case))
+        for t, g in zip(counts[1:], got[1:]):
+            assert np.array_equal(canon(got[0]), canon(g)), f"{case[0]} {case[4]}: 1 vs {t} threads differ"
+
+
+def test_threaded_cpu_equals_cuda_simulator(restore_threads):
+    numba.set_num_threads(MAX_THREADS)
+    for case in _cases(np.random.default_rng(1), small=True):
+        c = _run(CPU, *case)
+        g = _run(GPU, *case)
+        assert c.shape == g.shape and np.array_equal(canon(c), canon(g)), f"{case[0]} {case[4]}: CPU vs CUDA"
