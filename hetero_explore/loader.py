@@ -808,6 +808,10 @@ def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: 
                   if vi.type.WhichOneof("value") not in (None, "tensor_type")}
     g.symbolic_values = [name for name, v in g.values.items()
                          if v.kind != "initializer" and name not in non_tensor and not shape_is_static(v.shape)]
+    # the planner's integer arrays are part of the loaded graph (immutable from here on): built
+    # now from the slots build_graph recorded, so that the first plan costs what a re-plan does
+    from .planner.arrays import graph_arrays
+    graph_arrays(g)
     return g
 
 
