@@ -47,6 +47,8 @@ class GraphArrays:
     out_idx: np.ndarray = None
     #: per value: interned dtype id
     value_dtype: np.ndarray = None
+    #: per value: element count of its static shape (-1 unknown)
+    value_elems: np.ndarray = None
     #: signature id -> context classes of its nodes (see :func:`context_classes`)
     ctx_cache: dict = field(default_factory=dict)
     #: capability answers of providers that declare a ``capability_key()``, per key
@@ -150,6 +152,7 @@ def graph_arrays(graph) -> GraphArrays:
         out_ptr, out_idx = _csr_of(recorded[2], recorded[3])
     else:
         in_ptr, in_idx = _slots(nodes, _INPUTS, vindex, default=False)
+        out_ptr, out_idx = _slots(nodes, _OUTPUTS, vindex, default=True)
     in_len = np.diff(in_ptr)
     # signatures (domain, op_type, opset, input dtypes), numbered in first-node order
     base_ids: dict = {}
@@ -188,7 +191,8 @@ def graph_arrays(graph) -> GraphArrays:
                       nbytes, np.asarray(outs, np.int64),
                       node_sig, signatures, sig_first,
                       in_ptr=in_ptr, in_idx=in_idx, value_shape=vshape, value_const=vconst,
-                      value_index=vindex, value_dtype=vdt, out_ptr=out_ptr, out_idx=out_idx)
+                      value_index=vindex, value_dtype=vdt, out_ptr=out_ptr, out_idx=out_idx,
+                      value_elems=elems[vshape] if nv else np.zeros(0, np.int64))
     graph._arrays = arr
     return arr
 
