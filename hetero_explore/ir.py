@@ -102,7 +102,7 @@ def nbytes_of(dtype, shape) -> int | None:
 class Value:
     """A named tensor value: dtype, shape, who produces it and who uses it."""
 
-    __slots__ = ("name", "dtype", "shape", "producer", "consumers", "kind", "elem_type", "type_proto")
+    __slots__ = ("name", "dtype", "shape", "producer", "consumers", "kind", "elem_type", "type_proto", "index")
 
     def __init__(self, name: str, elem_type: int = 0, shape=None, kind: str = "intermediate",
                  type_proto: onnx.TypeProto | None = None):
@@ -121,6 +121,8 @@ class Value:
         self.consumers: list[int] = []
         #: "input", "initializer", or "intermediate".
         self.kind = kind
+        #: position of the value in ``Graph.values`` (set by :func:`build_graph`; -1 before)
+        self.index = -1
         if self.is_host_value:  # a sequence, map or optional: one host object (see HOST_DTYPE)
             self.dtype = HOST_DTYPE
             self.shape = ()
@@ -242,6 +244,12 @@ class Graph:
     optimizations: list[dict] = field(default_factory=list)
     _init_cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _adj: tuple | None = field(default=None, repr=False)
+    #: value indices of every node's input and output slots (-1 for an empty slot), filled by
+    #: :func:`build_graph` during its walk for the planner's arrays: (in_lens, in_flat, out_lens,
+    #: out_flat), or None when they must be looked up by name
+    _slots: tuple | None = field(default=None, repr=False)
+    #: whether some node reads outer-scope values in its subgraphs (has ``implicit_inputs``)
+    has_implicit_inputs: bool = False
 
     def adjacency(self) -> tuple[list[list[int]], list[list[int]]]:
         """(predecessors, successors) of every node id, each sorted ascending; cached."""
@@ -385,12 +393,36 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
             v = Value(o, et, shp, "intermediate", tp)
             v.producer = new_id
             values[o] = v
+    # value positions in ``values``; when no name was defined twice (the loader rejects that),
+    # the input and output slots of every node are recorded as value indices on the way
+    created = len(inputs) + len(initializer_protos) + sum(1 for n in nodes for o in n.outputs if o)
+    record = created == len(values)
+    for i, v in enumerate(values.values()):
+        v.index = i
+    in_lens: list[int] = []
+    in_flat: list[int] = []
+    add = in_flat.append
+    get = values.get
     for node in nodes:
-        for i in dict.fromkeys(x for x in node.inputs if x):
-            v = values.get(i)
+        nid = node.id
+        in_lens.append(len(node.inputs))
+        for x in node.inputs:
+            if not x:
+                add(-1)
+                continue
+            v = get(x)
             if v is None:  # outer-scope or undeclared: treat as an unknown input value
-                v = values[i] = Value(i, 0, None, "input")
-            v.consumers.append(node.id)
+                v = values[x] = Value(x, 0, None, "input")
+                v.index = len(values) - 1
+            add(v.index)
+            cons = v.consumers
+            if not cons or cons[-1] != nid:  # a node using a value twice appears once
+                cons.append(nid)
+    slots = None
+    if record:
+        out_lens = [len(n.outputs) for n in nodes]
+        out_flat = [get(o).index if o else -1 for n in nodes for o in n.outputs]
+        slots = (in_lens, in_flat, out_lens, out_flat)
 
     meta = {p.key: p.value for p in model.metadata_props}
     info = {"producer_name": model.producer_name, "producer_version": model.producer_version,
@@ -411,4 +443,6 @@ def build_graph(model: onnx.ModelProto, *, symbolic_values: Iterable[str] = (),
         symbolic_values=list(symbolic_values),
         folded_nodes=list(folded_nodes),
         info=info,
+        _slots=slots,
+        has_implicit_inputs=any(n.implicit_inputs for n in nodes),
     )

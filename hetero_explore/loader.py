@@ -10,6 +10,7 @@ composes the two (this module imports no provider at module level).
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import stat
@@ -810,6 +811,10 @@ def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: 
                   if vi.type.WhichOneof("value") not in (None, "tensor_type")}
     g.symbolic_values = [name for name, v in g.values.items()
                          if v.kind != "initializer" and name not in non_tensor and not shape_is_static(v.shape)]
+    # the planner's integer arrays are part of the loaded graph (immutable from here on): built
+    # now from the slots build_graph recorded, so that the first plan costs what a re-plan does
+    from .planner.arrays import graph_arrays
+    graph_arrays(g)
     return g
 
 
@@ -843,6 +848,29 @@ def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
 
     Values still symbolic afterwards are listed on ``Graph.symbolic_values``.
     """
+    # a load allocates millions of long-lived objects for a large model; the cyclic collector
+    # would traverse them all again and again while they are made (a sixth of a 10^5-node
+    # load), then once more in whatever runs next (the first plan). It is paused while
+    # loading, and a large load is collected once here instead.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        g = _load_model(model, input_shapes, dim_values, fold_constants, check, fold_limit_bytes,
+                        max_inlined_nodes)
+    finally:
+        if was_enabled:
+            gc.enable()
+    if was_enabled and len(g.nodes) >= COLLECT_AFTER_NODES:
+        gc.collect()
+    return g
+
+
+#: loads of at least this many nodes are followed by one collection (see :func:`load_model`)
+COLLECT_AFTER_NODES = 20_000
+
+
+def _load_model(model, input_shapes, dim_values, fold_constants, check, fold_limit_bytes,
+                max_inlined_nodes) -> Graph:
     try:
         if not isinstance(optimize, bool):
             from .errors import ArgumentTypeError

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as he
+from hetero_explore import models
 from hetero_explore.planner import POLICIES, CostModel, register_policy
 from hetero_explore.providers import KernelMatch, VirtualProvider, cpu, mask, virtual_gpu
 
@@ -210,3 +211,13 @@ def test_explorer_offers_min_transfer_as_a_what_if():
     assert ex.plan is first  # from the plan cache
     with pytest.raises(he.PlanningError, match="unknown placement policy"):
         ex.set_policy("fastest")
+
+
+@pytest.mark.parametrize("make", [lambda: models.mlp("small"), lambda: models.cnn("small"),
+                                  lambda: models.transformer("small")])
+def test_kernel_times_from_the_arrays_equal_node_work_node_by_node(make):
+    from hetero_explore.planner.policies import DEFAULT_COST, kernel_times, node_work
+    g = he.load_model(make())
+    provs = [virtual_gpu(), cpu()]
+    want = [[DEFAULT_COST.kernel_seconds(*node_work(g, n), p.device.is_host) for p in provs] for n in g.nodes]
+    assert kernel_times(g, provs, DEFAULT_COST).tolist() == want

@@ -284,3 +284,48 @@ def test_graph_arrays_match_per_node_references(nodes):
         sigs.setdefault(key, n.id)
     assert arr.signatures == list(sigs) and arr.sig_first.tolist() == list(sigs.values())
     assert arr.value_bytes.tolist() == [-1 if v.nbytes is None else v.nbytes for v in g.values.values()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(max_nodes=40))
+def test_arrays_from_the_loaders_recorded_slots_equal_arrays_from_name_lookups(nodes):
+    g = he.load_model(build_model(nodes))
+    assert g._slots is not None and g._arrays is not None  # recorded by build_graph, built at load
+    arr = graph_arrays(g)
+    names = arr.value_names
+    assert names == list(g.values) and [v.index for v in g.values.values()] == list(range(len(names)))
+    for n in g.nodes:
+        ins = arr.in_idx[arr.in_ptr[n.id]:arr.in_ptr[n.id + 1]].tolist()
+        outs = arr.out_idx[arr.out_ptr[n.id]:arr.out_ptr[n.id + 1]].tolist()
+        assert [names[j] if j >= 0 else "" for j in ins] == list(n.inputs)
+        assert [names[j] if j >= 0 else "" for j in outs] == list(n.outputs)
+    g._arrays, g._slots = None, None          # the path that looks every name up
+    ref = graph_arrays(g)
+    for f in dataclasses.fields(arr):
+        a, b = getattr(arr, f.name), getattr(ref, f.name)
+        if f.name in ("value_index", "out_ptr", "out_idx", "ctx_cache", "answers") or f.name.startswith("_"):
+            continue
+        assert (np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b), f.name
+    provs = [mask(virtual_gpu(), deny=["Relu"]), cpu()]
+    g2 = he.load_model(build_model(nodes))
+    assert he.plan(g, provs).node_partition == he.plan(g2, provs).node_partition
+
+
+def test_recorded_slots_keep_empty_and_repeated_inputs_and_several_outputs():
+    mx = numpy_helper.from_array(np.float32(1.0).reshape(()), "mx")
+    g = helper.make_graph(
+        [helper.make_node("Clip", ["x", "", "mx"], ["c"], name="clip"),
+         helper.make_node("Mul", ["c", "c"], ["m"], name="sq"),
+         helper.make_node("Split", ["m"], ["s0", "s1"], name="split", axis=0, num_outputs=2)],
+        "slots", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+        [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("s1", TensorProto.FLOAT, [2, 3])], initializer=[mx])
+    gr = he.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+    arr = graph_arrays(gr)
+    names = arr.value_names
+    row = [[names[j] if j >= 0 else "" for j in arr.in_idx[arr.in_ptr[i]:arr.in_ptr[i + 1]].tolist()]
+           for i in range(3)]
+    assert row == [["x", "", "mx"], ["c", "c"], ["m"]]
+    assert [names[j] for j in arr.out_idx[arr.out_ptr[2]:arr.out_ptr[3]].tolist()] == ["s0", "s1"]
+    assert gr.values["c"].consumers == [1]   # a node reading a value twice is one consumer
+    assert arr.pred_idx[arr.pred_ptr[1]:arr.pred_ptr[2]].tolist() == [0]

@@ -40,9 +40,15 @@ class GraphArrays:
     #: per value: interned shape id, and whether it is an initializer
     value_shape: np.ndarray = None
     value_const: np.ndarray = None
+    #: value name -> index (built on first use when build_graph recorded the slots)
     value_index: dict = None
+    #: output slots of every node (value index, -1 for an empty slot), CSR; None: look up by name
+    out_ptr: np.ndarray = None
+    out_idx: np.ndarray = None
     #: per value: interned dtype id
     value_dtype: np.ndarray = None
+    #: per value: element count of its static shape (-1 unknown)
+    value_elems: np.ndarray = None
     #: signature id -> context classes of its nodes (see :func:`context_classes`)
     ctx_cache: dict = field(default_factory=dict)
     #: capability answers of providers that declare a ``capability_key()``, per key
@@ -119,7 +125,8 @@ def graph_arrays(graph) -> GraphArrays:
     names = list(values)
     vals = list(values.values())
     nv = len(names)
-    vindex = dict(zip(names, range(nv)))
+    recorded = getattr(graph, "_slots", None)  # slot indices build_graph recorded on its walk
+    vindex = None if recorded is not None else dict(zip(names, range(nv)))
     nodes = graph.nodes
     n = len(nodes)
     # per value: producer, interned shape and dtype (dense ids, first-seen order), bytes
@@ -139,7 +146,13 @@ def graph_arrays(graph) -> GraphArrays:
         ok = (e >= 0) & (isz >= 0)
         nbytes[ok] = e[ok] * isz[ok]
     # per node: input slots (value index, -1 absent), CSR
-    in_ptr, in_idx = _slots(nodes, _INPUTS, vindex, default=False)
+    out_ptr = out_idx = None
+    if recorded is not None:
+        in_ptr, in_idx = _csr_of(recorded[0], recorded[1])
+        out_ptr, out_idx = _csr_of(recorded[2], recorded[3])
+    else:
+        in_ptr, in_idx = _slots(nodes, _INPUTS, vindex, default=False)
+        out_ptr, out_idx = _slots(nodes, _OUTPUTS, vindex, default=True)
     in_len = np.diff(in_ptr)
     # signatures (domain, op_type, opset, input dtypes), numbered in first-node order
     base_ids: dict = {}
@@ -167,13 +180,19 @@ def graph_arrays(graph) -> GraphArrays:
     pred_ptr, pred_idx = _csr(dst_a[internal], use_src[internal], n)
     succ_ptr, succ_idx = _csr(use_src[internal], dst_a[internal], n)
     vconst = np.zeros(nv, bool)
-    inits = [vindex[k] for k in graph.initializer_protos if k in vindex]
+    if vindex is None:
+        inits = [values[k].index for k in graph.initializer_protos if k in values]
+        outs = [values[o].index for o in graph.outputs if o in values]
+    else:
+        inits = [vindex[k] for k in graph.initializer_protos if k in vindex]
+        outs = [vindex[o] for o in graph.outputs if o in vindex]
     vconst[inits] = True
     arr = GraphArrays(n, pred_ptr, pred_idx, succ_ptr, succ_idx, use_src, dst_a, val_a, names, producer,
-                      nbytes, np.asarray([vindex[o] for o in graph.outputs if o in vindex], np.int64),
+                      nbytes, np.asarray(outs, np.int64),
                       node_sig, signatures, sig_first,
                       in_ptr=in_ptr, in_idx=in_idx, value_shape=vshape, value_const=vconst,
-                      value_index=vindex, value_dtype=vdt)
+                      value_index=vindex, value_dtype=vdt, out_ptr=out_ptr, out_idx=out_idx,
+                      value_elems=elems[vshape] if nv else np.zeros(0, np.int64))
     graph._arrays = arr
     return arr
 
@@ -255,6 +274,13 @@ def _group_rows(base: np.ndarray, ptr: np.ndarray, lens: np.ndarray, slots: np.n
     return ids, np.sort(first)
 
 
+def _csr_of(lens: list, flat: list) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (ptr, idx) of per-row lengths and the rows' concatenated items."""
+    ptr = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(np.asarray(lens, np.int64), out=ptr[1:])
+    return ptr, np.asarray(flat, np.int64).reshape(-1)
+
+
 def _t(shape):
     return shape if shape is None or type(shape) is tuple else tuple(shape)
 
@@ -314,12 +340,19 @@ def context_classes(graph, arr: GraphArrays, sig: int, members: np.ndarray) -> n
                 attr[r] = akeys.setdefault(a, len(akeys) + 1)
     cols.append(attr[:, None])
     # outputs: count, then (shape id, dtype id) per slot (-1 absent), padded with -2
-    out_ptr, out_idx = _slots(member_nodes, _OUTPUTS, arr.value_index, default=True)
-    olen = np.diff(out_ptr)
+    if arr.out_ptr is not None:
+        starts = arr.out_ptr[members]
+        olen = arr.out_ptr[members + 1] - starts
+        out_idx = arr.out_idx
+    else:
+        if arr.value_index is None:
+            arr.value_index = dict(zip(arr.value_names, range(len(arr.value_names))))
+        out_ptr, out_idx = _slots(member_nodes, _OUTPUTS, arr.value_index, default=True)
+        starts, olen = out_ptr[:-1], np.diff(out_ptr)
     width = int(olen.max()) if m else 0
     cols.append(olen[:, None])
     if width:
-        pos = out_ptr[:-1][:, None] + np.arange(width)
+        pos = starts[:, None] + np.arange(width)
         inside = np.arange(width)[None, :] < olen[:, None]
         j = np.where(inside, out_idx[np.minimum(pos, len(out_idx) - 1)], -1)
         safe = np.maximum(j, 0)

@@ -332,7 +332,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
     # run-time shapes come from onnx's per-node inference (hetero_explore.shapes), which cannot
     # see into subgraphs nor count a data-dependent split: such a node whose output shapes are
     # not known at load time fails closed here rather than at run time
-    for node in graph.nodes:
+    for node in (graph.nodes if present & RUNTIME_SHAPE_UNSUPPORTED else ()):
         why = runtime_shape_blocker(graph, node)
         if why:
             out.append(Blocker("dynamic-shape", node.name, why))
@@ -450,8 +450,8 @@ def _with_unplaced_lane(provs, assignment, hard):
 def _with_children(p: Plan, provs, policy: str) -> Plan:
     """Control-flow hook: the child plans of the subgraphs (over the same providers), and their
     blockers, attached to the plan (see :mod:`hetero_explore.control`)."""
-    if not any(n.implicit_inputs or n.op_type in CONTROL_FLOW or n.op_type == "SequenceMap"
-               for n in p.graph.nodes):
+    ops = {sig[1] for sig in graph_arrays(p.graph).signatures}
+    if not (getattr(p.graph, "has_implicit_inputs", True) or ops & (CONTROL_FLOW | {"SequenceMap"})):
         return p
     from dataclasses import replace
 

@@ -51,28 +51,30 @@ from .arrays import sorted_unique
 
 
 @njit(cache=True)
-def _convex(members, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
-    """Is the set ``members`` convex in the DAG given in topological ``order``?"""
+def _reached(members, ptr, idx, order, step):
+    """Per node: reached from the set ``members`` through at least one edge, sweeping
+    ``order`` forwards (``step`` 1, with predecessor CSR) or backwards (-1, successors)."""
     n = members.shape[0]
-    fwd = np.zeros(n, np.bool_)  # reachable from the set through at least one edge
-    for k in range(order.shape[0]):
+    out = np.zeros(n, np.bool_)
+    m = order.shape[0]
+    start, stop = (0, m) if step > 0 else (m - 1, -1)
+    for k in range(start, stop, step):
         v = order[k]
-        for j in range(pred_ptr[v], pred_ptr[v + 1]):
-            u = pred_idx[j]
-            if members[u] or fwd[u]:
-                fwd[v] = True
+        for j in range(ptr[v], ptr[v + 1]):
+            u = idx[j]
+            if members[u] or out[u]:
+                out[v] = True
                 break
-    bwd = np.zeros(n, np.bool_)
-    for k in range(order.shape[0] - 1, -1, -1):
-        v = order[k]
-        for j in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[j]
-            if members[w] or bwd[w]:
-                bwd[v] = True
-                break
-        if bwd[v] and fwd[v] and not members[v]:
-            return False
-    return True
+    return out
+
+
+@njit(cache=True)
+def _convex(members, pred_ptr, pred_idx, succ_ptr, succ_idx, order):
+    """Is the set ``members`` convex in the DAG given in topological ``order``? (no node
+    outside it is both reached from it and reaching it)"""
+    fwd = _reached(members, pred_ptr, pred_idx, order, 1)
+    bwd = _reached(members, succ_ptr, succ_idx, order, -1)
+    return not np.any(fwd & bwd & ~members)
 
 
 @njit(cache=True)
@@ -425,18 +427,7 @@ def merge_maximal(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
         if not merged:
             return group
         # renumber the merged partition graph topologically (keys stay structural)
-        _, dense = np.unique(root, return_inverse=True)
-        mm = int(dense.max()) + 1
-        g2 = dense[group]
-        gu, gv = g2[src], g2[dst]
-        keep = gu != gv
-        p2, pi2, s2, si2 = _csr_pair(gu[keep], gv[keep], mm)
-        topo = _topo(p2, s2, si2, mm)
-        if len(topo) != mm:  # pragma: no cover - merges are checked acyclic
-            raise RuntimeError("internal error: merging produced a cycle")
-        rank = np.empty(mm, np.int64)
-        rank[topo] = np.arange(mm)
-        group = rank[g2]
+        group = _topological_ids(root[group], arr)
 
 
 @njit(cache=True)
@@ -496,11 +487,25 @@ def _topological_ids(group, arr):
     keep = gu != gv
     p2, _, s2, si2 = _csr_pair(gu[keep], gv[keep], m)
     topo = _topo(p2, s2, si2, m)
-    if len(topo) != m:  # pragma: no cover
+    if len(topo) != m:  # pragma: no cover - merges are checked acyclic
         raise RuntimeError("internal error: the partition graph has a cycle")
     rank = np.empty(m, np.int64)
     rank[topo] = np.arange(m)
     return rank[g]
+
+
+@njit(cache=True)
+def _heap_push(heap, size, x):
+    """Push ``x`` on the binary min-heap ``heap[:size]``; returns the new size."""
+    i = size
+    while i > 0:
+        par = (i - 1) // 2
+        if heap[par] <= x:
+            break
+        heap[i] = heap[par]
+        i = par
+    heap[i] = x
+    return size + 1
 
 
 @njit(cache=True)
@@ -513,17 +518,7 @@ def _rank_groups(first, sptr, gv, indeg, gid):
     rank = np.empty(m, np.int64)
     for g in range(m):
         if indeg[g] == 0:
-            # push first[g]
-            x = first[g]
-            i = size
-            size += 1
-            while i > 0:
-                par = (i - 1) // 2
-                if heap[par] <= x:
-                    break
-                heap[i] = heap[par]
-                i = par
-            heap[i] = x
+            size = _heap_push(heap, size, first[g])
     r = 0
     while size > 0:
         top = heap[0]
@@ -549,16 +544,7 @@ def _rank_groups(first, sptr, gv, indeg, gid):
             w = gv[j]
             indeg[w] -= 1
             if indeg[w] == 0:
-                y = first[w]
-                i = size
-                size += 1
-                while i > 0:
-                    par = (i - 1) // 2
-                    if heap[par] <= y:
-                        break
-                    heap[i] = heap[par]
-                    i = par
-                heap[i] = y
+                size = _heap_push(heap, size, first[w])
     return rank, r
 
 

@@ -75,25 +75,54 @@ def node_work(graph, node) -> tuple[float, float]:
     outs = [vals[o] for o in node.outputs if o and o in vals]
     nbytes = sum(v.nbytes or 0 for v in ins + outs)
     out_elems = sum(_numel(v.shape) for v in outs)
+    return _flops(node, ins, out_elems), float(nbytes)
+
+
+def _flops(node, ins: list, out_elems: int) -> float:
+    """:func:`node_work`'s FLOPs of ``node`` from its input values and output elements."""
     op = node.op_type
     if op in ("MatMul", "Gemm", "FusedMatMul") and len(ins) >= 2 and ins[0].shape:
         k = ins[0].shape[-1] if op != "Gemm" or not node.attr("transA", 0) else ins[0].shape[0]
-        flops = 2.0 * out_elems * (k if isinstance(k, int) else 1)
-    elif op in ("Conv", "ConvTranspose") and len(ins) >= 2 and ins[1].shape:
+        return 2.0 * out_elems * (k if isinstance(k, int) else 1)
+    if op in ("Conv", "ConvTranspose") and len(ins) >= 2 and ins[1].shape:
         w = ins[1].shape
-        flops = 2.0 * out_elems * (_numel(w[1:]) or 1)
-    else:
-        flops = float(out_elems)
-    return flops, float(nbytes)
+        return 2.0 * out_elems * (_numel(w[1:]) or 1)
+    return float(out_elems)
+
+
+#: ops whose FLOPs :func:`node_work` counts from their operands (the rest: one per output element)
+_COUNTED = frozenset({"MatMul", "Gemm", "FusedMatMul", "Conv", "ConvTranspose"})
+
+
+def _slot_sums(per_value: np.ndarray, ptr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per node: the sum of ``per_value`` over its slots (absent slots count 0)."""
+    x = np.where(idx >= 0, per_value[np.maximum(idx, 0)], 0) if len(idx) else np.zeros(0, np.int64)
+    total = np.concatenate([[0], np.cumsum(x)])
+    return total[ptr[1:]] - total[ptr[:-1]]
 
 
 def kernel_times(graph, providers, cost: CostModel) -> np.ndarray:
-    """(n_nodes, n_providers) estimated seconds of each node on each provider."""
-    hosts = [p.device.is_host for p in providers]
-    out = np.empty((len(graph.nodes), len(providers)))
-    for node in graph.nodes:
-        f, b = node_work(graph, node)
-        out[node.id] = [cost.kernel_seconds(f, b, h) for h in hosts]
+    """(n_nodes, n_providers) estimated seconds of each node on each provider: the
+    values of :meth:`CostModel.kernel_seconds` of :func:`node_work`, computed from the
+    graph's arrays (operands looked at only for the ops whose FLOPs it counts)."""
+    arr = graph_arrays(graph)
+    n = arr.n_nodes
+    nbytes = (_slot_sums(np.maximum(arr.value_bytes, 0), arr.in_ptr, arr.in_idx)
+              + _slot_sums(np.maximum(arr.value_bytes, 0), arr.out_ptr, arr.out_idx)).astype(np.float64)
+    out_elems = _slot_sums(np.maximum(arr.value_elems, 0), arr.out_ptr, arr.out_idx)
+    flops = out_elems.astype(np.float64)
+    counted = [i for i, sig in enumerate(arr.signatures) if sig[1] in _COUNTED]
+    if counted:
+        vals = graph.values
+        elems = out_elems.tolist()
+        for v in np.flatnonzero(np.isin(arr.node_sig, counted)).tolist():
+            node = graph.nodes[v]
+            flops[v] = _flops(node, [vals[i] for i in node.inputs if i and i in vals], elems[v])
+    out = np.empty((n, len(providers)))
+    for j, p in enumerate(providers):
+        f, b = ((cost.host_flops, cost.host_bandwidth) if p.device.is_host
+                else (cost.device_flops, cost.device_bandwidth))
+        out[:, j] = cost.launch_overhead + np.maximum(flops / f, nbytes / b)
     return out
 
 
@@ -141,19 +170,29 @@ class _TransferCost:
             self.consumers.setdefault(v_, []).append(d_)
             self.reads[d_].append(v_)
         self.producer = arr.value_producer
+        self.producer_l = arr.value_producer.tolist()
+        self.vbytes_l = arr.value_bytes.tolist()
+        self.kinds = [[transfer_kind(s, d) for d in self.devs] for s in self.devs]
         self.writes: list[list[int]] = [[] for _ in range(n)]
         for v_ in self.consumers:
             self.writes[int(self.producer[v_])].append(v_)
 
     def value_cost(self, v: int, a: dict | None = None) -> float:
-        get = (lambda x: a.get(x, self.a[x])) if a else (lambda x: self.a[x])
-        src = get(int(self.producer[v]))
-        dsts = {get(c) for c in self.consumers[v]}
+        cur = self.a
+        p = self.producer_l[v]
+        if a:
+            src = a.get(p, cur[p])
+            dsts = {a.get(c, cur[c]) for c in self.consumers[v]}
+        else:
+            src = cur[p]
+            dsts = {cur[c] for c in self.consumers[v]}
         dsts.discard(src)
-        b = int(self.vbytes[v])
+        if not dsts:
+            return 0.0
+        b = max(self.vbytes_l[v], 0)
         total = 0.0
         for d in dsts:
-            total += self.cost.transfer_seconds(max(b, 0), transfer_kind(self.devs[src], self.devs[d]))
+            total += self.cost.transfer_seconds(b, self.kinds[int(src)][int(d)])
         return total
 
     def delta(self, nodes, q: int) -> float:
@@ -178,13 +217,22 @@ def min_transfer_policy(graph, providers, assignment, declined, cost=None, suppo
     reason_of: dict[int, tuple[int, float]] = {}
     eps = 1e-12
 
+    kt_rows = kt.tolist()            # one node's row as Python floats (the same values)
+    support_rows = support.tolist()
+
     def try_move(nodes: list[int]) -> bool:
         cur = int(a[nodes[0]])
         best_q, best_gain = -1, eps
+        one = nodes[0] if len(nodes) == 1 else -1
         for q in range(cur + 1, len(providers)):
-            if not all(support[v, q] for v in nodes):
-                continue
-            d_k = float(kt[nodes, q].sum() - kt[nodes, cur].sum())
+            if one >= 0:
+                if not support_rows[one][q]:
+                    continue
+                d_k = kt_rows[one][q] - kt_rows[one][cur]
+            else:
+                if not all(support[v, q] for v in nodes):
+                    continue
+                d_k = float(kt[nodes, q].sum() - kt[nodes, cur].sum())
             gain = -(tc.delta(nodes, q) + d_k)
             if gain > best_gain:
                 best_q, best_gain = q, gain
