@@ -856,7 +856,7 @@ def load_model(model, input_shapes: Mapping[str, tuple] | None = None,
     gc.disable()
     try:
         g = _load_model(model, input_shapes, dim_values, fold_constants, check, fold_limit_bytes,
-                        max_inlined_nodes)
+                        max_inlined_nodes, optimize)
     finally:
         if was_enabled:
             gc.enable()
@@ -870,7 +870,7 @@ COLLECT_AFTER_NODES = 20_000
 
 
 def _load_model(model, input_shapes, dim_values, fold_constants, check, fold_limit_bytes,
-                max_inlined_nodes) -> Graph:
+                max_inlined_nodes, optimize) -> Graph:
     try:
         if not isinstance(optimize, bool):
             from .errors import ArgumentTypeError
