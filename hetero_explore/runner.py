@@ -810,32 +810,6 @@ def plan_offsets(items, align: int) -> tuple[dict, int]:
     return offsets, total
 
 
-    def _run_allocating(self, st: Step, ins, vals, ledger: Ledger, record, shapes, frees) -> None:
-        """A step whose kernel allocates its outputs (see the module docs), checked after."""
-        for (i, name, shape, dtype), known in zip(st.checks, st.known_in):
-            b = ins[i]
-            if not _fits(known, b.shape) or (dtype is not None and not _same_dtype(b.dtype, dtype)):
-                raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
-        try:
-            outs = st.kernel.run_allocating(ins, st.outputs, ledger)
-        except (ShapeMismatchError, MemoryBudgetError):
-            raise
-        except Exception as e:
-            raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
-        for (name, pshape, pdtype), known, buf in zip(st.out_specs, st.known_out, outs):
-            if not name:
-                continue
-            vals[name] = buf
-            if not _fits(known, buf.shape) or (pdtype is not None and not _same_dtype(buf.dtype, pdtype)):
-                raise self._mismatch(st, "output", name, (pshape, pdtype), (buf.shape, buf.dtype), computed=True)
-            if shapes is not None:
-                shapes[name] = (buf.shape, buf.dtype)
-            if record is not None:
-                record[name] = self.provider.copy_to_host(buf)
-        for name in frees:
-            ledger.free(vals.pop(name))
-
-
 def _spec(shape, dtype) -> str:
     name = "?" if dtype is None else np.dtype(dtype).name
     return f"{name} {tuple(shape) if shape is not None else '(?)'}"
