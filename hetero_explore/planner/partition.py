@@ -430,6 +430,116 @@ def merge_maximal(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
         group = _topological_ids(root[group], arr)
 
 
+# -- non-adjacent merges: a greedy topological re-grouping of the partition graph ----
+@njit(cache=True)
+def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
+    """Run index of every unit of a DAG (units = partitions, provider ``gp``): a
+    topological order that keeps taking ready units of the current provider until
+    none is left (that closure does not depend on the order inside it), then switches
+    to the provider that ``rule`` picks among those with ready units: 0 = highest
+    priority, 1 = most ready units, 2 = most ready nodes (``weight``), 3 = lowest
+    priority; ties go to the higher priority. Each run is a contiguous stretch of a topological order, hence
+    convex, and a union of units. The choice depends only on the structure."""
+    m = gp.shape[0]
+    indeg = np.empty(m, np.int64)
+    for u in range(m):
+        indeg[u] = pred_ptr[u + 1] - pred_ptr[u]
+    head = np.full(n_providers, -1, np.int64)   # per provider: a stack of ready units
+    nxt = np.full(m, -1, np.int64)
+    cnt = np.zeros(n_providers, np.int64)
+    wsum = np.zeros(n_providers, np.int64)
+    for u in range(m):
+        if indeg[u] == 0:
+            q = gp[u]
+            nxt[u] = head[q]
+            head[q] = u
+            cnt[q] += 1
+            wsum[q] += weight[u]
+    run = np.full(m, -1, np.int64)
+    n_runs = 0
+    done = 0
+    while done < m:
+        best = -1
+        for q in range(n_providers):
+            if cnt[q] == 0:
+                continue
+            if best < 0:
+                best = q
+            elif rule == 1 and cnt[q] > cnt[best]:
+                best = q
+            elif rule == 2 and wsum[q] > wsum[best]:
+                best = q
+            elif rule == 3:
+                best = q
+        if best < 0:  # pragma: no cover - the partition graph is a DAG
+            break
+        q = best
+        while head[q] >= 0:
+            u = head[q]
+            head[q] = nxt[u]
+            cnt[q] -= 1
+            wsum[q] -= weight[u]
+            run[u] = n_runs
+            done += 1
+            for j in range(succ_ptr[u], succ_ptr[u + 1]):
+                w = succ_idx[j]
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    r = gp[w]
+                    nxt[w] = head[r]
+                    head[r] = w
+                    cnt[r] += 1
+                    wsum[r] += weight[w]
+        n_runs += 1
+    return run
+
+
+def _greedy_regroup(group, assignment, arr, n_providers, rules):
+    """The best greedy topological re-grouping of the units ``group`` (dense ids) over
+    ``rules``, compared provider by provider in priority order: (group ids, counts)."""
+    m = int(group.max()) + 1
+    gp = np.zeros(m, np.int64)
+    gp[group] = assignment
+    weight = np.bincount(group, minlength=m).astype(np.int64)
+    src = np.repeat(np.arange(arr.n_nodes), np.diff(arr.succ_ptr))
+    gu, gv = group[src], group[arr.succ_idx]
+    keep = gu != gv
+    pred_ptr, _, succ_ptr, succ_idx = _csr_pair(gu[keep], gv[keep], m)
+    best, best_c = None, None
+    for rule in rules:
+        g2 = _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule)[group]
+        c2 = _counts(g2, assignment, n_providers)
+        if best_c is None or c2 < best_c:
+            best, best_c = g2, c2
+    return best, best_c
+
+
+def merge_unreachable(group: np.ndarray, assignment: np.ndarray, arr, n_providers: int) -> np.ndarray:
+    """Merge same-provider partitions that need not be apart, joined by an edge or not.
+
+    Candidates: greedy topological runs (:func:`_greedy_runs`, several switching rules)
+    over the partition graph (unions of the partitions, so no count can rise) and over
+    the node graph (which can split a partition the level sweep made too coarse), the
+    latter regrouped once more over its own runs. The best is kept, compared provider
+    by provider in priority order, the current grouping winning ties. ``group`` must be
+    dense ids; dense topological ids are returned."""
+    if int(group.max()) == 0:
+        return group
+    best, best_c = group, _counts(group, assignment, n_providers)
+    g2, c2 = _greedy_regroup(group, assignment, arr, n_providers, (0, 1, 2, 3))
+    if c2 < best_c:
+        best, best_c = g2, c2
+    nodes = np.arange(arr.n_nodes, dtype=np.int64)
+    g3, _ = _greedy_regroup(nodes, assignment, arr, n_providers, (0, 1, 3))
+    _, g3 = np.unique(g3, return_inverse=True)
+    g3, c3 = _greedy_regroup(g3.astype(np.int64), assignment, arr, n_providers, (0, 1, 2, 3))
+    if c3 < best_c:
+        best, best_c = g3, c3
+    if best is group:
+        return group
+    return _topological_ids(best, arr)
+
+
 @njit(cache=True)
 def _lower_bound_runs(prov, n_providers, pred_ptr, pred_idx):
     n = prov.shape[0]
@@ -476,6 +586,8 @@ def convex_partitions(assignment: np.ndarray, arr, n_providers: int) -> np.ndarr
         # contracted ids follow the super graph's order; make them dense and topological
         if _counts(g2, assignment, n_providers) <= _counts(group, assignment, n_providers):
             group = _topological_ids(g2, arr)
+    group = merge_maximal(group, assignment, arr)
+    group = merge_unreachable(group, assignment, arr, n_providers)
     return merge_maximal(group, assignment, arr)
 
 
