@@ -438,7 +438,9 @@ def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
     none is left (that closure does not depend on the order inside it), then switches
     to the provider that ``rule`` picks among those with ready units: 0 = highest
     priority, 1 = most ready units, 2 = most ready nodes (``weight``), 3 = lowest
-    priority; ties go to the higher priority. Each run is a contiguous stretch of a topological order, hence
+    priority, 4 = the ready unit with the longest tail (most provider changes along a
+    path to a sink: a critical path first); ties go to the higher priority. Unit ids
+    must be topological. Each run is a contiguous stretch of a topological order, hence
     convex, and a union of units. The choice depends only on the structure."""
     m = gp.shape[0]
     indeg = np.empty(m, np.int64)
@@ -448,6 +450,17 @@ def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
     nxt = np.full(m, -1, np.int64)
     cnt = np.zeros(n_providers, np.int64)
     wsum = np.zeros(n_providers, np.int64)
+    tail = np.zeros(m, np.int64)
+    if rule == 4:
+        for u in range(m - 1, -1, -1):
+            t = 0
+            for j in range(succ_ptr[u], succ_ptr[u + 1]):
+                w = succ_idx[j]
+                c = tail[w] + (1 if gp[w] != gp[u] else 0)
+                if c > t:
+                    t = c
+            tail[u] = t
+    tmax = np.full(n_providers, -1, np.int64)   # longest tail among the ready units
     for u in range(m):
         if indeg[u] == 0:
             q = gp[u]
@@ -455,6 +468,8 @@ def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
             head[q] = u
             cnt[q] += 1
             wsum[q] += weight[u]
+            if tail[u] > tmax[q]:
+                tmax[q] = tail[u]
     run = np.full(m, -1, np.int64)
     n_runs = 0
     done = 0
@@ -471,9 +486,12 @@ def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
                 best = q
             elif rule == 3:
                 best = q
+            elif rule == 4 and tmax[q] > tmax[best]:
+                best = q
         if best < 0:  # pragma: no cover - the partition graph is a DAG
             break
         q = best
+        tmax[q] = -1  # the stack is drained: every unit pushed from now on is new
         while head[q] >= 0:
             u = head[q]
             head[q] = nxt[u]
@@ -490,6 +508,8 @@ def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
                     head[r] = w
                     cnt[r] += 1
                     wsum[r] += weight[w]
+                    if tail[w] > tmax[r]:
+                        tmax[r] = tail[w]
         n_runs += 1
     return run
 
@@ -526,18 +546,148 @@ def merge_unreachable(group: np.ndarray, assignment: np.ndarray, arr, n_provider
     if int(group.max()) == 0:
         return group
     best, best_c = group, _counts(group, assignment, n_providers)
-    g2, c2 = _greedy_regroup(group, assignment, arr, n_providers, (0, 1, 2, 3))
+    g2, c2 = _greedy_regroup(group, assignment, arr, n_providers, (0, 1, 2, 3, 4))
     if c2 < best_c:
         best, best_c = g2, c2
     nodes = np.arange(arr.n_nodes, dtype=np.int64)
-    g3, _ = _greedy_regroup(nodes, assignment, arr, n_providers, (0, 1, 3))
+    g3, _ = _greedy_regroup(nodes, assignment, arr, n_providers, (0, 1, 3, 4))
     _, g3 = np.unique(g3, return_inverse=True)
-    g3, c3 = _greedy_regroup(g3.astype(np.int64), assignment, arr, n_providers, (0, 1, 2, 3))
+    g3, c3 = _greedy_regroup(g3.astype(np.int64), assignment, arr, n_providers, (0, 1, 2, 3, 4))
     if c3 < best_c:
         best, best_c = g3, c3
     if best is group:
         return group
     return _topological_ids(best, arr)
+
+
+@njit(cache=True)
+def _first_unreachable(gp, pred_ptr, pred_idx, m):
+    """Per unit u of a DAG with topological ids: the smallest a < u of the same provider
+    that does not reach u (-1 if none); a < u cannot be reached from u, so the two are
+    mutually unreachable. Reachability from 64 sources at a time, O(m/64 * edges)."""
+    cand = np.full(m, -1, np.int64)
+    bits = np.zeros(m, np.uint64)
+    n_prov = 0
+    for u in range(m):
+        if gp[u] + 1 > n_prov:
+            n_prov = gp[u] + 1
+    pmask = np.zeros(n_prov, np.uint64)
+    for s in range(0, m, 64):
+        e = min(s + 64, m)
+        pmask[:] = 0
+        for a in range(s, e):
+            pmask[gp[a]] |= np.uint64(1) << np.uint64(a - s)
+        for v in range(s, m):
+            acc = np.uint64(0)
+            if v < e:
+                acc = np.uint64(1) << np.uint64(v - s)
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                acc |= bits[pred_idx[j]]
+            bits[v] = acc
+        for u in range(s + 1, m):
+            if cand[u] >= 0:
+                continue
+            free = pmask[gp[u]] & ~bits[u]
+            if u < e:
+                free &= (np.uint64(1) << np.uint64(u - s)) - np.uint64(1)   # only a < u
+            if free:
+                k = 0
+                while not ((free >> np.uint64(k)) & np.uint64(1)):
+                    k += 1
+                cand[u] = s + k
+    return cand
+
+
+@njit(cache=True)
+def _path_avoiding(parent, nxt, succ_ptr, succ_idx, a, b, seen, stamp, stack):
+    """Does a path of two or more edges lead from merged unit ``a`` to ``b``?"""
+    top = 0
+    seen[a] = stamp
+    seen[b] = stamp
+    x = a
+    while x >= 0:
+        for j in range(succ_ptr[x], succ_ptr[x + 1]):
+            y = _find(parent, succ_idx[j])
+            if seen[y] != stamp:
+                seen[y] = stamp
+                stack[top] = y
+                top += 1
+        x = nxt[x]
+    while top > 0:
+        top -= 1
+        x = stack[top]
+        while x >= 0:
+            for j in range(succ_ptr[x], succ_ptr[x + 1]):
+                y = _find(parent, succ_idx[j])
+                if y == b:
+                    return True
+                if seen[y] != stamp:
+                    seen[y] = stamp
+                    stack[top] = y
+                    top += 1
+            x = nxt[x]
+    return False
+
+
+@njit(cache=True)
+def _merge_unjoined(cand, succ_ptr, succ_idx, m):
+    """Merge each unit u into ``cand[u]`` in ascending u; after the first merge each one
+    is re-checked exactly in both directions over the merged graph."""
+    parent = np.arange(m)
+    nxt = np.full(m, -1, np.int64)
+    tail = np.arange(m)
+    seen = np.zeros(m, np.int64)
+    stack = np.empty(m, np.int64)
+    stamp = 0
+    merged = 0
+    for u in range(m):
+        if cand[u] < 0:
+            continue
+        a = _find(parent, cand[u])
+        b = _find(parent, u)
+        if a == b:
+            continue
+        if merged:
+            stamp += 1
+            if _path_avoiding(parent, nxt, succ_ptr, succ_idx, a, b, seen, stamp, stack):
+                continue
+            stamp += 1
+            if _path_avoiding(parent, nxt, succ_ptr, succ_idx, b, a, seen, stamp, stack):
+                continue
+        if b < a:
+            a, b = b, a
+        parent[b] = a
+        nxt[tail[a]] = b
+        tail[a] = tail[b]
+        merged += 1
+    out = np.empty(m, np.int64)
+    for v in range(m):
+        out[v] = _find(parent, v)
+    return out, merged
+
+
+def merge_unjoined(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
+    """Merge same-provider partitions that neither reaches (merging two mutually
+    unreachable convex sets keeps them convex and the partition graph acyclic), each
+    into the earliest such partition, until none is left. ``group``: dense topological
+    ids (structural, so the result is too); returns such ids again."""
+    src = np.repeat(np.arange(arr.n_nodes), np.diff(arr.succ_ptr))
+    while True:
+        m = int(group.max()) + 1
+        if m <= 1:
+            return group
+        gp = np.zeros(m, np.int64)
+        gp[group] = assignment
+        gu, gv = group[src], group[arr.succ_idx]
+        keep = gu != gv
+        pred_ptr, pred_idx, succ_ptr, succ_idx = _csr_pair(gu[keep], gv[keep], m)
+        cand = _first_unreachable(gp, pred_ptr, pred_idx, m)
+        if not (cand >= 0).any():
+            return group
+        root, merged = _merge_unjoined(cand, succ_ptr, succ_idx, m)
+        if not merged:
+            return group
+        group = _topological_ids(root[group], arr)
 
 
 @njit(cache=True)
@@ -588,6 +738,7 @@ def convex_partitions(assignment: np.ndarray, arr, n_providers: int) -> np.ndarr
             group = _topological_ids(g2, arr)
     group = merge_maximal(group, assignment, arr)
     group = merge_unreachable(group, assignment, arr, n_providers)
+    group = merge_unjoined(group, assignment, arr)
     return merge_maximal(group, assignment, arr)
 
 
