@@ -737,7 +737,13 @@ def convex_partitions(assignment: np.ndarray, arr, n_providers: int) -> np.ndarr
         if _counts(g2, assignment, n_providers) <= _counts(group, assignment, n_providers):
             group = _topological_ids(g2, arr)
     group = merge_maximal(group, assignment, arr)
+    # counts never go below the path lower bounds: at the bounds no merge can exist
+    bounds = tuple(lower_bounds(assignment, arr, n_providers).tolist())
+    if _counts(group, assignment, n_providers) == bounds:
+        return group
     group = merge_unreachable(group, assignment, arr, n_providers)
+    if _counts(group, assignment, n_providers) == bounds:
+        return group  # at the bounds: maximal too (a merge would go below them)
     group = merge_unjoined(group, assignment, arr)
     return merge_maximal(group, assignment, arr)
 
