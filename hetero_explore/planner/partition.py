@@ -35,6 +35,12 @@ Algorithm (priority-recursive blocks; no per-merge graph search):
    (:func:`merge_maximal`): reachability is checked 64 candidates at a time
    with bit sets over the partition graph, which is far smaller than the node
    graph.
+6. **Not joined by an edge.** Unless every provider is already at its path lower
+   bound (then no merge can exist), the partitions are re-grouped by greedy
+   topological runs over the partition graph and over the node graph with a few
+   structural switching rules (:func:`merge_unreachable`, best kept, compared in
+   priority order), then same-provider partitions that neither reaches are merged,
+   each into the earliest one (:func:`merge_unjoined`), and step 5 runs again.
 
 Every step depends only on the graph's structure, never on node ids, so plans
 are invariant under node-order permutations. The sweeps are compiled with numba
