@@ -255,3 +255,92 @@ def test_transfer_dedup_per_value_and_destination():
     p = he.plan(g, provs)
     keys = sorted((t.value, t.dst_provider, t.kind) for t in p.transfers)
     assert keys == [("v0", "cpu", "D2H"), ("v0", "npu", "D2D")]
+
+
+
+
+def greedy_runs(g, assignment, k, switch):
+    """Runs per provider of a greedy topological order: keep taking a ready node of the
+    current provider (smallest id); when none is ready, switch to the provider that
+    ``switch(ready)`` picks. Contiguous runs of a topological order are convex, so these
+    counts are achievable."""
+    preds, succs = g.adjacency()
+    indeg = [len(ps) for ps in preds]
+    ready = sorted(v for v in range(len(g.nodes)) if indeg[v] == 0)
+    runs = [0] * k
+    cur = -1
+    while ready:
+        mine = [v for v in ready if assignment[v] == cur]
+        if not mine:
+            cur = switch(ready)
+            runs[cur] += 1
+            mine = [v for v in ready if assignment[v] == cur]
+        v = mine[0]
+        ready.remove(v)
+        for w in succs[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+        ready.sort()
+    return runs
+
+
+# derandomized: the planner's re-grouping is a set of structural greedy orders, not an
+# exact optimiser, and about one random case in several thousand still beats it (see
+# test_known_gap_beyond_the_structural_greedies); fixed examples keep this reproducible.
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(dags(), provider_sets())
+def test_partition_counts_reach_the_bound_wherever_a_greedy_order_does(nodes, provs):
+    g = he.load_model(build_model(nodes))
+    p = he.plan(g, provs)
+    k = len(p.providers)
+    a = p.assignment
+    counts = [sum(1 for part in p.partitions if part.provider_index == pi) for pi in range(k)]
+    bounds = [path_runs(g, a, pi) for pi in range(k)]
+    switches = [lambda ready: a[ready[0]],                                        # oldest ready node's
+                lambda ready: max(range(k), key=lambda q: (sum(a[v] == q for v in ready), -q))]  # most ready
+    for switch in switches:
+        greedy = greedy_runs(g, a, k, switch)
+        assert all(gr >= lb for gr, lb in zip(greedy, bounds))
+        if greedy == bounds:  # the bound is achievable, and a greedy order shows it
+            assert counts == bounds, (greedy, counts)
+
+
+def test_unjoined_same_provider_partitions_merge():
+    """The smallest case the level sweep missed: nodes 3 and 4 (provider p1) are not
+    joined by an edge and neither reaches the other, so they share one partition."""
+    a = [1, 0, 2, 1, 1, 0]
+    ops = {0: "Sigmoid", 1: "Relu", 2: "Tanh"}   # provider -> an op only it (or a later one) runs
+    nodes = [(ops[a[0]], [-1]), (ops[a[1]], [0]), (ops[a[2]], [0]), ("Add", [1, 2]),
+             (ops[a[4]], [2]), (ops[a[5]], [3])]
+    provs = [VirtualProvider("p0", "cuda:0", ops=["Sigmoid"]), VirtualProvider("p1", "npu:0", ops=["Relu", "Add"]),
+             VirtualProvider("p2", "cpu:0", ops=OPS)]
+    g = he.load_model(build_model(nodes))
+    p = he.plan(g, provs)
+    assert list(p.assignment) == a
+    counts = [sum(1 for part in p.partitions if part.provider_index == pi) for pi in range(3)]
+    assert counts == [2, 2, 1] == list(p.lower_bounds)
+    assert p.node_partition[3] == p.node_partition[4]
+    check_invariants(g, p)
+
+
+KNOWN_GAP = [("Sigmoid", [-1]), ("Relu", [0]), ("Relu", [0]), ("Tanh", [0]), ("Relu", [0]), ("Relu", [0]),
+             ("Relu", [0]), ("Relu", [0]), ("Relu", [0]), ("Relu", [0]), ("Sigmoid", [1]), ("Tanh", [1]),
+             ("Relu", [10]), ("Relu", [0]), ("Relu", [0]), ("Relu", [0]), ("Relu", [0]), ("Relu", [0]),
+             ("Relu", [0]), ("Relu", [0]), ("Relu", [11]), ("Relu", [0]), ("Relu", [3]), ("Tanh", [20]),
+             ("Relu", [0]), ("Relu", [0]), ("Relu", [0]), ("Relu", [0]), ("Relu", [0])]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: the oldest-ready greedy (node-id order) reaches [2, 2, 2]; "
+                   "the planner's structural greedies and merges stop at [2, 2, 3]")
+def test_known_gap_beyond_the_structural_greedies():
+    g = he.load_model(build_model(KNOWN_GAP))
+    provs = [VirtualProvider("p0", "cuda:0", ops=["Relu"]), VirtualProvider("p1", "npu:0", ops=["Sigmoid"]),
+             VirtualProvider("p2", "cpu:0", ops=OPS)]
+    p = he.plan(g, provs)
+    check_invariants(g, p)
+    a = p.assignment
+    assert greedy_runs(g, a, 3, lambda ready: max(range(3), key=lambda q: (sum(a[v] == q for v in ready), -q))) \
+        == [2, 2, 2] or greedy_runs(g, a, 3, lambda ready: a[ready[0]]) == [2, 2, 2]
+    counts = [sum(1 for part in p.partitions if part.provider_index == pi) for pi in range(3)]
+    assert counts == list(p.lower_bounds) == [2, 2, 2]

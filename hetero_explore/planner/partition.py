@@ -35,6 +35,12 @@ Algorithm (priority-recursive blocks; no per-merge graph search):
    (:func:`merge_maximal`): reachability is checked 64 candidates at a time
    with bit sets over the partition graph, which is far smaller than the node
    graph.
+6. **Not joined by an edge.** Unless every provider is already at its path lower
+   bound (then no merge can exist), the partitions are re-grouped by greedy
+   topological runs over the partition graph and over the node graph with a few
+   structural switching rules (:func:`merge_unreachable`, best kept, compared in
+   priority order), then same-provider partitions that neither reaches are merged,
+   each into the earliest one (:func:`merge_unjoined`), and step 5 runs again.
 
 Every step depends only on the graph's structure, never on node ids, so plans
 are invariant under node-order permutations. The sweeps are compiled with numba
@@ -430,6 +436,266 @@ def merge_maximal(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
         group = _topological_ids(root[group], arr)
 
 
+# -- non-adjacent merges: a greedy topological re-grouping of the partition graph ----
+@njit(cache=True)
+def _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule):
+    """Run index of every unit of a DAG (units = partitions, provider ``gp``): a
+    topological order that keeps taking ready units of the current provider until
+    none is left (that closure does not depend on the order inside it), then switches
+    to the provider that ``rule`` picks among those with ready units: 0 = highest
+    priority, 1 = most ready units, 2 = most ready nodes (``weight``), 3 = lowest
+    priority, 4 = the ready unit with the longest tail (most provider changes along a
+    path to a sink: a critical path first); ties go to the higher priority. Unit ids
+    must be topological. Each run is a contiguous stretch of a topological order, hence
+    convex, and a union of units. The choice depends only on the structure."""
+    m = gp.shape[0]
+    indeg = np.empty(m, np.int64)
+    for u in range(m):
+        indeg[u] = pred_ptr[u + 1] - pred_ptr[u]
+    head = np.full(n_providers, -1, np.int64)   # per provider: a stack of ready units
+    nxt = np.full(m, -1, np.int64)
+    cnt = np.zeros(n_providers, np.int64)
+    wsum = np.zeros(n_providers, np.int64)
+    tail = np.zeros(m, np.int64)
+    if rule == 4:
+        for u in range(m - 1, -1, -1):
+            t = 0
+            for j in range(succ_ptr[u], succ_ptr[u + 1]):
+                w = succ_idx[j]
+                c = tail[w] + (1 if gp[w] != gp[u] else 0)
+                if c > t:
+                    t = c
+            tail[u] = t
+    tmax = np.full(n_providers, -1, np.int64)   # longest tail among the ready units
+    for u in range(m):
+        if indeg[u] == 0:
+            q = gp[u]
+            nxt[u] = head[q]
+            head[q] = u
+            cnt[q] += 1
+            wsum[q] += weight[u]
+            if tail[u] > tmax[q]:
+                tmax[q] = tail[u]
+    run = np.full(m, -1, np.int64)
+    n_runs = 0
+    done = 0
+    while done < m:
+        best = -1
+        for q in range(n_providers):
+            if cnt[q] == 0:
+                continue
+            if best < 0:
+                best = q
+            elif rule == 1 and cnt[q] > cnt[best]:
+                best = q
+            elif rule == 2 and wsum[q] > wsum[best]:
+                best = q
+            elif rule == 3:
+                best = q
+            elif rule == 4 and tmax[q] > tmax[best]:
+                best = q
+        if best < 0:  # pragma: no cover - the partition graph is a DAG
+            break
+        q = best
+        tmax[q] = -1  # the stack is drained: every unit pushed from now on is new
+        while head[q] >= 0:
+            u = head[q]
+            head[q] = nxt[u]
+            cnt[q] -= 1
+            wsum[q] -= weight[u]
+            run[u] = n_runs
+            done += 1
+            for j in range(succ_ptr[u], succ_ptr[u + 1]):
+                w = succ_idx[j]
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    r = gp[w]
+                    nxt[w] = head[r]
+                    head[r] = w
+                    cnt[r] += 1
+                    wsum[r] += weight[w]
+                    if tail[w] > tmax[r]:
+                        tmax[r] = tail[w]
+        n_runs += 1
+    return run
+
+
+def _greedy_regroup(group, assignment, arr, n_providers, rules):
+    """The best greedy topological re-grouping of the units ``group`` (dense ids) over
+    ``rules``, compared provider by provider in priority order: (group ids, counts)."""
+    m = int(group.max()) + 1
+    gp = np.zeros(m, np.int64)
+    gp[group] = assignment
+    weight = np.bincount(group, minlength=m).astype(np.int64)
+    src = np.repeat(np.arange(arr.n_nodes), np.diff(arr.succ_ptr))
+    gu, gv = group[src], group[arr.succ_idx]
+    keep = gu != gv
+    pred_ptr, _, succ_ptr, succ_idx = _csr_pair(gu[keep], gv[keep], m)
+    best, best_c = None, None
+    for rule in rules:
+        g2 = _greedy_runs(gp, weight, n_providers, pred_ptr, succ_ptr, succ_idx, rule)[group]
+        c2 = _counts(g2, assignment, n_providers)
+        if best_c is None or c2 < best_c:
+            best, best_c = g2, c2
+    return best, best_c
+
+
+def merge_unreachable(group: np.ndarray, assignment: np.ndarray, arr, n_providers: int) -> np.ndarray:
+    """Merge same-provider partitions that need not be apart, joined by an edge or not.
+
+    Candidates: greedy topological runs (:func:`_greedy_runs`, several switching rules)
+    over the partition graph (unions of the partitions, so no count can rise) and over
+    the node graph (which can split a partition the level sweep made too coarse), the
+    latter regrouped once more over its own runs. The best is kept, compared provider
+    by provider in priority order, the current grouping winning ties. ``group`` must be
+    dense ids; dense topological ids are returned."""
+    if int(group.max()) == 0:
+        return group
+    best, best_c = group, _counts(group, assignment, n_providers)
+    g2, c2 = _greedy_regroup(group, assignment, arr, n_providers, (0, 1, 2, 3, 4))
+    if c2 < best_c:
+        best, best_c = g2, c2
+    nodes = np.arange(arr.n_nodes, dtype=np.int64)
+    g3, _ = _greedy_regroup(nodes, assignment, arr, n_providers, (0, 1, 3, 4))
+    _, g3 = np.unique(g3, return_inverse=True)
+    g3, c3 = _greedy_regroup(g3.astype(np.int64), assignment, arr, n_providers, (0, 1, 2, 3, 4))
+    if c3 < best_c:
+        best, best_c = g3, c3
+    if best is group:
+        return group
+    return _topological_ids(best, arr)
+
+
+@njit(cache=True)
+def _first_unreachable(gp, pred_ptr, pred_idx, m):
+    """Per unit u of a DAG with topological ids: the smallest a < u of the same provider
+    that does not reach u (-1 if none); a < u cannot be reached from u, so the two are
+    mutually unreachable. Reachability from 64 sources at a time, O(m/64 * edges)."""
+    cand = np.full(m, -1, np.int64)
+    bits = np.zeros(m, np.uint64)
+    n_prov = 0
+    for u in range(m):
+        if gp[u] + 1 > n_prov:
+            n_prov = gp[u] + 1
+    pmask = np.zeros(n_prov, np.uint64)
+    for s in range(0, m, 64):
+        e = min(s + 64, m)
+        pmask[:] = 0
+        for a in range(s, e):
+            pmask[gp[a]] |= np.uint64(1) << np.uint64(a - s)
+        for v in range(s, m):
+            acc = np.uint64(0)
+            if v < e:
+                acc = np.uint64(1) << np.uint64(v - s)
+            for j in range(pred_ptr[v], pred_ptr[v + 1]):
+                acc |= bits[pred_idx[j]]
+            bits[v] = acc
+        for u in range(s + 1, m):
+            if cand[u] >= 0:
+                continue
+            free = pmask[gp[u]] & ~bits[u]
+            if u < e:
+                free &= (np.uint64(1) << np.uint64(u - s)) - np.uint64(1)   # only a < u
+            if free:
+                k = 0
+                while not ((free >> np.uint64(k)) & np.uint64(1)):
+                    k += 1
+                cand[u] = s + k
+    return cand
+
+
+@njit(cache=True)
+def _path_avoiding(parent, nxt, succ_ptr, succ_idx, a, b, seen, stamp, stack):
+    """Does a path of two or more edges lead from merged unit ``a`` to ``b``?"""
+    top = 0
+    seen[a] = stamp
+    seen[b] = stamp
+    x = a
+    while x >= 0:
+        for j in range(succ_ptr[x], succ_ptr[x + 1]):
+            y = _find(parent, succ_idx[j])
+            if seen[y] != stamp:
+                seen[y] = stamp
+                stack[top] = y
+                top += 1
+        x = nxt[x]
+    while top > 0:
+        top -= 1
+        x = stack[top]
+        while x >= 0:
+            for j in range(succ_ptr[x], succ_ptr[x + 1]):
+                y = _find(parent, succ_idx[j])
+                if y == b:
+                    return True
+                if seen[y] != stamp:
+                    seen[y] = stamp
+                    stack[top] = y
+                    top += 1
+            x = nxt[x]
+    return False
+
+
+@njit(cache=True)
+def _merge_unjoined(cand, succ_ptr, succ_idx, m):
+    """Merge each unit u into ``cand[u]`` in ascending u; after the first merge each one
+    is re-checked exactly in both directions over the merged graph."""
+    parent = np.arange(m)
+    nxt = np.full(m, -1, np.int64)
+    tail = np.arange(m)
+    seen = np.zeros(m, np.int64)
+    stack = np.empty(m, np.int64)
+    stamp = 0
+    merged = 0
+    for u in range(m):
+        if cand[u] < 0:
+            continue
+        a = _find(parent, cand[u])
+        b = _find(parent, u)
+        if a == b:
+            continue
+        if merged:
+            stamp += 1
+            if _path_avoiding(parent, nxt, succ_ptr, succ_idx, a, b, seen, stamp, stack):
+                continue
+            stamp += 1
+            if _path_avoiding(parent, nxt, succ_ptr, succ_idx, b, a, seen, stamp, stack):
+                continue
+        if b < a:
+            a, b = b, a
+        parent[b] = a
+        nxt[tail[a]] = b
+        tail[a] = tail[b]
+        merged += 1
+    out = np.empty(m, np.int64)
+    for v in range(m):
+        out[v] = _find(parent, v)
+    return out, merged
+
+
+def merge_unjoined(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
+    """Merge same-provider partitions that neither reaches (merging two mutually
+    unreachable convex sets keeps them convex and the partition graph acyclic), each
+    into the earliest such partition, until none is left. ``group``: dense topological
+    ids (structural, so the result is too); returns such ids again."""
+    src = np.repeat(np.arange(arr.n_nodes), np.diff(arr.succ_ptr))
+    while True:
+        m = int(group.max()) + 1
+        if m <= 1:
+            return group
+        gp = np.zeros(m, np.int64)
+        gp[group] = assignment
+        gu, gv = group[src], group[arr.succ_idx]
+        keep = gu != gv
+        pred_ptr, pred_idx, succ_ptr, succ_idx = _csr_pair(gu[keep], gv[keep], m)
+        cand = _first_unreachable(gp, pred_ptr, pred_idx, m)
+        if not (cand >= 0).any():
+            return group
+        root, merged = _merge_unjoined(cand, succ_ptr, succ_idx, m)
+        if not merged:
+            return group
+        group = _topological_ids(root[group], arr)
+
+
 @njit(cache=True)
 def _lower_bound_runs(prov, n_providers, pred_ptr, pred_idx):
     n = prov.shape[0]
@@ -476,6 +742,15 @@ def convex_partitions(assignment: np.ndarray, arr, n_providers: int) -> np.ndarr
         # contracted ids follow the super graph's order; make them dense and topological
         if _counts(g2, assignment, n_providers) <= _counts(group, assignment, n_providers):
             group = _topological_ids(g2, arr)
+    group = merge_maximal(group, assignment, arr)
+    # counts never go below the path lower bounds: at the bounds no merge can exist
+    bounds = tuple(lower_bounds(assignment, arr, n_providers).tolist())
+    if _counts(group, assignment, n_providers) == bounds:
+        return group
+    group = merge_unreachable(group, assignment, arr, n_providers)
+    if _counts(group, assignment, n_providers) == bounds:
+        return group  # at the bounds: maximal too (a merge would go below them)
+    group = merge_unjoined(group, assignment, arr)
     return merge_maximal(group, assignment, arr)
 
 
