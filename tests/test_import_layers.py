@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "hetero_explore"
 #: layer name → the top-level modules / subpackages of ``hetero_explore`` in it, bottom first
 LAYERS = [
     ("ir", {"errors", "units", "about", "ir"}),
-    ("loader", {"loader", "expand", "models"}),
+    ("loader", {"loader", "expand", "models", "optimize"}),
     ("providers", {"providers", "sequences", "fold"}),  # folding runs the CPU provider's kernels
     ("planner", {"planner", "plandiff"}),
     ("execution", {"runtime", "runner", "shapes", "inputs", "control", "executor"}),
@@ -37,6 +37,10 @@ KNOWN_UPWARD = {
         "ai.onnx.ml output shapes come from the op definitions (KernelContext)",
     ("hetero_explore.loader", "hetero_explore.providers.kernels.registry"):
         "ai.onnx.ml output shapes come from the op definitions",
+    ("hetero_explore.loader", "hetero_explore.planner.arrays"):
+        "the planner's integer arrays are built once at load, so a first plan costs a re-plan's time",
+    ("hetero_explore.planner.core", "hetero_explore.shapes"):
+        "a node left to run-time shapes whose load-time input types onnx rejects fails closed at plan time",
     ("hetero_explore.planner.core", "hetero_explore.control"):
         "control-flow bodies are planned by the control-flow module (plan_children)",
     ("hetero_explore.planner.plan", "hetero_explore.viz.graph"): "Plan.to_graphviz",

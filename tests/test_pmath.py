@@ -247,7 +247,8 @@ def test_public_names():
 
 # --- the real CUDA target (no GPU needed: numba-cuda + libNVVM compile to PTX) -----------------
 # The simulator runs the CPU-compiled scalar functions, so it cannot show what the GPU
-# compiler does with them. This compiles every elementwise CUDA kernel (which covers each
+# compiler does with them. This compiles every elementwise CUDA kernel (of the definitions the
+# CUDA provider claims; that covers each
 # pmath function) for
 # sm_90 in a subprocess with the simulator off and inspects the PTX: float32 only (no
 # .f64), IEEE division and square root (no .approx, .full or .ftz), and whether a*b+c
@@ -260,7 +261,9 @@ f32, i64, i32, b1 = types.float32, types.int64, types.int32, types.boolean
 
 from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
 K = {}
-for d in elementwise_ops():      # every elementwise kernel, from the op definitions
+for d in elementwise_ops():      # every elementwise CUDA kernel, from the op definitions
+    if "cuda" not in d.targets:  # CPU-only definitions (libm float64) never compile for a GPU
+        continue
     for pair in d.kernels:
         K[pair.name] = (pair.cuda, launch_signature(d, pair))
 res = {}
