@@ -312,6 +312,25 @@ def _find(parent, x):
 
 
 @njit(cache=True)
+def _union(parent, nxt, tail, a, b):
+    """Merge the sets rooted at ``a`` and ``b`` (the smaller id stays the root); ``nxt``/``tail``
+    chain each set's members so that a set can be walked."""
+    if b < a:
+        a, b = b, a
+    parent[b] = a
+    nxt[tail[a]] = b
+    tail[a] = tail[b]
+
+
+@njit(cache=True)
+def _roots(parent, m):
+    out = np.empty(m, np.int64)
+    for v in range(m):
+        out[v] = _find(parent, v)
+    return out
+
+
+@njit(cache=True)
 def _blocked_batch(ca, cb, succ_ptr, succ_idx, pred_ptr, pred_idx, order, m):
     """For candidate edges ca[i] -> cb[i] of a DAG with m nodes: is cb[i] reachable
     from ca[i] along a path of two or more edges? 64 candidates per sweep."""
@@ -395,16 +414,9 @@ def _merge_round(ca, cb, blocked, succ_ptr, succ_idx, m):
             if hit:
                 continue
         # merge b into a (keep the smaller id as root)
-        if b < a:
-            a, b = b, a
-        parent[b] = a
-        nxt[tail[a]] = b
-        tail[a] = tail[b]
+        _union(parent, nxt, tail, a, b)
         merged += 1
-    out = np.empty(m, np.int64)
-    for v in range(m):
-        out[v] = _find(parent, v)
-    return out, merged
+    return _roots(parent, m), merged
 
 
 def merge_maximal(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
@@ -660,16 +672,9 @@ def _merge_unjoined(cand, succ_ptr, succ_idx, m):
             stamp += 1
             if _path_avoiding(parent, nxt, succ_ptr, succ_idx, b, a, seen, stamp, stack):
                 continue
-        if b < a:
-            a, b = b, a
-        parent[b] = a
-        nxt[tail[a]] = b
-        tail[a] = tail[b]
+        _union(parent, nxt, tail, a, b)
         merged += 1
-    out = np.empty(m, np.int64)
-    for v in range(m):
-        out[v] = _find(parent, v)
-    return out, merged
+    return _roots(parent, m), merged
 
 
 def merge_unjoined(group: np.ndarray, assignment: np.ndarray, arr) -> np.ndarray:
