@@ -1,13 +1,15 @@
 """Refresh tests/conformance_manifest.json for the cases a change can affect, without the full run.
 
-    python bench/update_manifest_subset.py
+    python bench/update_manifest_subset.py                       # the string/legacy/optional-output cases below
+    python bench/update_manifest_subset.py --pattern 'test_linear_attention*' --no-folders
 
 The full regeneration (``python bench/conformance_report.py --write-manifest``) runs every
 node case on the CPU and the CUDA simulator; on a loaded machine that takes long. This
 script re-runs only the node cases that (a) hold an op of the string module, (b) hold an
 op of the legacy (opset 1-6) module at an opset one of its definitions claims, or (c) whose
 model the loader's ``drop_unused_optional_outputs`` changes, plus every on-disk folder
-case, and rewrites exactly those entries. It is a stop-gap: the full regeneration is the
+case, and rewrites exactly those entries. With ``--pattern`` (fnmatch on case names, repeatable) it
+re-runs the node cases that match instead; ``--no-folders`` skips the on-disk folders. It is a stop-gap: the full regeneration is the
 reference and replaces what this writes.
 """
 
@@ -42,7 +44,14 @@ def affected(case, legacy, string_ops) -> bool:
 
 
 def main() -> int:
+    import argparse
+    import fnmatch
     import json
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pattern", action="append", help="fnmatch pattern on node case names (repeatable)")
+    ap.add_argument("--no-folders", action="store_true", help="leave the on-disk folder entries as they are")
+    args = ap.parse_args()
 
     from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, SIZE_CAP, folder_cases,
                                             manifest_entry, node_cases, run_conformance, run_folders)
@@ -53,7 +62,10 @@ def main() -> int:
     path = ROOT / "tests" / "conformance_manifest.json"
     doc = json.loads(path.read_text())
     string_ops = {(d.domain, d.op_type) for d in strings.OPS}
-    sel = [c for c in node_cases() if affected(c, legacy.OPS, string_ops)]
+    if args.pattern:
+        sel = [c for c in node_cases() if any(fnmatch.fnmatch(c.name, p) for p in args.pattern)]
+    else:
+        sel = [c for c in node_cases() if affected(c, legacy.OPS, string_ops)]
     print(f"{len(sel)} node cases affected: {', '.join(c.name for c in sel)}", flush=True)
     runs = [("cpu", NumbaCPUProvider(), None), ("cuda-simulator", NumbaCUDAProvider(), CUDA_SIMULATOR_MAX_ELEMENTS)]
     folders = {}
@@ -70,6 +82,10 @@ def main() -> int:
         claimed = (set(e["claimed"]) - names) | set(df.loc[df.claimed.astype(bool), "case"])
         capped = (set(e["size_capped"]) - names) | set(df.loc[df.status == SIZE_CAP, "case"])
         e["claimed"], e["size_capped"] = sorted(claimed), sorted(capped)
+        if args.no_folders:
+            path.write_text(json.dumps(doc, indent=1) + "\n")
+            print(f"{key}: manifest updated (node subset only)", flush=True)
+            continue
         t = time.perf_counter()
         fd = run_folders(prov, max_elements=cap)
         bad = fd[fd.claimed & ~fd.passed]
