@@ -41,4 +41,5 @@ WORKERS=()
 if "$PY" -c "import xdist" >/dev/null 2>&1; then
   WORKERS=(-n auto --maxprocesses "${TEST_WORKERS:-4}")
 fi
-exec "$PY" -m pytest -q "${WORKERS[@]}" "$@"
+# --durations: the slowest tests in every run (CI keeps the suite under its time budget)
+exec "$PY" -m pytest -q --durations=40 "${WORKERS[@]}" "$@"
