@@ -455,7 +455,13 @@ class ControlKernel(Kernel):
         self.subs = dict(node.subgraphs)
         self.formal = node.formal_inputs
         self.implicit = node.implicit_inputs
-        self.captured = {attr: [x for x in dict.fromkeys(outer_names(sg)) if x in self.implicit]
+        # a subgraph may read any of the node's inputs from the outer scope, a formal one too
+        # (torch's exporter has Loop bodies read the constant it also passes as the condition)
+        first = {}
+        for i, x in enumerate(node.inputs):
+            if x:
+                first.setdefault(x, i)
+        self.captured = {attr: [(x, first[x]) for x in dict.fromkeys(outer_names(sg)) if x in first]
                          for attr, sg in self.subs.items()}
         self._cache: OrderedDict = OrderedDict()
         #: signatures whose shapes depend on the values of small integer inputs
@@ -579,9 +585,8 @@ class ControlKernel(Kernel):
 
     def _env(self, attr: str, inputs, formal_bufs: dict) -> dict:
         env = dict(formal_bufs)
-        base = len(self.formal)
-        for name in self.captured[attr]:
-            env[name] = inputs[base + self.implicit.index(name)]
+        for name, i in self.captured[attr]:
+            env[name] = inputs[i]
         return env
 
     # -- running ------------------------------------------------------------------------------
