@@ -63,6 +63,11 @@ CONTROL_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 MAX_SPECIALISATIONS = 32
 #: ops a subgraph may hold that folding removes before they would have to run
 _FOLDED_AWAY = frozenset({"Constant"})
+#: ops with host-only kernels that folding removes once the subgraph is specialised to concrete
+#: input shapes (torch's exporters put Shape -> Gather into every branch); one whose input's
+#: shape stays unknown inside the subgraph (data-dependent) is left to the child plan, which
+#: places it on a host provider or fails closed naming the node
+_FOLDED_AT_SPECIALISATION = frozenset({"Shape", "Size"})
 
 
 class ControlFlowError(ExecutionError):
@@ -469,6 +474,10 @@ class ControlKernel(Kernel):
         self._dd_message = ""
         self._lock = threading.Lock()
         self.stats = _Stats()
+        from .providers.kernels.opdef import schema_version
+        self._runner = "_run_" + node.op_type
+        if node.op_type == "Scan" and schema_version("", "Scan", ctx.opset) == 8:
+            self._runner = "_run_Scan8"  # batch axis in front, sequence_lens
 
     def bind(self, providers, policy: str = "priority", home=None) -> None:
         """Plan the subgraphs over ``providers``; ``home`` is the plan's provider the node is
@@ -597,7 +606,7 @@ class ControlKernel(Kernel):
         with Ledger(owners) as ledger:
             consts: dict = {}
             self.stats.runs += 1
-            getattr(self, "_run_" + self.node.op_type)(inputs, outputs, ledger, consts)
+            getattr(self, self._runner)(inputs, outputs, ledger, consts)
         ledger.check_leaks()
 
     def run_allocating(self, inputs, names, ledger) -> list:
@@ -844,6 +853,107 @@ class ControlKernel(Kernel):
             if o:
                 self._deliver(src, dst, f"output {o!r} (final state)")
 
+    def _run_Scan8(self, inputs, outputs, ledger, consts):
+        """Scan-8: every input and output has a batch axis (0) in front, the scan axis is 1, and
+        the optional first input ``sequence_lens`` (int64 [batch]) gives each batch entry its
+        length. The body runs per batch entry for that entry's length; scan outputs past it are
+        zeros (as onnxruntime writes them)."""
+        node, sub = self.node, self.subs["body"]
+        a = node.attributes
+        f = self.formal
+        n_in = len(f) - 1
+        m = int(a["num_scan_inputs"])
+        n_s = n_in - m
+        where = f"node {node.name!r} (Scan-8)"
+        states0 = [host_array(b) for b in inputs[1:1 + n_s]]
+        xs = [host_array(b) for b in inputs[1 + n_s:1 + n_in]]
+        dirs = list(a.get("directions") or [0] * m)
+        if len(dirs) != m:
+            raise ControlFlowError(f"{where}: {len(dirs)} directions for {m} scan inputs")
+        shapes = {(x.shape[0], x.shape[1]) if x.ndim >= 2 else None for x in xs}
+        if None in shapes or len(shapes) != 1:
+            raise ControlFlowError(f"{where}: the scan inputs must share their batch and sequence axes "
+                                   f"(0, 1); got shapes {[x.shape for x in xs]}")
+        batch, steps = shapes.pop()
+        if any(st.ndim < 1 or st.shape[0] != batch for st in states0):
+            raise ControlFlowError(f"{where}: the initial states must have the batch axis {batch} in front; "
+                                   f"got shapes {[st.shape for st in states0]}")
+        if f[0]:
+            lens = np.asarray(host_array(inputs[0])).reshape(-1)
+            if lens.shape != (batch,) or lens.dtype.kind not in "iu" or (lens < 0).any() or (lens > steps).any():
+                raise ControlFlowError(f"{where}: sequence_lens must be {batch} integers in 0..{steps}; got "
+                                       f"{lens.dtype} {lens.tolist()}")
+            lens = [int(v) for v in lens]
+        else:
+            lens = [steps] * batch
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        final = [[None] * batch for _ in range(n_s)]
+        scan_rows = [[None] * batch for _ in outs[n_s:]]
+        elem = [None] * len(outs[n_s:])  # (shape, dtype) of a scan output's element
+        for b in range(batch):
+            states = []
+            for st in states0:
+                buf = ledger.allocate(self.provider, st.shape[1:], st.dtype)
+                self.provider.copy_from_host(np.ascontiguousarray(st[b]), buf)
+                states.append(buf)
+            rows = [[] for _ in outs[n_s:]]
+            n = lens[b]
+            for t in range(n):
+                formal = dict(zip(names[:n_s], states))
+                for j, (x, d) in enumerate(zip(xs, dirs)):
+                    sl = np.array(x[b, n - 1 - t if d else t], order="C", copy=True)
+                    buf = ledger.allocate(self.provider, sl.shape, sl.dtype)
+                    self.provider.copy_from_host(sl, buf)
+                    formal[names[n_s + j]] = buf
+                env = self._env("body", inputs, formal)
+                ex = self._executor("body", env)
+                res = ex.run(env, ledger, consts, self.stats)
+                states = [res[k] for k in outs[:n_s]]
+                for k, name in enumerate(outs[n_s:]):
+                    r = np.array(host_array(res[name]), copy=True)
+                    if elem[k] is not None and (r.shape, r.dtype) != elem[k]:
+                        raise ControlFlowError(
+                            f"{where}: scan output {name!r} is {r.dtype} {r.shape} at batch {b} step {t}, but "
+                            f"{elem[k][1]} {elem[k][0]} before; every step must give the same shape")
+                    elem[k] = (r.shape, r.dtype)
+                    rows[k].append(r)
+                keep = {id(x) for x in states} | {id(x) for x in consts.values()}
+                for x in [x for k_, x in ledger.live.items() if k_ not in keep]:
+                    ledger.free(x)
+                self.stats.iterations += 1
+            for k, st in enumerate(states):
+                final[k][b] = np.array(host_array(st), copy=True)
+            for k in range(len(rows)):
+                scan_rows[k][b] = rows[k]
+        results = [np.stack(v) if batch else np.empty((0,) + st.shape[1:], st.dtype)
+                   for v, st in zip(final, states0)]
+        for k, name in enumerate(outs[n_s:]):
+            if elem[k] is None:  # no step ran in any batch entry: the element shape from the plan
+                v = self.graph.values.get(node.outputs[n_s + k])
+                shp = None if v is None else v.shape
+                if shp is None or not shape_is_static(shp) or v.dtype is None:
+                    raise ControlFlowError(f"{where}: scan output {name!r} ran 0 steps and its element shape "
+                                           "is not known before the run")
+                elem[k] = (tuple(int(d) for d in shp[2:]), np.dtype(v.dtype))
+            shp, dt = elem[k]
+            arr = np.zeros((batch, steps) + tuple(shp), dt)
+            for b, rs in enumerate(scan_rows[k]):
+                for t, r in enumerate(rs):
+                    arr[b, t] = r
+            results.append(arr)
+        for arr, dst, o in zip(results, outputs, node.outputs):
+            if isinstance(dst, _Pending):
+                dst.array = arr
+            elif not o or dst.data is None:  # an absent output
+                continue
+            elif arr.shape != dst.shape or arr.dtype != dst.dtype:
+                raise ControlFlowError(
+                    f"{where}: output {o!r} is {arr.dtype} {arr.shape} at run time, but the plan allocated "
+                    f"{dst.dtype} {dst.shape} (load-time shape inference); the planned shape does not hold")
+            else:
+                dst.provider.copy_from_host(np.ascontiguousarray(arr), dst)
+
     def _run_SequenceMap(self, inputs, outputs, ledger, consts):
         node, sub = self.node, self.subs["body"]
         names = [vi.name for vi in sub.input]
@@ -1015,11 +1125,17 @@ def _control_check(ctx, target):
             dom = "" if n.domain in ("", "ai.onnx") else n.domain
             if n.op_type in _FOLDED_AWAY or (n.domain, n.op_type) in functions:
                 continue
+            if n.op_type in _FOLDED_AT_SPECIALISATION and dom == "":
+                continue
             ks = [k for k in reg.find(dom, n.op_type, target.name) if k.claims(opsets.get(dom, 1))]
             if not ks:
                 return (f"its {attr} holds {(dom + '::') if dom else ''}{n.op_type}, which has no "
                         f"{target.name} kernel at opset {opsets.get(dom, 1)}")
     return None
+
+
+#: reads no shapes (the subgraphs' ops only): runs even when the node's shapes are symbolic
+_control_check.shape_free = True
 
 
 def _static_elements(tp) -> bool:
@@ -1041,7 +1157,10 @@ OPS.add("If", _build, since=11, until=25, dtypes=("bool",), check=_control_check
 OPS.add("Loop", _build, since=11, until=25, dtypes=(), dtype_input=1 << 30, check=_control_check,
         note=_CONTROL_NOTE)
 OPS.add("Scan", _build, since=9, until=25, dtypes=(), dtype_input=1 << 30, check=_control_check,
-        note=_CONTROL_NOTE + "; Scan-8 (batch axis) is not claimed")
+        note=_CONTROL_NOTE)
+OPS.add("Scan", _build, since=8, until=8, dtypes=(), dtype_input=1 << 30, check=_control_check,
+        note="Scan-8: batch axis 0 and scan axis 1 on every input and output, sequence_lens per batch "
+             "entry (scan outputs past an entry's length are zeros); the body runs per batch entry")
 OPS.add("SequenceMap", _build, since=17, until=21, dtypes=(), dtype_input=1 << 30, targets=("cpu",),
         check=_control_check, note="the body run per element on the host provider")
 

@@ -349,3 +349,49 @@ def test_tables_name_the_dims_onnx_made_up_by_their_producer():
     row = df[df["value"] == "y0"].iloc[0]
     assert tuple(row["shape"]) == ("If_x.d0",)
     assert not any("unk__" in str(s) for s in df["shape"])
+
+
+def _scan8(directions=(0,), with_lens=True):
+    """Scan-8 (opset 8): a running sum state and a scan output (state + x_t), batch axis 0."""
+    from onnx import helper
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"], name="b_add"),
+         helper.make_node("Mul", ["s_out", "x_t"], ["y_t"], name="b_mul")], "body",
+        [cm.vi("s_in", [2]), cm.vi("x_t", [2])], [cm.vi("s_out", [2]), cm.vi("y_t", [2])])
+    node = helper.make_node("Scan", ["lens" if with_lens else "", "s0", "x"], ["s", "y"], body=body,
+                            num_scan_inputs=1, directions=list(directions), name="Scan8")
+    ins = ([cm.vi("lens", [3], cm.I64)] if with_lens else []) + [cm.vi("s0", [3, 2]), cm.vi("x", [3, 4, 2])]
+    m = cm.model([node], ins, [cm.vi("s", [3, 2]), cm.vi("y", [3, 4, 2])], opset=8)
+    m.ir_version = 3
+    return m
+
+
+@pytest.mark.parametrize("directions,with_lens", [((0,), True), ((1,), True), ((0,), False), ((1,), False)])
+def test_scan8_batch_axis_and_sequence_lens_match_onnxruntime(directions, with_lens):
+    m = _scan8(directions, with_lens)
+    r = np.random.default_rng(4)
+    feeds = {"s0": r.standard_normal((3, 2)).astype(np.float32),
+             "x": r.standard_normal((3, 4, 2)).astype(np.float32)}
+    if with_lens:
+        feeds["lens"] = np.array([4, 1, 2], np.int64)  # onnxruntime refuses 0
+    want = ort_run(m, feeds)
+    g = he.load_model(m)
+    p = he.plan(g, ["cpu"])
+    assert p.executable, p.execution_blockers
+    got = he.execute_reference(g, "cpu", feeds).outputs
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    runs, _ = _hetero_runs(g, feeds, random.Random(sum(directions) + with_lens))
+    for run in runs:
+        assert identical(run, got)
+
+
+def test_scan8_bad_sequence_lens_is_a_typed_error():
+    m = _scan8()
+    cpu = resolve("cpu")
+    before = counters([cpu])
+    feeds = {"lens": np.array([5, 1, 0], np.int64), "s0": np.zeros((3, 2), np.float32),
+             "x": np.zeros((3, 4, 2), np.float32)}
+    with pytest.raises(he.ExecutionError, match="Scan8.*sequence_lens"):
+        he.execute(he.plan(he.load_model(m), [cpu]), feeds)
+    assert counters([cpu]) == before
