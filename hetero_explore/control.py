@@ -115,15 +115,37 @@ def _host_type(value, declared: onnx.TypeProto) -> onnx.TypeProto:
 VALUE_SPECIALISE_MAX = 64
 
 
+#: outer-scope constants up to this many bytes are bound as constants of a child graph (so it
+#: places and folds as it would at top level: a branch's Slice reading the outer graph's
+#: starts/ends); larger ones (weights) stay inputs of the child, moved like any captured value
+CAPTURED_CONST_MAX_BYTES = 1 << 20
+
+
+def _bound_constant(parent: Graph, name: str):
+    """The parent's initializer ``name`` when it is small enough to bind into a child, else None."""
+    t = parent.initializer_protos.get(name)
+    if t is None:
+        return None
+    n = int(np.prod(list(t.dims), dtype=np.int64))
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize if t.data_type else 8
+    return t if n * itemsize <= CAPTURED_CONST_MAX_BYTES else None
+
+
 def child_model(parent: Graph, sub: onnx.GraphProto, types: dict | None = None) -> onnx.ModelProto:
     """The subgraph ``sub`` of a node of ``parent`` as a standalone model: its own inputs, then
-    one input per outer-scope value it reads. ``types`` (input name → TypeProto) gives the
-    run-time types; their intermediate and output shapes are then inferred afresh."""
+    one input per outer-scope value it reads, except the parent's constants (up to
+    :data:`CAPTURED_CONST_MAX_BYTES`), which become its initializers. ``types`` (input name →
+    TypeProto) gives the run-time types; their intermediate and output shapes are then inferred
+    afresh."""
     g = onnx.GraphProto()
     g.CopyFrom(sub)
-    formal = {vi.name for vi in g.input}
+    formal = {vi.name for vi in g.input} | {t.name for t in g.initializer}
     for name in outer_names(sub):
         if name in formal:
+            continue
+        t = _bound_constant(parent, name)
+        if t is not None:
+            g.initializer.append(t)
             continue
         vi = g.input.add()
         vi.name = name

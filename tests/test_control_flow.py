@@ -395,3 +395,23 @@ def test_scan8_bad_sequence_lens_is_a_typed_error():
     with pytest.raises(he.ExecutionError, match="Scan8.*sequence_lens"):
         he.execute(he.plan(he.load_model(m), [cpu]), feeds)
     assert counters([cpu]) == before
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no GPU and no CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+@pytest.mark.parametrize("c", [True, False])
+def test_outer_constants_are_constants_of_the_child_plan_on_cuda_alone(c):
+    """The else branch's Slice reads its starts/ends from the outer graph's initializers: the
+    child plan binds them as constants, so on the CUDA provider alone the branch places as it
+    would at top level (it was unplaceable: 'starts must be a constant'), and runs bitwise equal
+    to the CPU reference."""
+    g = he.load_model(cm.if_different_shapes())
+    p = he.plan(g, [resolve("cuda")])
+    assert p.executable and not p.execution_blockers, p.execution_blockers
+    child = p.children["If_x/else_branch"]
+    assert child.graph.is_constant("s0") and child.graph.is_constant("s1")
+    assert "s0" not in child.graph.inputs and "x" in child.graph.inputs
+    feeds = {"c": np.array(c), "x": np.arange(4, dtype=np.float32) - 1.5}
+    ref = he.execute_reference(g, "cpu", feeds)
+    got = he.execute(p, feeds)
+    assert identical(got.outputs, ref.outputs), he.compare(got, ref)
+    np.testing.assert_array_equal(got.outputs["y"], -(feeds["x"] if c else feeds["x"][:2]))
