@@ -59,8 +59,12 @@ from .providers.kernels.opdef import OpList
 OPS = OpList()
 
 CONTROL_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-#: subgraph signatures kept per control kernel (a Loop whose shapes change every iteration re-plans)
+#: subgraph signatures kept per control kernel
 MAX_SPECIALISATIONS = 32
+#: a Loop whose carried values change shape from one iteration to the next plans its body once
+#: more with the changing dims left symbolic and runs that plan with run-time shapes (instead of
+#: one plan per iteration); False: one specialisation per exact shape (tests compare the two)
+GENERALISE_LOOPS = True
 #: ops a subgraph may hold that folding removes before they would have to run
 _FOLDED_AWAY = frozenset({"Constant"})
 #: ops with host-only kernels that folding removes once the subgraph is specialised to concrete
@@ -493,6 +497,8 @@ class ControlKernel(Kernel):
         self._cache: OrderedDict = OrderedDict()
         #: signatures whose shapes depend on the values of small integer inputs
         self._by_value: set = set()
+        #: generalised signatures whose plan could not execute (specialised per shape instead)
+        self._not_general: set = set()
         self._dd_message = ""
         self._lock = threading.Lock()
         self.stats = _Stats()
@@ -510,6 +516,7 @@ class ControlKernel(Kernel):
             self.provider = home
         self._cache.clear()
         self._by_value.clear()
+        self._not_general.clear()
 
     # -- specialisation --------------------------------------------------------------------
     def _where(self, attr):
@@ -567,13 +574,7 @@ class ControlKernel(Kernel):
         from .planner import plan as make_plan
 
         sub = self.subs[attr]
-        declared = {vi.name: vi.type for vi in sub.input}
-        types = {}
-        for n, b in env.items():
-            tp = declared.get(n)
-            if tp is None and n in self.graph.values:
-                tp = self.graph.values[n].type_proto
-            types[n] = _buffer_type(b, tp)
+        types = self._types(attr, env)
         where = self._where(attr)
         if values:
             sub = _with_constants(sub, values)
@@ -605,6 +606,44 @@ class ControlKernel(Kernel):
         except HeteroExploreError as e:
             raise ControlFlowError(f"{where}: {e}") from e
         return self._keep(key, ex)
+
+    def _types(self, attr: str, env: dict, free: dict | None = None) -> dict:
+        """Input name → TypeProto of the buffers in ``env``; ``free`` (name → axes) leaves those
+        dims symbolic (named ``<input>.d<axis>``)."""
+        declared = {vi.name: vi.type for vi in self.subs[attr].input}
+        types = {}
+        for n, b in env.items():
+            tp = declared.get(n)
+            if tp is None and n in self.graph.values:
+                tp = self.graph.values[n].type_proto
+            if free and n in free:
+                dims = [f"{n}.d{ax}" if ax in free[n] else int(d) for ax, d in enumerate(b.shape)]
+                types[n] = helper.make_tensor_type_proto(np_to_onnx_dtype(b.dtype), dims)
+            else:
+                types[n] = _buffer_type(b, tp)
+        return types
+
+    def _general(self, attr: str, env: dict, free: dict, gkey: tuple):
+        """The subgraph planned once with the dims in ``free`` (name → axes) left symbolic and
+        run with run-time shapes (its node runners compute them, :mod:`hetero_explore.shapes`):
+        for a Loop whose carried values change shape every iteration. None when such a plan
+        cannot execute (a host-only op on a run-time shape with a device alone, a data-dependent
+        shape ...): the caller then specialises per exact shape."""
+        from .planner import plan as make_plan
+
+        sig = ("general",) + tuple((n, gkey[n], b.dtype) if n in gkey else e
+                                   for n, b, e in zip(env, env.values(), self._signature(attr, env)[1:]))
+        ex = self._cache.get(sig)
+        if ex is not None or sig in self._not_general:
+            return ex
+        try:
+            g = child_graph(self.graph, self.subs[attr], self._types(attr, env, free),
+                            where=f"{self.node.name}/{attr}")
+            ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), self._where(attr))
+        except HeteroExploreError:
+            self._not_general.add(sig)
+            return None
+        return self._keep(sig, ex)
 
     def _keep(self, key, ex: SubgraphExecutor) -> SubgraphExecutor:
         with self._lock:
@@ -770,6 +809,10 @@ class ControlKernel(Kernel):
         # the two scalars keep theirs, so that is the signature (host values and value-specialised
         # bodies go through the kernel's cache every iteration)
         local: dict = {}
+        #: executors planned with the carried dims that changed left symbolic:
+        #: (shape pattern per carried value, None for a free dim; dtypes; executor)
+        general: list = []
+        prev_key = None
         stats = self.stats
         env = base
         cond_name, carried_names = outs[0], outs[1:1 + n_c]
@@ -794,10 +837,22 @@ class ControlKernel(Kernel):
                 key.append((b.shape, b.dtype))
             key = tuple(key)
             ex = local.get(key)
+            if ex is None and GENERALISE_LOOPS and general:
+                ex = _match_general(general, key)
+            if ex is None and GENERALISE_LOOPS and prev_key is not None:
+                free = _changed_dims(prev_key, key)
+                if free and all(b.dtype != HOST_DTYPE for b in carried):
+                    gkey = {c_names[j]: tuple(None if ax in axes else d for ax, d in enumerate(key[j][0]))
+                            for j, axes in free.items()}
+                    ex = self._general("body", env, {c_names[j]: axes for j, axes in free.items()}, gkey)
+                    if ex is not None:
+                        general.append((tuple(gkey.get(n_, k_[0]) for n_, k_ in zip(c_names, key)),
+                                        tuple(k_[1] for k_ in key), ex))
             if ex is None:
                 ex, by_value = self._lookup("body", env)
                 if not by_value and all(b.dtype != HOST_DTYPE for b in carried):
                     local[key] = ex
+            prev_key = key
             res = ex.run(env, ledger, consts, stats)
             cb = res[cond_name]
             d = cb.data
@@ -1008,6 +1063,28 @@ class ControlKernel(Kernel):
             self.stats.iterations += 1
         for dst, lst in zip(outputs, results):
             dst.data[()] = lst
+
+
+def _changed_dims(prev: tuple, key: tuple) -> dict:
+    """{carried index: axes} whose dims differ between two iterations' (shape, dtype) keys;
+    empty when nothing changed or a rank or dtype did (those are specialised exactly)."""
+    out = {}
+    for j, ((s0, d0), (s1, d1)) in enumerate(zip(prev, key)):
+        if d0 != d1 or len(s0) != len(s1):
+            return {}
+        axes = frozenset(ax for ax, (a, b) in enumerate(zip(s0, s1)) if a != b)
+        if axes:
+            out[j] = axes
+    return out
+
+
+def _match_general(general: list, key: tuple):
+    for pattern, dtypes, ex in general:
+        if all(d == k[1] for d, k in zip(dtypes, key)) and all(
+                len(p) == len(k[0]) and all(a is None or a == b for a, b in zip(p, k[0]))
+                for p, k in zip(pattern, key)):
+            return ex
+    return None
 
 
 class _DataDependent(Exception):

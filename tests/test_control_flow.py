@@ -415,3 +415,43 @@ def test_outer_constants_are_constants_of_the_child_plan_on_cuda_alone(c):
     got = he.execute(p, feeds)
     assert identical(got.outputs, ref.outputs), he.compare(got, ref)
     np.testing.assert_array_equal(got.outputs["y"], -(feeds["x"] if c else feeds["x"][:2]))
+
+
+@pytest.mark.parametrize("make,feeds", [
+    (lambda: cm.growing_loop(40), {"x": np.ones(1, np.float32)}),
+    (cm.growing_scan_loop, {"trips": np.array(12, np.int64), "v0": np.array([0.5], np.float32),
+                            "x": np.array([1.0, -2.0], np.float32)}),
+])
+def test_growing_loop_plans_its_body_twice_not_every_iteration(make, feeds, monkeypatch):
+    """A carried value that grows every iteration: the body is planned for the first shape,
+    then once more with the growing dim left symbolic (run with run-time shapes), not once per
+    iteration; the results are byte-identical to one exact specialisation per iteration, on
+    the CPU and under deny masks, and a reused executor plans nothing more."""
+    import hetero_explore.control as control
+    g = he.load_model(make())
+    cpu = resolve("cpu")
+
+    def run(provs):
+        with he.executor.HeterogeneousExecutor(he.plan(g, provs)) as ex:
+            out = ex.run(feeds).outputs
+            kernel = next(st.kernel for r in ex.parts for st in r.steps if st.node.op_type == "Loop")
+            n = kernel.stats.specialisations
+            again = ex.run(feeds).outputs
+            assert identical(again, out)
+            if control.GENERALISE_LOOPS:  # per exact shape, a second run re-plans what the cache dropped
+                assert kernel.stats.specialisations == n
+        return out, n
+
+    got, plans = run([cpu])
+    assert plans == 2
+    monkeypatch.setattr(control, "GENERALISE_LOOPS", False)
+    exact, plans_exact = run([cpu])
+    assert plans_exact > 2
+    assert identical(got, exact)
+    monkeypatch.setattr(control, "GENERALISE_LOOPS", True)
+    for deny in (["Concat"], ["Identity", "Mul"], ["ReduceSum"]):
+        provs = [mask(resolve("gpu"), deny=deny), cpu]
+        before = counters(provs)
+        out, _ = run(provs)
+        assert identical(out, exact), deny
+        assert counters(provs) == before
