@@ -19,7 +19,10 @@ symbolic shapes, which are resolved at run time, below) block the parent.
 *home*) as a :class:`ControlKernel`. At run time each subgraph is specialised to
 the actual shapes and dtypes of the values it is given (onnx shape inference on
 the subgraph with those inputs, then folding, then a plan over the parent's
-providers), cached per signature, and run partition by partition
+providers), cached per signature (a Loop whose carried values change shape from one iteration to the
+next is planned once more with those dims symbolic and run with run-time shapes; outer-scope
+constants up to :data:`CAPTURED_CONST_MAX_BYTES` are bound as constants of the child), and run
+partition by partition
 (:class:`SubgraphExecutor`): a value reaches a partition on another provider by
 a copy (a transfer), made once per (value, provider) per run of the subgraph.
 The condition of an If, the trip count and condition of a Loop, are read on the
