@@ -57,7 +57,7 @@ from onnx import helper
 from .errors import ExecutionError, HeteroExploreError, KernelError
 from .ir import HOST_DTYPE, Graph, np_to_onnx_dtype, outer_names, shape_is_static
 from .providers.base import Kernel
-from .providers.kernels.opdef import OpList
+from .providers.kernels.opdef import OpList, schema_version
 
 OPS = OpList()
 
@@ -505,7 +505,6 @@ class ControlKernel(Kernel):
         self._dd_message = ""
         self._lock = threading.Lock()
         self.stats = _Stats()
-        from .providers.kernels.opdef import schema_version
         self._runner = "_run_" + node.op_type
         if node.op_type == "Scan" and schema_version("", "Scan", ctx.opset) == 8:
             self._runner = "_run_Scan8"  # batch axis in front, sequence_lens

@@ -455,3 +455,26 @@ def test_growing_loop_plans_its_body_twice_not_every_iteration(make, feeds, monk
         out, _ = run(provs)
         assert identical(out, exact), deny
         assert counters(provs) == before
+
+
+def test_body_reading_a_formal_input_of_its_loop_from_the_outer_scope():
+    """torch's TorchScript exporter passes a constant ``true`` as the Loop's condition and has
+    the body read that same outer value (``cond_out = Identity(outer_true)``): a captured value
+    that is also a formal input of the control node (not an implicit one). Same as onnxruntime."""
+    from onnx import helper
+    body = helper.make_graph([
+        helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="b_add"),
+        helper.make_node("Identity", ["keep_going"], ["cond_out"], name="b_cond")], "body",
+        [cm.vi("i", [], cm.I64), cm.vi("cond_in", [], cm.B), cm.vi("acc_in", [2])],
+        [cm.vi("cond_out", [], cm.B), cm.vi("acc_out", [2])])
+    m = cm.model([helper.make_node("Loop", ["trips", "keep_going", "acc0"], ["acc"], body=body, name="L_t")],
+                 [cm.vi("x", [2]), cm.vi("acc0", [2]), cm.vi("keep_going", [], cm.B)], [cm.vi("acc", [2])],
+                 [cm.const("trips", np.int64(3))])  # a graph input: not bound as a child constant
+    g = he.load_model(m)
+    loop = g.nodes[0]
+    assert "keep_going" in loop.formal_inputs and "keep_going" not in loop.implicit_inputs
+    feeds = {"x": np.array([1.0, 2.0], np.float32), "acc0": np.zeros(2, np.float32),
+             "keep_going": np.array(True)}
+    got = he.execute_reference(g, "cpu", feeds).outputs
+    np.testing.assert_array_equal(got["acc"], ort_run(m, feeds)["acc"])
+    np.testing.assert_array_equal(got["acc"], [3.0, 6.0])
