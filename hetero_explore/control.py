@@ -19,7 +19,10 @@ symbolic shapes, which are resolved at run time, below) block the parent.
 *home*) as a :class:`ControlKernel`. At run time each subgraph is specialised to
 the actual shapes and dtypes of the values it is given (onnx shape inference on
 the subgraph with those inputs, then folding, then a plan over the parent's
-providers), cached per signature, and run partition by partition
+providers), cached per signature (a Loop whose carried values change shape from one iteration to the
+next is planned once more with those dims symbolic and run with run-time shapes; outer-scope
+constants up to :data:`CAPTURED_CONST_MAX_BYTES` are bound as constants of the child), and run
+partition by partition
 (:class:`SubgraphExecutor`): a value reaches a partition on another provider by
 a copy (a transfer), made once per (value, provider) per run of the subgraph.
 The condition of an If, the trip count and condition of a Loop, are read on the
@@ -54,15 +57,24 @@ from onnx import helper
 from .errors import ExecutionError, HeteroExploreError, KernelError
 from .ir import HOST_DTYPE, Graph, np_to_onnx_dtype, outer_names, shape_is_static
 from .providers.base import Kernel
-from .providers.kernels.opdef import OpList
+from .providers.kernels.opdef import OpList, schema_version
 
 OPS = OpList()
 
 CONTROL_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-#: subgraph signatures kept per control kernel (a Loop whose shapes change every iteration re-plans)
+#: subgraph signatures kept per control kernel
 MAX_SPECIALISATIONS = 32
+#: a Loop whose carried values change shape from one iteration to the next plans its body once
+#: more with the changing dims left symbolic and runs that plan with run-time shapes (instead of
+#: one plan per iteration); False: one specialisation per exact shape (tests compare the two)
+GENERALISE_LOOPS = True
 #: ops a subgraph may hold that folding removes before they would have to run
 _FOLDED_AWAY = frozenset({"Constant"})
+#: ops with host-only kernels that folding removes once the subgraph is specialised to concrete
+#: input shapes (torch's exporters put Shape -> Gather into every branch); one whose input's
+#: shape stays unknown inside the subgraph (data-dependent) is left to the child plan, which
+#: places it on a host provider or fails closed naming the node
+_FOLDED_AT_SPECIALISATION = frozenset({"Shape", "Size"})
 
 
 class ControlFlowError(ExecutionError):
@@ -110,15 +122,37 @@ def _host_type(value, declared: onnx.TypeProto) -> onnx.TypeProto:
 VALUE_SPECIALISE_MAX = 64
 
 
+#: outer-scope constants up to this many bytes are bound as constants of a child graph (so it
+#: places and folds as it would at top level: a branch's Slice reading the outer graph's
+#: starts/ends); larger ones (weights) stay inputs of the child, moved like any captured value
+CAPTURED_CONST_MAX_BYTES = 1 << 20
+
+
+def _bound_constant(parent: Graph, name: str):
+    """The parent's initializer ``name`` when it is small enough to bind into a child, else None."""
+    t = parent.initializer_protos.get(name)
+    if t is None:
+        return None
+    n = int(np.prod(list(t.dims), dtype=np.int64))
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize if t.data_type else 8
+    return t if n * itemsize <= CAPTURED_CONST_MAX_BYTES else None
+
+
 def child_model(parent: Graph, sub: onnx.GraphProto, types: dict | None = None) -> onnx.ModelProto:
     """The subgraph ``sub`` of a node of ``parent`` as a standalone model: its own inputs, then
-    one input per outer-scope value it reads. ``types`` (input name → TypeProto) gives the
-    run-time types; their intermediate and output shapes are then inferred afresh."""
+    one input per outer-scope value it reads, except the parent's constants (up to
+    :data:`CAPTURED_CONST_MAX_BYTES`), which become its initializers. ``types`` (input name →
+    TypeProto) gives the run-time types; their intermediate and output shapes are then inferred
+    afresh."""
     g = onnx.GraphProto()
     g.CopyFrom(sub)
-    formal = {vi.name for vi in g.input}
+    formal = {vi.name for vi in g.input} | {t.name for t in g.initializer}
     for name in outer_names(sub):
         if name in formal:
+            continue
+        t = _bound_constant(parent, name)
+        if t is not None:
+            g.initializer.append(t)
             continue
         vi = g.input.add()
         vi.name = name
@@ -455,14 +489,25 @@ class ControlKernel(Kernel):
         self.subs = dict(node.subgraphs)
         self.formal = node.formal_inputs
         self.implicit = node.implicit_inputs
-        self.captured = {attr: [x for x in dict.fromkeys(outer_names(sg)) if x in self.implicit]
+        # a subgraph may read any of the node's inputs from the outer scope, a formal one too
+        # (torch's exporter has Loop bodies read the constant it also passes as the condition)
+        first = {}
+        for i, x in enumerate(node.inputs):
+            if x:
+                first.setdefault(x, i)
+        self.captured = {attr: [(x, first[x]) for x in dict.fromkeys(outer_names(sg)) if x in first]
                          for attr, sg in self.subs.items()}
         self._cache: OrderedDict = OrderedDict()
         #: signatures whose shapes depend on the values of small integer inputs
         self._by_value: set = set()
+        #: generalised signatures whose plan could not execute (specialised per shape instead)
+        self._not_general: set = set()
         self._dd_message = ""
         self._lock = threading.Lock()
         self.stats = _Stats()
+        self._runner = "_run_" + node.op_type
+        if node.op_type == "Scan" and schema_version("", "Scan", ctx.opset) == 8:
+            self._runner = "_run_Scan8"  # batch axis in front, sequence_lens
 
     def bind(self, providers, policy: str = "priority", home=None) -> None:
         """Plan the subgraphs over ``providers``; ``home`` is the plan's provider the node is
@@ -473,6 +518,7 @@ class ControlKernel(Kernel):
             self.provider = home
         self._cache.clear()
         self._by_value.clear()
+        self._not_general.clear()
 
     # -- specialisation --------------------------------------------------------------------
     def _where(self, attr):
@@ -530,13 +576,7 @@ class ControlKernel(Kernel):
         from .planner import plan as make_plan
 
         sub = self.subs[attr]
-        declared = {vi.name: vi.type for vi in sub.input}
-        types = {}
-        for n, b in env.items():
-            tp = declared.get(n)
-            if tp is None and n in self.graph.values:
-                tp = self.graph.values[n].type_proto
-            types[n] = _buffer_type(b, tp)
+        types = self._types(attr, env)
         where = self._where(attr)
         if values:
             sub = _with_constants(sub, values)
@@ -569,6 +609,44 @@ class ControlKernel(Kernel):
             raise ControlFlowError(f"{where}: {e}") from e
         return self._keep(key, ex)
 
+    def _types(self, attr: str, env: dict, free: dict | None = None) -> dict:
+        """Input name → TypeProto of the buffers in ``env``; ``free`` (name → axes) leaves those
+        dims symbolic (named ``<input>.d<axis>``)."""
+        declared = {vi.name: vi.type for vi in self.subs[attr].input}
+        types = {}
+        for n, b in env.items():
+            tp = declared.get(n)
+            if tp is None and n in self.graph.values:
+                tp = self.graph.values[n].type_proto
+            if free and n in free:
+                dims = [f"{n}.d{ax}" if ax in free[n] else int(d) for ax, d in enumerate(b.shape)]
+                types[n] = helper.make_tensor_type_proto(np_to_onnx_dtype(b.dtype), dims)
+            else:
+                types[n] = _buffer_type(b, tp)
+        return types
+
+    def _general(self, attr: str, env: dict, free: dict, gkey: tuple):
+        """The subgraph planned once with the dims in ``free`` (name → axes) left symbolic and
+        run with run-time shapes (its node runners compute them, :mod:`hetero_explore.shapes`):
+        for a Loop whose carried values change shape every iteration. None when such a plan
+        cannot execute (a host-only op on a run-time shape with a device alone, a data-dependent
+        shape ...): the caller then specialises per exact shape."""
+        from .planner import plan as make_plan
+
+        sig = ("general",) + tuple((n, gkey[n], b.dtype) if n in gkey else e
+                                   for n, b, e in zip(env, env.values(), self._signature(attr, env)[1:]))
+        ex = self._cache.get(sig)
+        if ex is not None or sig in self._not_general:
+            return ex
+        try:
+            g = child_graph(self.graph, self.subs[attr], self._types(attr, env, free),
+                            where=f"{self.node.name}/{attr}")
+            ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), self._where(attr))
+        except HeteroExploreError:
+            self._not_general.add(sig)
+            return None
+        return self._keep(sig, ex)
+
     def _keep(self, key, ex: SubgraphExecutor) -> SubgraphExecutor:
         with self._lock:
             self._cache[key] = ex
@@ -579,9 +657,8 @@ class ControlKernel(Kernel):
 
     def _env(self, attr: str, inputs, formal_bufs: dict) -> dict:
         env = dict(formal_bufs)
-        base = len(self.formal)
-        for name in self.captured[attr]:
-            env[name] = inputs[base + self.implicit.index(name)]
+        for name, i in self.captured[attr]:
+            env[name] = inputs[i]
         return env
 
     # -- running ------------------------------------------------------------------------------
@@ -592,7 +669,7 @@ class ControlKernel(Kernel):
         with Ledger(owners) as ledger:
             consts: dict = {}
             self.stats.runs += 1
-            getattr(self, "_run_" + self.node.op_type)(inputs, outputs, ledger, consts)
+            getattr(self, self._runner)(inputs, outputs, ledger, consts)
         ledger.check_leaks()
 
     def run_allocating(self, inputs, names, ledger) -> list:
@@ -734,6 +811,10 @@ class ControlKernel(Kernel):
         # the two scalars keep theirs, so that is the signature (host values and value-specialised
         # bodies go through the kernel's cache every iteration)
         local: dict = {}
+        #: executors planned with the carried dims that changed left symbolic:
+        #: (shape pattern per carried value, None for a free dim; dtypes; executor)
+        general: list = []
+        prev_key = None
         stats = self.stats
         env = base
         cond_name, carried_names = outs[0], outs[1:1 + n_c]
@@ -758,10 +839,22 @@ class ControlKernel(Kernel):
                 key.append((b.shape, b.dtype))
             key = tuple(key)
             ex = local.get(key)
+            if ex is None and GENERALISE_LOOPS and general:
+                ex = _match_general(general, key)
+            if ex is None and GENERALISE_LOOPS and prev_key is not None:
+                free = _changed_dims(prev_key, key)
+                if free and all(b.dtype != HOST_DTYPE for b in carried):
+                    gkey = {c_names[j]: tuple(None if ax in axes else d for ax, d in enumerate(key[j][0]))
+                            for j, axes in free.items()}
+                    ex = self._general("body", env, {c_names[j]: axes for j, axes in free.items()}, gkey)
+                    if ex is not None:
+                        general.append((tuple(gkey.get(n_, k_[0]) for n_, k_ in zip(c_names, key)),
+                                        tuple(k_[1] for k_ in key), ex))
             if ex is None:
                 ex, by_value = self._lookup("body", env)
                 if not by_value and all(b.dtype != HOST_DTYPE for b in carried):
                     local[key] = ex
+            prev_key = key
             res = ex.run(env, ledger, consts, stats)
             cb = res[cond_name]
             d = cb.data
@@ -839,6 +932,107 @@ class ControlKernel(Kernel):
             if o:
                 self._deliver(src, dst, f"output {o!r} (final state)")
 
+    def _run_Scan8(self, inputs, outputs, ledger, consts):
+        """Scan-8: every input and output has a batch axis (0) in front, the scan axis is 1, and
+        the optional first input ``sequence_lens`` (int64 [batch]) gives each batch entry its
+        length. The body runs per batch entry for that entry's length; scan outputs past it are
+        zeros (as onnxruntime writes them)."""
+        node, sub = self.node, self.subs["body"]
+        a = node.attributes
+        f = self.formal
+        n_in = len(f) - 1
+        m = int(a["num_scan_inputs"])
+        n_s = n_in - m
+        where = f"node {node.name!r} (Scan-8)"
+        states0 = [host_array(b) for b in inputs[1:1 + n_s]]
+        xs = [host_array(b) for b in inputs[1 + n_s:1 + n_in]]
+        dirs = list(a.get("directions") or [0] * m)
+        if len(dirs) != m:
+            raise ControlFlowError(f"{where}: {len(dirs)} directions for {m} scan inputs")
+        shapes = {(x.shape[0], x.shape[1]) if x.ndim >= 2 else None for x in xs}
+        if None in shapes or len(shapes) != 1:
+            raise ControlFlowError(f"{where}: the scan inputs must share their batch and sequence axes "
+                                   f"(0, 1); got shapes {[x.shape for x in xs]}")
+        batch, steps = shapes.pop()
+        if any(st.ndim < 1 or st.shape[0] != batch for st in states0):
+            raise ControlFlowError(f"{where}: the initial states must have the batch axis {batch} in front; "
+                                   f"got shapes {[st.shape for st in states0]}")
+        if f[0]:
+            lens = np.asarray(host_array(inputs[0])).reshape(-1)
+            if lens.shape != (batch,) or lens.dtype.kind not in "iu" or (lens < 0).any() or (lens > steps).any():
+                raise ControlFlowError(f"{where}: sequence_lens must be {batch} integers in 0..{steps}; got "
+                                       f"{lens.dtype} {lens.tolist()}")
+            lens = [int(v) for v in lens]
+        else:
+            lens = [steps] * batch
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        final = [[None] * batch for _ in range(n_s)]
+        scan_rows = [[None] * batch for _ in outs[n_s:]]
+        elem = [None] * len(outs[n_s:])  # (shape, dtype) of a scan output's element
+        for b in range(batch):
+            states = []
+            for st in states0:
+                buf = ledger.allocate(self.provider, st.shape[1:], st.dtype)
+                self.provider.copy_from_host(np.ascontiguousarray(st[b]), buf)
+                states.append(buf)
+            rows = [[] for _ in outs[n_s:]]
+            n = lens[b]
+            for t in range(n):
+                formal = dict(zip(names[:n_s], states))
+                for j, (x, d) in enumerate(zip(xs, dirs)):
+                    sl = np.array(x[b, n - 1 - t if d else t], order="C", copy=True)
+                    buf = ledger.allocate(self.provider, sl.shape, sl.dtype)
+                    self.provider.copy_from_host(sl, buf)
+                    formal[names[n_s + j]] = buf
+                env = self._env("body", inputs, formal)
+                ex = self._executor("body", env)
+                res = ex.run(env, ledger, consts, self.stats)
+                states = [res[k] for k in outs[:n_s]]
+                for k, name in enumerate(outs[n_s:]):
+                    r = np.array(host_array(res[name]), copy=True)
+                    if elem[k] is not None and (r.shape, r.dtype) != elem[k]:
+                        raise ControlFlowError(
+                            f"{where}: scan output {name!r} is {r.dtype} {r.shape} at batch {b} step {t}, but "
+                            f"{elem[k][1]} {elem[k][0]} before; every step must give the same shape")
+                    elem[k] = (r.shape, r.dtype)
+                    rows[k].append(r)
+                keep = {id(x) for x in states} | {id(x) for x in consts.values()}
+                for x in [x for k_, x in ledger.live.items() if k_ not in keep]:
+                    ledger.free(x)
+                self.stats.iterations += 1
+            for k, st in enumerate(states):
+                final[k][b] = np.array(host_array(st), copy=True)
+            for k in range(len(rows)):
+                scan_rows[k][b] = rows[k]
+        results = [np.stack(v) if batch else np.empty((0,) + st.shape[1:], st.dtype)
+                   for v, st in zip(final, states0)]
+        for k, name in enumerate(outs[n_s:]):
+            if elem[k] is None:  # no step ran in any batch entry: the element shape from the plan
+                v = self.graph.values.get(node.outputs[n_s + k])
+                shp = None if v is None else v.shape
+                if shp is None or not shape_is_static(shp) or v.dtype is None:
+                    raise ControlFlowError(f"{where}: scan output {name!r} ran 0 steps and its element shape "
+                                           "is not known before the run")
+                elem[k] = (tuple(int(d) for d in shp[2:]), np.dtype(v.dtype))
+            shp, dt = elem[k]
+            arr = np.zeros((batch, steps) + tuple(shp), dt)
+            for b, rs in enumerate(scan_rows[k]):
+                for t, r in enumerate(rs):
+                    arr[b, t] = r
+            results.append(arr)
+        for arr, dst, o in zip(results, outputs, node.outputs):
+            if isinstance(dst, _Pending):
+                dst.array = arr
+            elif not o or dst.data is None:  # an absent output
+                continue
+            elif arr.shape != dst.shape or arr.dtype != dst.dtype:
+                raise ControlFlowError(
+                    f"{where}: output {o!r} is {arr.dtype} {arr.shape} at run time, but the plan allocated "
+                    f"{dst.dtype} {dst.shape} (load-time shape inference); the planned shape does not hold")
+            else:
+                dst.provider.copy_from_host(np.ascontiguousarray(arr), dst)
+
     def _run_SequenceMap(self, inputs, outputs, ledger, consts):
         node, sub = self.node, self.subs["body"]
         names = [vi.name for vi in sub.input]
@@ -871,6 +1065,28 @@ class ControlKernel(Kernel):
             self.stats.iterations += 1
         for dst, lst in zip(outputs, results):
             dst.data[()] = lst
+
+
+def _changed_dims(prev: tuple, key: tuple) -> dict:
+    """{carried index: axes} whose dims differ between two iterations' (shape, dtype) keys;
+    empty when nothing changed or a rank or dtype did (those are specialised exactly)."""
+    out = {}
+    for j, ((s0, d0), (s1, d1)) in enumerate(zip(prev, key)):
+        if d0 != d1 or len(s0) != len(s1):
+            return {}
+        axes = frozenset(ax for ax, (a, b) in enumerate(zip(s0, s1)) if a != b)
+        if axes:
+            out[j] = axes
+    return out
+
+
+def _match_general(general: list, key: tuple):
+    for pattern, dtypes, ex in general:
+        if all(d == k[1] for d, k in zip(dtypes, key)) and all(
+                len(p) == len(k[0]) and all(a is None or a == b for a, b in zip(p, k[0]))
+                for p, k in zip(pattern, key)):
+            return ex
+    return None
 
 
 class _DataDependent(Exception):
@@ -1010,11 +1226,17 @@ def _control_check(ctx, target):
             dom = "" if n.domain in ("", "ai.onnx") else n.domain
             if n.op_type in _FOLDED_AWAY or (n.domain, n.op_type) in functions:
                 continue
+            if n.op_type in _FOLDED_AT_SPECIALISATION and dom == "":
+                continue
             ks = [k for k in reg.find(dom, n.op_type, target.name) if k.claims(opsets.get(dom, 1))]
             if not ks:
                 return (f"its {attr} holds {(dom + '::') if dom else ''}{n.op_type}, which has no "
                         f"{target.name} kernel at opset {opsets.get(dom, 1)}")
     return None
+
+
+#: reads no shapes (the subgraphs' ops only): runs even when the node's shapes are symbolic
+_control_check.shape_free = True
 
 
 def _static_elements(tp) -> bool:
@@ -1036,7 +1258,10 @@ OPS.add("If", _build, since=11, until=25, dtypes=("bool",), check=_control_check
 OPS.add("Loop", _build, since=11, until=25, dtypes=(), dtype_input=1 << 30, check=_control_check,
         note=_CONTROL_NOTE)
 OPS.add("Scan", _build, since=9, until=25, dtypes=(), dtype_input=1 << 30, check=_control_check,
-        note=_CONTROL_NOTE + "; Scan-8 (batch axis) is not claimed")
+        note=_CONTROL_NOTE)
+OPS.add("Scan", _build, since=8, until=8, dtypes=(), dtype_input=1 << 30, check=_control_check,
+        note="Scan-8: batch axis 0 and scan axis 1 on every input and output, sequence_lens per batch "
+             "entry (scan outputs past an entry's length are zeros); the body runs per batch entry")
 OPS.add("SequenceMap", _build, since=17, until=21, dtypes=(), dtype_input=1 << 30, targets=("cpu",),
         check=_control_check, note="the body run per element on the host provider")
 

@@ -297,6 +297,24 @@ def _is_host_output(ctx, i: int = 0) -> bool:
     return d is not None and np.dtype(d) == HOST_DTYPE
 
 
+def _identity_host_check(ctx, target):
+    """Identity of a sequence/optional (tensors have their own Identity kernels)."""
+    d = ctx.in_dtypes[0] if ctx.in_dtypes else None
+    if d is None or np.dtype(d) != HOST_DTYPE:
+        return "Identity of a tensor: the tensor kernels run it"
+    return _host_check(ctx, target)
+
+
+@_reg("Identity", since=14, until=25, dtype_input=0, dtypes=(np.dtype(HOST_DTYPE).name,),
+      check=_identity_host_check,
+      note="a sequence (14) or optional (16) passed on as is (host values are never mutated); "
+           "versions after 16 only add tensor element types")
+def _identity_host(ctx, target):
+    def run(inputs, outputs):
+        outputs[0][()] = inputs[0][()]
+    return run
+
+
 @_reg("Optional", since=15, until=28,
       note="None (no input) or a copy of the input; v28 only adds element types")
 def _optional(ctx, target):

@@ -112,7 +112,7 @@ def scan_cumsum(n=4, d=2):
     return model(nodes, [vi("s0", [d]), vi("x", [n, d])], [vi("s", [d]), vi("ys", [n, d])])
 
 
-def growing_loop():
+def growing_loop(trips=3):
     """A Loop whose carried value grows every iteration (Concat): its output shape is not static."""
     body = helper.make_graph([helper.make_node("Concat", ["v_in", "one"], ["v_out"], axis=0, name="b_cat"),
                               helper.make_node("Identity", ["cond_in"], ["cond_out"], name="b_cond")],
@@ -120,7 +120,7 @@ def growing_loop():
                              [vi("cond_out", [], B), vi("v_out", ["m"])])
     nodes = [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body, name="Loop_grow")]
     return model(nodes, [vi("x", [1])], [vi("y", ["k"])],
-                 [const("trips", np.int64(3)), const("one", np.ones(1, np.float32))])
+                 [const("trips", np.int64(trips)), const("one", np.ones(1, np.float32))])
 
 
 def failing_branch():

@@ -349,3 +349,132 @@ def test_tables_name_the_dims_onnx_made_up_by_their_producer():
     row = df[df["value"] == "y0"].iloc[0]
     assert tuple(row["shape"]) == ("If_x.d0",)
     assert not any("unk__" in str(s) for s in df["shape"])
+
+
+def _scan8(directions=(0,), with_lens=True):
+    """Scan-8 (opset 8): a running sum state and a scan output (state + x_t), batch axis 0."""
+    from onnx import helper
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"], name="b_add"),
+         helper.make_node("Mul", ["s_out", "x_t"], ["y_t"], name="b_mul")], "body",
+        [cm.vi("s_in", [2]), cm.vi("x_t", [2])], [cm.vi("s_out", [2]), cm.vi("y_t", [2])])
+    node = helper.make_node("Scan", ["lens" if with_lens else "", "s0", "x"], ["s", "y"], body=body,
+                            num_scan_inputs=1, directions=list(directions), name="Scan8")
+    ins = ([cm.vi("lens", [3], cm.I64)] if with_lens else []) + [cm.vi("s0", [3, 2]), cm.vi("x", [3, 4, 2])]
+    m = cm.model([node], ins, [cm.vi("s", [3, 2]), cm.vi("y", [3, 4, 2])], opset=8)
+    m.ir_version = 3
+    return m
+
+
+@pytest.mark.parametrize("directions,with_lens", [((0,), True), ((1,), True), ((0,), False), ((1,), False)])
+def test_scan8_batch_axis_and_sequence_lens_match_onnxruntime(directions, with_lens):
+    m = _scan8(directions, with_lens)
+    r = np.random.default_rng(4)
+    feeds = {"s0": r.standard_normal((3, 2)).astype(np.float32),
+             "x": r.standard_normal((3, 4, 2)).astype(np.float32)}
+    if with_lens:
+        feeds["lens"] = np.array([4, 1, 2], np.int64)  # onnxruntime refuses 0
+    want = ort_run(m, feeds)
+    g = he.load_model(m)
+    p = he.plan(g, ["cpu"])
+    assert p.executable, p.execution_blockers
+    got = he.execute_reference(g, "cpu", feeds).outputs
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7, err_msg=k)
+    runs, _ = _hetero_runs(g, feeds, random.Random(sum(directions) + with_lens))
+    for run in runs:
+        assert identical(run, got)
+
+
+def test_scan8_bad_sequence_lens_is_a_typed_error():
+    m = _scan8()
+    cpu = resolve("cpu")
+    before = counters([cpu])
+    feeds = {"lens": np.array([5, 1, 0], np.int64), "s0": np.zeros((3, 2), np.float32),
+             "x": np.zeros((3, 4, 2), np.float32)}
+    with pytest.raises(he.ExecutionError, match="Scan8.*sequence_lens"):
+        he.execute(he.plan(he.load_model(m), [cpu]), feeds)
+    assert counters([cpu]) == before
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no GPU and no CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+@pytest.mark.parametrize("c", [True, False])
+def test_outer_constants_are_constants_of_the_child_plan_on_cuda_alone(c):
+    """The else branch's Slice reads its starts/ends from the outer graph's initializers: the
+    child plan binds them as constants, so on the CUDA provider alone the branch places as it
+    would at top level (it was unplaceable: 'starts must be a constant'), and runs bitwise equal
+    to the CPU reference."""
+    g = he.load_model(cm.if_different_shapes())
+    p = he.plan(g, [resolve("cuda")])
+    assert p.executable and not p.execution_blockers, p.execution_blockers
+    child = p.children["If_x/else_branch"]
+    assert child.graph.is_constant("s0") and child.graph.is_constant("s1")
+    assert "s0" not in child.graph.inputs and "x" in child.graph.inputs
+    feeds = {"c": np.array(c), "x": np.arange(4, dtype=np.float32) - 1.5}
+    ref = he.execute_reference(g, "cpu", feeds)
+    got = he.execute(p, feeds)
+    assert identical(got.outputs, ref.outputs), he.compare(got, ref)
+    np.testing.assert_array_equal(got.outputs["y"], -(feeds["x"] if c else feeds["x"][:2]))
+
+
+@pytest.mark.parametrize("make,feeds", [
+    (lambda: cm.growing_loop(40), {"x": np.ones(1, np.float32)}),
+    (cm.growing_scan_loop, {"trips": np.array(12, np.int64), "v0": np.array([0.5], np.float32),
+                            "x": np.array([1.0, -2.0], np.float32)}),
+])
+def test_growing_loop_plans_its_body_twice_not_every_iteration(make, feeds, monkeypatch):
+    """A carried value that grows every iteration: the body is planned for the first shape,
+    then once more with the growing dim left symbolic (run with run-time shapes), not once per
+    iteration; the results are byte-identical to one exact specialisation per iteration, on
+    the CPU and under deny masks, and a reused executor plans nothing more."""
+    import hetero_explore.control as control
+    g = he.load_model(make())
+    cpu = resolve("cpu")
+
+    def run(provs):
+        with he.executor.HeterogeneousExecutor(he.plan(g, provs)) as ex:
+            out = ex.run(feeds).outputs
+            kernel = next(st.kernel for r in ex.parts for st in r.steps if st.node.op_type == "Loop")
+            n = kernel.stats.specialisations
+            again = ex.run(feeds).outputs
+            assert identical(again, out)
+            if control.GENERALISE_LOOPS:  # per exact shape, a second run re-plans what the cache dropped
+                assert kernel.stats.specialisations == n
+        return out, n
+
+    got, plans = run([cpu])
+    assert plans == 2
+    monkeypatch.setattr(control, "GENERALISE_LOOPS", False)
+    exact, plans_exact = run([cpu])
+    assert plans_exact > 2
+    assert identical(got, exact)
+    monkeypatch.setattr(control, "GENERALISE_LOOPS", True)
+    for deny in (["Concat"], ["Identity", "Mul"], ["ReduceSum"]):
+        provs = [mask(resolve("gpu"), deny=deny), cpu]
+        before = counters(provs)
+        out, _ = run(provs)
+        assert identical(out, exact), deny
+        assert counters(provs) == before
+
+
+def test_body_reading_a_formal_input_of_its_loop_from_the_outer_scope():
+    """torch's TorchScript exporter passes a constant ``true`` as the Loop's condition and has
+    the body read that same outer value (``cond_out = Identity(outer_true)``): a captured value
+    that is also a formal input of the control node (not an implicit one). Same as onnxruntime."""
+    from onnx import helper
+    body = helper.make_graph([
+        helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="b_add"),
+        helper.make_node("Identity", ["keep_going"], ["cond_out"], name="b_cond")], "body",
+        [cm.vi("i", [], cm.I64), cm.vi("cond_in", [], cm.B), cm.vi("acc_in", [2])],
+        [cm.vi("cond_out", [], cm.B), cm.vi("acc_out", [2])])
+    m = cm.model([helper.make_node("Loop", ["trips", "keep_going", "acc0"], ["acc"], body=body, name="L_t")],
+                 [cm.vi("x", [2]), cm.vi("acc0", [2]), cm.vi("keep_going", [], cm.B)], [cm.vi("acc", [2])],
+                 [cm.const("trips", np.int64(3))])  # a graph input: not bound as a child constant
+    g = he.load_model(m)
+    loop = g.nodes[0]
+    assert "keep_going" in loop.formal_inputs and "keep_going" not in loop.implicit_inputs
+    feeds = {"x": np.array([1.0, 2.0], np.float32), "acc0": np.zeros(2, np.float32),
+             "keep_going": np.array(True)}
+    got = he.execute_reference(g, "cpu", feeds).outputs
+    np.testing.assert_array_equal(got["acc"], ort_run(m, feeds)["acc"])
+    np.testing.assert_array_equal(got["acc"], [3.0, 6.0])

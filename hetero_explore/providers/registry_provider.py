@@ -82,6 +82,13 @@ class RegistryProvider(ExecutionProvider):
             if bad or any(not shape_is_static(s) for s in _present_out_shapes(ctx)):
                 # Capability is about op, opset and dtypes; symbolic shapes are an
                 # execution blocker that the plan reports, not a reason to decline.
+                # A check that reads no shapes (``check.shape_free``: the control ops',
+                # on their subgraphs) runs now, so the plan and the kernel agree.
+                if k.check is not None and getattr(k.check, "shape_free", False):
+                    r = k.check(ctx, self.target)
+                    if r:
+                        reasons.append(r)
+                        continue
                 return KernelMatch.yes("shapes symbolic: attributes checked when shapes are bound")
             if k.check is not None:
                 r = k.check(ctx, self.target)
