@@ -300,7 +300,8 @@ def test_grid_layout_renders_quickly_at_scale():
 
 # -- hostile names -----------------------------------------------------------------------
 @needs_dot
-@pytest.mark.parametrize("level, layout", [("node", "dot"), ("partition", "dot"), ("partition", "grid")])
+@pytest.mark.parametrize("level, layout", [("node", "dot"), ("node", "layered"), ("partition", "dot"),
+                                           ("partition", "grid")])
 def test_hostile_names_yield_valid_dot_and_safe_svg(level, layout):
     p = hostile_plan()
     with warnings.catch_warnings():

@@ -9,6 +9,7 @@ structure or the SVG that ``dot`` writes.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -30,7 +31,11 @@ LEVELS = ("auto", "node", "partition")
 #: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
 #: layout time grows quadratically (Graphviz 2.42 takes ~10 s at 1,300 partitions).
 DOT_PARTITION_LIMIT = 600
-LAYOUTS = ("auto", "dot", "grid")
+LAYOUTS = ("auto", "dot", "grid", "layered")
+#: Node views with more nodes than this are laid out by :mod:`.layout` (linear time, drawn by
+#: Graphviz's ``nop2``) instead of by ``dot`` (a 2,000-node view with partition clusters took
+#: 5-25 s in ``dot`` here, and about a second this way).
+DOT_NODE_LIMIT = 300
 _CELL_W, _STACK_H, _ZIG, _ROW_GAP = 230, 64, 36, 40
 #: Longest model string shown in a label (the tooltip has more).
 MAX_LABEL = 40
@@ -154,12 +159,16 @@ def fmt_shape(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+@functools.lru_cache(maxsize=512)
+def _dtype_name(dtype) -> str:
+    return "?" if dtype is None else dtype.name  # numpy's dtype.name is slow: asked per value and tooltip
+
+
 def fmt_value(graph, name: str) -> str:
     v = graph.values.get(name)
     if v is None:
         return f"{name}: ?"
-    dt = "?" if v.dtype is None else v.dtype.name
-    return f"{name}: {dt}{fmt_shape(v.shape)}"
+    return f"{name}: {_dtype_name(v.dtype)}{fmt_shape(v.shape)}"
 
 
 def _listed(graph, names, limit=MAX_LISTED) -> list[str]:
@@ -196,8 +205,11 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         rankdir: Graphviz ``rankdir`` (``TB`` or ``LR``).
         legend: draw the provider legend.
         max_label: longest model string shown in a label; tooltips show more.
-        layout: partition level only: ``"dot"``, ``"grid"`` (precomputed serpentine
-            layers, linear time) or ``"auto"`` (``grid`` above ``DOT_PARTITION_LIMIT``
+        layout: ``"dot"``, ``"layered"`` (node level: :mod:`.layout`'s linear-time layers,
+            partitions as clusters, drawn by ``nop2``), ``"grid"`` (partition level:
+            precomputed serpentine layers, linear time) or ``"auto"`` (node level:
+            ``layered`` above ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow
+            bodies are drawn; partition level: ``grid`` above ``DOT_PARTITION_LIMIT``
             partitions).
     """
     if level not in LEVELS:
@@ -206,9 +218,15 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
     if level == "auto":
         level = "node" if len(plan.graph.nodes) <= max_nodes else "partition"
-    if level == "node" or layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
+    if level == "node":
+        if layout == "auto":
+            big = len(plan.graph.nodes) > DOT_NODE_LIMIT
+            layout = "layered" if big and not show_initializers and not getattr(plan, "children", None) else "dot"
+        elif layout == "grid" or getattr(plan, "children", None):
+            layout = "dot"  # the grid is a partition-level layout; control-flow bodies are laid out by dot
+    elif layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
         layout = "dot"
-    else:
+    elif layout == "auto":
         layout = "grid"
     colors = provider_colors(plan.provider_names)
     g = PlanGraph(name="plan", graph_attr={
@@ -227,9 +245,13 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
                       f"{len(plan.transfers)} transfer(s) ({human_bytes(tb)}) · {level} view", None)]
     g.attr(label=_label(*title))
     pos: dict[str, tuple[float, float]] = {}
+    bbs: dict[str, str] = {}
+    if layout == "layered":
+        pos, bbs = _layered_positions(plan, level, max_label, rankdir, legend, show_initializers)
+        g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
     if level == "node":
         _io_nodes(g, plan, max_label, pos)
-        _node_level(g, plan, colors, show_initializers, max_label)
+        _node_level(g, plan, colors, show_initializers, max_label, pos, bbs)
     else:
         agg, inp = _crossings(plan)
         if layout == "grid":
@@ -238,15 +260,91 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         _io_nodes(g, plan, max_label, pos)
         _partition_level(g, plan, colors, max_label, agg, inp, pos)
     if legend:
-        _legend(g, plan, colors, pos.get("legend"))
+        at = pos.get("legend")
+        _legend(g, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
     return g
 
 
 def _pos(pos, key) -> dict:
-    if not pos:
+    if not pos or key not in pos:
         return {}
-    x, y = pos[key]
+    at = pos[key]
+    if isinstance(at, str):
+        return {"pos": at}
+    x, y = at
     return {"pos": f"{x:.0f},{y:.0f}"}
+
+
+def _node_lines(n, max_label) -> list[str]:
+    """A node box's label lines (escaped)."""
+    lines = [dot_text(n.op_type, max_label)]
+    if n.name != f"{n.op_type}_{n.id}":
+        lines.append(dot_text(n.name, max_label))
+    return lines
+
+
+def _io_lines(graph, name, max_label) -> list[str]:
+    return [dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)]
+
+
+def _layered_positions(plan, level, max_label, rankdir, legend, show_initializers=False):
+    """``(pos, bb)``: DOT ``pos`` of every box and ``bb`` of every cluster, from
+    :func:`.layout.layout` (node level: partitions as groups of node boxes)."""
+    from . import layout as L
+
+    graph = plan.graph
+    lr = rankdir == "LR"
+
+    def leaf(key, lines, order, fontsize=10.0, ellipse=False):
+        w, h = L.estimate_size(lines, fontsize)
+        if ellipse:
+            w, h = w * 1.25, h * 1.2
+        return L.Box(key, *((h, w) if lr else (w, h)), order=order)
+
+    n_nodes = len(graph.nodes)
+    kids = [leaf(f"in_{i}", _io_lines(graph, name, max_label), -1.0 - len(graph.inputs) + i, ellipse=True)
+            for i, name in enumerate(graph.inputs)]
+    edges = []
+    if level == "node":
+        for part in plan.partitions:
+            box = L.Box(f"cluster_p{part.id}", children=[
+                leaf(f"n{nid}", _node_lines(graph.nodes[nid], max_label), float(nid)) for nid in part.node_ids])
+            if lr:
+                box.label_h = 0.0
+            kids.append(box)
+        in_index = {n: i for i, n in enumerate(graph.inputs)}
+        for n in graph.nodes:
+            for name in n.inputs:
+                v = graph.values.get(name) if name else None
+                if v is None:
+                    continue
+                if v.producer is not None:
+                    edges.append((f"n{v.producer}", f"n{n.id}"))
+                elif name in in_index:
+                    edges.append((f"in_{in_index[name]}", f"n{n.id}"))
+        if show_initializers:  # numbered as _node_level numbers them
+            k = 0
+            for name, v in graph.values.items():
+                if v.kind == "initializer" and v.consumers:
+                    first = min(v.consumers) if all(isinstance(c, int) for c in v.consumers) else 0
+                    kids.append(leaf(f"init_{k}", [dot_text(name, max_label), dot_text(_vshort(graph, name))],
+                                     first - 0.5, fontsize=8.0))
+                    edges.extend((f"init_{k}", f"n{c}") for c in v.consumers if isinstance(c, int))
+                    k += 1
+        src = lambda nid: f"n{nid}"  # noqa: E731
+    else:
+        raise ValueError("the layered layout draws node views")
+    for i, name in enumerate(graph.outputs):
+        kids.append(leaf(f"out_{i}", _io_lines(graph, name, max_label), float(n_nodes + i), ellipse=True))
+        v = graph.values.get(name)
+        if v is not None and v.producer is not None:
+            edges.append((src(v.producer), f"out_{i}"))
+    root = L.layout(L.Box("root", children=kids, label_h=0.0), edges)
+    pos = {b.key: L.dot_pos(b, rankdir) for b in L.leaves(root)}
+    bbs = {b.key: L.dot_bb(b, rankdir) for b in L.groups(root)}
+    if legend:
+        pos["legend"] = f"{-150.0:.1f},{-40.0:.1f}"
+    return pos, bbs
 
 
 def _io_nodes(g, plan, max_label, pos):
@@ -265,7 +363,7 @@ def _vshort(graph, name) -> str:
     v = graph.values.get(name)
     if v is None:
         return "?"
-    return ("?" if v.dtype is None else v.dtype.name) + fmt_shape(v.shape)
+    return _dtype_name(v.dtype) + fmt_shape(v.shape)
 
 
 def _output_edges(g, plan, src_of):
@@ -282,7 +380,7 @@ def _output_edges(g, plan, src_of):
             g.edge(f"in_{in_index[name]}", f"out_{i}", tooltip=_tooltip([fmt_value(graph, name)]))
 
 
-def _node_level(g, plan, colors, show_initializers, max_label):
+def _node_level(g, plan, colors, show_initializers, max_label, pos=None, bbs=None):
     graph = plan.graph
     vals = graph.values
     provs = plan.providers
@@ -297,13 +395,12 @@ def _node_level(g, plan, colors, show_initializers, max_label):
                                          f"{part.n_nodes} node(s)", 2 * max_label)),
                    style="rounded,filled", fillcolor=lighter(color), color=darker(color),
                    fontsize="11", tooltip=_tooltip(_partition_tooltip(plan, part)))
+            if bbs and f"cluster_p{part.id}" in bbs:
+                c.attr(bb=bbs[f"cluster_p{part.id}"])
             for nid in part.node_ids:
                 n = graph.nodes[nid]
-                lines = [dot_text(n.op_type, max_label)]
-                if n.name != f"{n.op_type}_{n.id}":
-                    lines.append(dot_text(n.name, max_label))
-                c.node(f"n{nid}", _label(*lines), fillcolor=color, color=darker(color),
-                       tooltip=_tooltip(_node_tooltip(plan, n)))
+                c.node(f"n{nid}", _label(*_node_lines(n, max_label)), fillcolor=color, color=darker(color),
+                       tooltip=_tooltip(_node_tooltip(plan, n)), **_pos(pos, f"n{nid}"))
 
     if show_initializers:
         for name, v in vals.items():
@@ -311,7 +408,7 @@ def _node_level(g, plan, colors, show_initializers, max_label):
                 k = init_index[name] = len(init_index)
                 g.node(f"init_{k}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name))),
                        shape="note", style="filled", fillcolor=INIT_FILL, fontsize="8",
-                       tooltip=_tooltip(["initializer", fmt_value(graph, name)]))
+                       tooltip=_tooltip(["initializer", fmt_value(graph, name)]), **_pos(pos, f"init_{k}"))
 
     labelled: set[tuple[str, str]] = set()
     for n in graph.nodes:

@@ -34,8 +34,10 @@ from ..errors import RunCancelled
 VIEWS = ("Graph", "Placement", "Partitions", "Transfers", "Run", "Diff", "Changes", "Export")
 #: rows shown per table (the full table is one DataFrame call away)
 MAX_ROWS = 300
-#: most boxes (nodes or partitions) drawn live; above it the Graph view asks first
-MAX_DRAW = 400
+#: most boxes (nodes or partitions) drawn live; above it the Graph view asks first (node views
+#: above ``graph.DOT_NODE_LIMIT`` nodes and big partition views are laid out in linear time:
+#: a 2,000-node node view is on screen in about 1-2 s, drawn in the background)
+MAX_DRAW = 2500
 #: pictures with more boxes are laid out in the background (the rest of the app stays live)
 SYNC_DRAW_BOXES = 50
 #: largest report offered as an in-page download link
