@@ -26,7 +26,10 @@ from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, li
 #: ``level="auto"`` draws every node up to this many nodes, partitions above it
 #: (node-level layouts of thousands of nodes are unreadable and slow).
 AUTO_NODE_LIMIT = 400
-LEVELS = ("auto", "node", "partition")
+LEVELS = ("auto", "node", "partition", "scope")
+#: ``level="scope"`` without ``scope_depth``: the deepest scope level that shows at most this
+#: many boxes (at least the top level)
+SCOPE_BOXES = 60
 #: Partition views with more partitions than this are laid out on a serpentine grid
 #: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
 #: layout time grows quadratically (Graphviz 2.42 takes ~10 s at 1,300 partitions).
@@ -192,7 +195,8 @@ def _weight(nbytes) -> str:
 # -- the views ---------------------------------------------------------------------------
 def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False, *,
                      max_nodes: int = AUTO_NODE_LIMIT, rankdir: str = "TB", legend: bool = True,
-                     max_label: int = MAX_LABEL, layout: str = "auto") -> PlanGraph:
+                     max_label: int = MAX_LABEL, layout: str = "auto", expand=(),
+                     scope_depth: int | None = None) -> PlanGraph:
     """The plan's DAG as a :class:`PlanGraph` (a ``graphviz.Digraph``).
 
     Args:
@@ -205,6 +209,11 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         rankdir: Graphviz ``rankdir`` (``TB`` or ``LR``).
         legend: draw the provider legend.
         max_label: longest model string shown in a label; tooltips show more.
+        expand: ``level="scope"``: name scopes (``"/encoder/layer.0"``) drawn open, as a
+            cluster of what they hold, instead of as one box.
+        scope_depth: ``level="scope"``: scopes this deep or deeper are drawn as one box unless
+            expanded (1: the top-level scopes); None: the deepest that keeps at most
+            ``SCOPE_BOXES`` boxes.
         layout: ``"dot"``, ``"layered"`` (node level: :mod:`.layout`'s linear-time layers,
             partitions as clusters, drawn by ``nop2``), ``"grid"`` (partition level:
             precomputed serpentine layers, linear time) or ``"auto"`` (node level:
@@ -218,7 +227,14 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
     if level == "auto":
         level = "node" if len(plan.graph.nodes) <= max_nodes else "partition"
-    if level == "node":
+    if level == "scope":
+        from .scopes import ScopeView
+        view = ScopeView(plan, expand=expand, depth=scope_depth)
+        if layout == "auto":
+            layout = "layered" if view.n_boxes > DOT_NODE_LIMIT else "dot"
+        elif layout == "grid":
+            layout = "dot"
+    elif level == "node":
         if layout == "auto":
             big = len(plan.graph.nodes) > DOT_NODE_LIMIT
             layout = "layered" if big and not show_initializers and not getattr(plan, "children", None) else "dot"
@@ -246,10 +262,20 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     g.attr(label=_label(*title))
     pos: dict[str, tuple[float, float]] = {}
     bbs: dict[str, str] = {}
-    if layout == "layered":
+    if level == "scope":
+        if layout == "layered":
+            pos, bbs = view.positions(max_label, rankdir)
+            g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
+            if legend:
+                pos["legend"] = "-150.0,-40.0"
+        _io_nodes(g, plan, max_label, pos)
+        view.draw(g, colors, max_label, pos, bbs)
+    elif layout == "layered":
         pos, bbs = _layered_positions(plan, level, max_label, rankdir, legend, show_initializers)
         g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
-    if level == "node":
+    if level == "scope":
+        pass
+    elif level == "node":
         _io_nodes(g, plan, max_label, pos)
         _node_level(g, plan, colors, show_initializers, max_label, pos, bbs)
     else:
