@@ -51,7 +51,11 @@ class ScopeView:
 
         self.plan = plan
         graph = plan.graph
-        self.expand = frozenset(str(x).rstrip("/") or "/" for x in (expand or ()))
+        opened = set()
+        for x in expand or ():  # an expanded scope opens its parents too
+            parts = tuple(y for y in str(x).split("/") if y)
+            opened.update(scope_name(parts[:k]) for k in range(1, len(parts) + 1))
+        self.expand = frozenset(opened)
         self.paths = [node_scope(n.name) for n in graph.nodes]
         self.size: Counter = Counter()
         for p in self.paths:
@@ -60,11 +64,12 @@ class ScopeView:
         if depth is None:
             limit = SCOPE_BOXES if max_boxes is None else max_boxes
             deepest = max((len(p) for p in self.paths), default=0)
-            depth = 1
-            for d in range(2, deepest + 1):
-                if len(set(self._boxes(d))) > limit:
+            depth, count = 1, len(set(self._boxes(1)))
+            for d in range(2, deepest + 1):  # the deepest within the limit (a few boxes: one deeper)
+                c = len(set(self._boxes(d)))
+                if c > 4 * limit or (c > limit and count >= 8):
                     break
-                depth = d
+                depth, count = d, c
         self.depth = max(1, int(depth))
         self.box_of = self._boxes(self.depth)
         self.n_boxes = len(set(self.box_of))
@@ -213,7 +218,7 @@ class ScopeView:
                  + (" ..." if len(ops) > MAX_LISTED else ""),
                  "partitions: " + ", ".join(f"P{i}" for i in parts[:MAX_LISTED])
                  + (" ..." if len(parts) > MAX_LISTED else ""),
-                 "nodes:"] + [f"  name: {n.name}" for n in nodes[:MAX_LISTED]]
+                 "nodes (each: its name):"] + [f"name: {n.name}" for n in nodes[:MAX_LISTED]]
         if len(nodes) > MAX_LISTED:
             lines.append(f"  ... and {len(nodes) - MAX_LISTED} more")
         lines.append("(collapsed: expand it to see its nodes)")
