@@ -564,8 +564,8 @@ class ExplorerApp(widgets.VBox):
         for v in VIEWS:
             if v == "Graph":
                 rows = [widgets.HBox([self.level_dropdown, self.draw_big_box, self.find_box, self.zoom_dropdown])]
-                if self.scope_names:
-                    rows.append(widgets.HBox([self.scope_pick, self.expand_button, self.collapse_button]))
+                rows.append(widgets.HBox([self.scope_pick, self.expand_button, self.collapse_button],
+                                         layout=widgets.Layout(display="" if self.scope_names else "none")))
                 pages.append(widgets.VBox(rows + [self.views[v]]))
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
