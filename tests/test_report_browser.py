@@ -386,6 +386,21 @@ def test_search_finds_a_node_in_a_2000_node_view_and_pans_to_it(browser):
         th.click()
         first = page.locator("#he-placement tbody tr").first.locator("td").nth(1).inner_text()
         assert first == max(n.name for n in g.nodes)
+        # the table is paged: 200 rows a page, in the sorted order; the filter pages its matches
+        names = sorted((n.name for n in g.nodes), reverse=True)
+        rows = page.locator("#he-placement tbody tr:visible")
+        info = page.locator("#sec-placement .page-info")
+        assert rows.count() == 200 and info.inner_text().strip() == "page 1 of 10 (2000 row(s))"
+        assert page.locator("#sec-placement .page-prev").is_disabled()
+        page.locator("#sec-placement .page-next").click()
+        assert info.inner_text().strip() == "page 2 of 10 (2000 row(s))"
+        assert rows.count() == 200 and rows.first.locator("td").nth(1).inner_text() == names[200]
+        page.screenshot(path=str(OUT / "report_2000_paged.png"))
+        page.fill("input.filter[data-table='he-placement']", "relu_9")
+        hits = [x for x in names if "relu_9" in x]
+        assert info.inner_text().strip() == f"page 1 of 1 ({len(hits)} row(s) matching)"
+        assert rows.count() == len(hits) and rows.first.locator("td").nth(1).inner_text() == hits[0]
+        assert page.locator("#sec-placement .page-next").is_disabled()
         assert page.evaluate("window.__csp || []") == []
         assert errors == []
         assert requests == [path.as_uri()], requests

@@ -1,7 +1,7 @@
 """A self-contained HTML report of a plan (and optionally a run and a byte-identity diff).
 
 One file: inline CSS, the DAG as inline SVG, one small inline script (table
-filtering and sorting, SVG fit toggle) pinned by a Content-Security-Policy
+filtering, sorting and paging, 200 rows a page; the DAG's pan, zoom and search) pinned by a Content-Security-Policy
 hash, no network fetches, so it opens offline. Every string that comes from
 the model or a provider is escaped with :func:`html.escape`; model data never
 enters the script.
@@ -81,20 +81,63 @@ input.node-search { font-size: 13px; padding: 3px 6px; width: 300px; margin-left
 input.filter { font-size: 13px; padding: 3px 6px; width: 320px; margin: 4px 0; }
 button { font-size: 12px; margin: 4px 0; }
 .tablewrap { overflow: auto; max-height: 70vh; }
+.pager { font-size: 12.5px; margin: 2px 0 8px; }
+.pager button { margin: 0 4px; }
 footer { color: var(--muted); font-size: 12px; padding: 10px 28px 30px; }
 """
 
 # Model data never enters this script; it only reads the DOM.
 _JS = """
 (function () {
+  // tables: filter, sort and page (PAGE rows at a time); rows are hidden, never rebuilt
+  var PAGE = 200;
+  var tableState = function (t) {
+    if (t.heState) return t.heState;
+    var st = {q: '', page: 0, pager: null};
+    t.heState = st;
+    var rows = t.tBodies[0].rows.length;
+    if (rows > PAGE) {
+      var bar = document.createElement('div');
+      bar.className = 'pager';
+      var prev = document.createElement('button'), next = document.createElement('button');
+      var info = document.createElement('span');
+      prev.type = next.type = 'button';
+      prev.className = 'page-prev'; next.className = 'page-next'; info.className = 'page-info';
+      prev.textContent = '\u25c0 previous'; next.textContent = 'next \u25b6';
+      bar.appendChild(prev); bar.appendChild(info); bar.appendChild(next);
+      var wrap = t.parentNode;
+      wrap.parentNode.insertBefore(bar, wrap.nextSibling);
+      prev.addEventListener('click', function () { st.page -= 1; showRows(t); });
+      next.addEventListener('click', function () { st.page += 1; showRows(t); });
+      st.pager = {prev: prev, next: next, info: info};
+    }
+    return st;
+  };
+  var showRows = function (t) {
+    var st = tableState(t), q = st.q, hits = [];
+    Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
+      if (!q || r.textContent.toLowerCase().indexOf(q) >= 0) hits.push(r); else r.style.display = 'none';
+    });
+    var pages = Math.max(1, Math.ceil(hits.length / PAGE));
+    st.page = Math.max(0, Math.min(st.page, pages - 1));
+    var lo = st.page * PAGE, hi = lo + PAGE;
+    hits.forEach(function (r, i) { r.style.display = (i >= lo && i < hi) ? '' : 'none'; });
+    if (st.pager) {
+      st.pager.info.textContent = ' page ' + (st.page + 1) + ' of ' + pages + ' (' + hits.length +
+        ' row(s)' + (q ? ' matching' : '') + ') ';
+      st.pager.prev.disabled = st.page === 0;
+      st.pager.next.disabled = st.page >= pages - 1;
+    }
+  };
+  document.querySelectorAll('table.data').forEach(function (t) { showRows(t); });
   document.querySelectorAll('input.filter').forEach(function (inp) {
     var t = document.getElementById(inp.getAttribute('data-table'));
     if (!t) return;
     inp.addEventListener('input', function () {
-      var q = inp.value.toLowerCase();
-      Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
-        r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
-      });
+      var st = tableState(t);
+      st.q = inp.value.toLowerCase();
+      st.page = 0;
+      showRows(t);
     });
   });
   document.querySelectorAll('table.data').forEach(function (t) {
@@ -113,6 +156,8 @@ _JS = """
           return asc ? r : -r;
         });
         rows.forEach(function (r) { t.tBodies[0].appendChild(r); });
+        tableState(t).page = 0;
+        showRows(t);
       });
     });
   });
