@@ -213,7 +213,7 @@ def test_report_replaces_an_existing_file_atomically(capsys, tmp_path):
 
 def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch):
     import hetero_explore.cli as cli
-    monkeypatch.setattr(cli, "_load_and_plan", lambda args, model=None: (_ for _ in ()).throw(KeyError("boom\x1b")))
+    monkeypatch.setattr(cli, "_load_and_plan", lambda args, model=None, **kw: (_ for _ in ()).throw(KeyError("boom\x1b")))
     rc, _, err = run_cli(capsys, "plan", DEMO)
     assert rc == 3 and err.startswith("error: internal error (KeyError): ") and err.count("\n") == 1
     _no_raw_controls(err)
