@@ -406,3 +406,44 @@ def test_search_finds_a_node_in_a_2000_node_view_and_pans_to_it(browser):
         assert requests == [path.as_uri()], requests
     finally:
         page.close()
+
+
+@needs_dot
+@pytest.mark.browser
+def test_scoped_model_report_opens_a_scope_on_click(browser):
+    """A torch-style scoped model: the report carries its partition, scope and node views;
+    clicking a collapsed scope shows the node view at that scope's first node."""
+    from test_viz_scopes import scoped_transformer
+    OUT.mkdir(exist_ok=True)
+    g = he.load_model(scoped_transformer(13))
+    assert len(g.nodes) > G.AUTO_NODE_LIMIT
+    p = he.plan(g, [mask(he.VirtualProvider("gpu", "cuda:0", ops=sorted(set(g.op_types()))), deny=["Softmax"]),
+                    "cpu"])
+    path = p.to_html(OUT / "report_scopes.html")
+    page, errors, requests = open_report(browser, path)
+    try:
+        assert page.locator("div.dag[data-view]").count() == 3
+        assert page.locator("#he-dag-box").is_visible() and not page.locator("#he-dag-scopes").is_visible()
+        page.locator("button.dag-view[data-target='he-dag-scopes']").click()
+        scopes = page.locator("#he-dag-scopes")
+        assert scopes.is_visible() and "pz" in scopes.get_attribute("class")
+        box = scopes.locator("svg g.node").filter(has=page.locator("text", has_text="/encoder/layer.4/mlp"))
+        assert box.count() == 1
+        page.screenshot(path=str(OUT / "report_scopes.png"))
+        box.click()
+        assert page.locator("#he-dag-nodes").is_visible() and not scopes.is_visible()
+        first = min((n for n in g.nodes if n.name.startswith("/encoder/layer.4/mlp/")), key=lambda n: n.id)
+        assert page.locator("#he-node-search").input_value() == "/encoder/layer.4/mlp/"
+        found = page.locator("#he-dag-nodes svg g.he-found")
+        assert found.count() == 1 and found.locator("title").first.text_content() == f"n{first.id}"
+        n_hits = sum(n.name.startswith("/encoder/layer.4/mlp/") for n in g.nodes)
+        assert page.locator("#he-node-found").inner_text() == f"1 of {n_hits} match(es)"
+        page.screenshot(path=str(OUT / "report_scope_opened.png"))
+        # a search that only the scope view answers switches back to it
+        page.fill("#he-node-search", "/encoder/layer.7/attention")
+        assert page.locator("#he-dag-nodes").is_visible()  # nodes named .../attention/... match here first
+        assert page.evaluate("window.__csp || []") == []
+        assert errors == []
+        assert requests == [path.as_uri()], requests
+    finally:
+        page.close()
