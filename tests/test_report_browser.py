@@ -423,9 +423,14 @@ def test_scoped_model_report_opens_a_scope_on_click(browser):
     page, errors, requests = open_report(browser, path)
     try:
         assert page.locator("div.dag[data-view]").count() == 3
-        assert page.locator("#he-dag-box").is_visible() and not page.locator("#he-dag-scopes").is_visible()
-        page.locator("button.dag-view[data-target='he-dag-scopes']").click()
-        scopes = page.locator("#he-dag-scopes")
+        # a big scoped model is drawn by its scopes first; the partition view is a click away
+        scopes = page.locator("#he-dag-box")
+        assert scopes.get_attribute("data-view") == "scope" and scopes.is_visible()
+        assert not page.locator("#he-dag-partitions").is_visible()
+        page.locator("button.dag-view[data-target='he-dag-partitions']").click()
+        assert page.locator("#he-dag-partitions").is_visible() and not scopes.is_visible()
+        assert "pz" in page.locator("#he-dag-partitions").get_attribute("class")
+        page.locator("button.dag-view[data-target='he-dag-box']").click()
         assert scopes.is_visible() and "pz" in scopes.get_attribute("class")
         box = scopes.locator("svg g.node").filter(has=page.locator("text", has_text="/encoder/layer.4/mlp"))
         assert box.count() == 1
@@ -439,9 +444,9 @@ def test_scoped_model_report_opens_a_scope_on_click(browser):
         n_hits = sum(n.name.startswith("/encoder/layer.4/mlp/") for n in g.nodes)
         assert page.locator("#he-node-found").inner_text() == f"1 of {n_hits} match(es)"
         page.screenshot(path=str(OUT / "report_scope_opened.png"))
-        # a search that only the scope view answers switches back to it
-        page.fill("#he-node-search", "/encoder/layer.7/attention")
-        assert page.locator("#he-dag-nodes").is_visible()  # nodes named .../attention/... match here first
+        # a name only another picture shows: the search switches to it
+        page.fill("#he-node-search", "\u25b8 14 node(s)")  # a collapsed scope's label
+        assert scopes.is_visible() and page.locator("#he-node-found").inner_text() == "1 of 13 match(es)"
         assert page.evaluate("window.__csp || []") == []
         assert errors == []
         assert requests == [path.as_uri()], requests

@@ -193,6 +193,15 @@ def _weight(nbytes) -> str:
 
 
 # -- the views ---------------------------------------------------------------------------
+def auto_level(plan, max_nodes: int = AUTO_NODE_LIMIT) -> str:
+    """What ``level="auto"`` draws: every node up to ``max_nodes`` nodes; above it the name
+    scopes when the exporter wrote them (``/encoder/layer.0/...``), else the partitions."""
+    if len(plan.graph.nodes) <= max_nodes:
+        return "node"
+    from .scopes import has_scopes
+    return "scope" if has_scopes(plan.graph) else "partition"
+
+
 def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False, *,
                      max_nodes: int = AUTO_NODE_LIMIT, rankdir: str = "TB", legend: bool = True,
                      max_label: int = MAX_LABEL, layout: str = "auto", expand=(),
@@ -203,7 +212,9 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         plan: a :class:`hetero_explore.planner.plan.Plan`.
         level: ``"node"`` (one box per node, one cluster per partition),
             ``"partition"`` (one box per partition, edges labelled by the bytes that
-            cross them) or ``"auto"`` (node level up to ``max_nodes`` nodes).
+            cross them), ``"scope"`` (the exporter's name scopes collapsed into boxes,
+            :mod:`.scopes`) or ``"auto"`` (node level up to ``max_nodes`` nodes, then the
+            scope level when most nodes have a ``/scope/`` name, else the partition level).
         show_initializers: draw initializers as small notes (node level only).
         max_nodes: the ``auto`` threshold.
         rankdir: Graphviz ``rankdir`` (``TB`` or ``LR``).
@@ -226,7 +237,7 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
     if level == "auto":
-        level = "node" if len(plan.graph.nodes) <= max_nodes else "partition"
+        level = auto_level(plan, max_nodes)
     if level == "scope":
         from .scopes import ScopeView
         view = ScopeView(plan, expand=expand, depth=scope_depth)

@@ -585,14 +585,14 @@ def _dag_section(plan, level: str, layout: str) -> str:
         return warn
     pictures = [(dot.level, "he-dag-box", svg)]
     n = len(plan.graph.nodes)
-    if dot.level != "scope" and model_scopes(plan.graph) and n > 1:
-        extra = [("scope", "he-dag-scopes", {"level": "scope"})]
-        if dot.level != "node" and n <= REPORT_NODE_VIEW_MAX:
-            extra.append(("node", "he-dag-nodes", {"level": "node"}))
-        for lv, box_id, kw in extra:
-            more, _warn, _dot = _render(plan, **kw)
+    if n > 1 and model_scopes(plan.graph):  # the other views of a scoped model, for its view buttons
+        extra = {"node": ["scope"], "partition": ["scope", "node"], "scope": ["partition", "node"]}[dot.level]
+        for lv in extra:
+            if lv == "node" and n > REPORT_NODE_VIEW_MAX:
+                continue
+            more, _warn, _dot = _render(plan, level=lv)
             if more is not None:
-                pictures.append((lv, box_id, more))
+                pictures.append((lv, f"he-dag-{lv}s", more))
     buttons = ""
     if len(pictures) > 1:
         buttons = "view: " + "".join(

@@ -32,6 +32,12 @@ def scope_name(path: tuple[str, ...]) -> str:
     return "/" + "/".join(path)
 
 
+def has_scopes(graph) -> bool:
+    """Whether most nodes of ``graph`` are named ``/scope/.../name`` (a scope view says something)."""
+    n = len(graph.nodes)
+    return n > 0 and sum(1 for x in graph.nodes if node_scope(x.name)) * 2 > n
+
+
 def model_scopes(graph) -> list[str]:
     """Every scope of a graph's node names (``"/a"``, ``"/a/b"``, ...), in the model's order."""
     seen: dict[str, None] = {}

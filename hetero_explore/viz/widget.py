@@ -260,10 +260,10 @@ class ViewState:
 
 def graph_boxes(plan, level: str, expand=()) -> tuple[str, int]:
     """(level drawn, number of boxes) for ``level`` (``auto`` resolved as the graph view does)."""
-    from .graph import AUTO_NODE_LIMIT
+    from .graph import auto_level
     n = len(plan.graph.nodes)
     if level == "auto":
-        level = "node" if n <= AUTO_NODE_LIMIT else "partition"
+        level = auto_level(plan)
     if level == "scope":
         from .scopes import ScopeView
         return level, ScopeView(plan, expand=expand).n_boxes
