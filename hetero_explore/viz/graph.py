@@ -434,9 +434,10 @@ def _node_level(g, plan, colors, show_initializers, max_label, pos=None, bbs=Non
                    fontsize="11", tooltip=_tooltip(_partition_tooltip(plan, part)))
             if bbs and f"cluster_p{part.id}" in bbs:
                 c.attr(bb=bbs[f"cluster_p{part.id}"])
+            c.attr("node", fillcolor=color, color=darker(color))  # once per cluster, not per node
             for nid in part.node_ids:
                 n = graph.nodes[nid]
-                c.node(f"n{nid}", _label(*_node_lines(n, max_label)), fillcolor=color, color=darker(color),
+                c.node(f"n{nid}", _label(*_node_lines(n, max_label)),
                        tooltip=_tooltip(_node_tooltip(plan, n)), **_pos(pos, f"n{nid}"))
 
     if show_initializers:
@@ -546,7 +547,7 @@ def _node_tooltip(plan, n) -> list[str]:
     if declined:
         lines.append("declined by:")
         lines += [f"  {k}: {r}" for k, r in declined.items()]
-    if n.id in set(plan.forced):
+    if n.id in plan.forced:
         lines.append("no provider supports it (placed on the last provider for display)")
     return lines
 
