@@ -126,7 +126,7 @@ def test_a_2000_node_view_is_laid_out_in_linear_time():
     assert G.find_in_svg(svg, "/block7/softmax")
 
 
-def test_layered_layout_is_only_for_node_views(monkeypatch):
+def test_which_node_views_are_layered(monkeypatch):
     p = he.plan(he.load_model(_big_model(60)), _providers())
     assert p.to_graphviz(level="node").layout == "dot"  # small: dot
     assert p.to_graphviz(level="node", layout="layered").layout == "layered"

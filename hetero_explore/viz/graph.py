@@ -32,7 +32,9 @@ LEVELS = ("auto", "node", "partition", "scope")
 SCOPE_BOXES = 60
 #: Partition views with more partitions than this are laid out on a serpentine grid
 #: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
-#: layout time grows quadratically (Graphviz 2.42 takes ~10 s at 1,300 partitions).
+#: layout time grows quadratically (4-8 s at 733 partitions here, ~10 s at 1,300).
+#: ``layout="layered"`` lays them out in layers instead (linear too, but as tall as the
+#: DAG is deep: 52,588 pt for the 733 partitions of a 2,013-node transformer).
 DOT_PARTITION_LIMIT = 600
 LAYOUTS = ("auto", "dot", "grid", "layered")
 #: Node views with more nodes than this are laid out by :mod:`.layout` (linear time, drawn by
@@ -225,8 +227,8 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         scope_depth: ``level="scope"``: scopes this deep or deeper are drawn as one box unless
             expanded (1: the top-level scopes); None: the deepest that keeps at most
             ``SCOPE_BOXES`` boxes.
-        layout: ``"dot"``, ``"layered"`` (node level: :mod:`.layout`'s linear-time layers,
-            partitions as clusters, drawn by ``nop2``), ``"grid"`` (partition level:
+        layout: ``"dot"``, ``"layered"`` (:mod:`.layout`'s linear-time layers, drawn by
+            ``nop2``; at node level the partitions are clusters), ``"grid"`` (partition level:
             precomputed serpentine layers, linear time) or ``"auto"`` (node level:
             ``layered`` above ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow
             bodies are drawn; partition level: ``grid`` above ``DOT_PARTITION_LIMIT``
@@ -369,8 +371,13 @@ def _layered_positions(plan, level, max_label, rankdir, legend, show_initializer
                     edges.extend((f"init_{k}", f"n{c}") for c in v.consumers if isinstance(c, int))
                     k += 1
         src = lambda nid: f"n{nid}"  # noqa: E731
-    else:
-        raise ValueError("the layered layout draws node views")
+    else:  # partition level: one box per partition
+        agg, inp = _crossings(plan)
+        for part in plan.partitions:
+            kids.append(leaf(f"p{part.id}", _partition_lines(plan, part, max_label, max_label), float(part.node_ids[0])
+                             if part.node_ids else float(part.id)))
+        edges = [(f"p{a}", f"p{b}") for a, b in agg] + [(f"in_{k}", f"p{b}") for k, b in inp]
+        src = lambda nid: f"p{plan.node_partition[nid]}"  # noqa: E731
     for i, name in enumerate(graph.outputs):
         kids.append(leaf(f"out_{i}", _io_lines(graph, name, max_label), float(n_nodes + i), ellipse=True))
         v = graph.values.get(name)
@@ -628,6 +635,14 @@ def _grid_positions(plan, agg) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def _partition_lines(plan, part, max_label, ops_limit) -> list[str]:
+    """A partition box's label lines (escaped)."""
+    ops = _op_counts(plan, part)
+    top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
+    return [dot_text(f"P{part.id} · {part.provider}", max_label),
+            dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label), dot_text(top, ops_limit)]
+
+
 def _partition_level(g, plan, colors, max_label, agg, inp, pos):
     graph = plan.graph
     vals = graph.values
@@ -638,11 +653,7 @@ def _partition_level(g, plan, colors, max_label, agg, inp, pos):
 
     for part in parts:
         color = colors[part.provider]
-        ops = _op_counts(plan, part)
-        top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
-        g.node(f"p{part.id}", _label(dot_text(f"P{part.id} · {part.provider}", max_label),
-                                     dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label),
-                                     dot_text(top, ops_limit)),
+        g.node(f"p{part.id}", _label(*_partition_lines(plan, part, max_label, ops_limit)),
                fillcolor=color, color=darker(color), penwidth="1.5",
                tooltip=_tooltip(_partition_tooltip(plan, part)), **_pos(pos, f"p{part.id}"))
 
