@@ -251,8 +251,9 @@ class ScopeView:
             attrs = dict(color=darker(main), penwidth="2", tooltip=_tooltip(self._scope_tooltip(box[1])))
             if len(counts) == 1:
                 attrs.update(fillcolor=main, style="filled,bold")
-            else:  # one stripe per provider, as wide as its share of the nodes
-                fr = [int(1000 * k / total) / 1000 for _p, k in counts]
+            else:  # one stripe per provider, as wide as its share of the nodes (at least a tenth: visible)
+                rest = [max(0.1, int(1000 * k / total) / 1000) for _p, k in counts[1:]]
+                fr = [max(0.0, round(1.0 - sum(rest), 3))] + rest
                 attrs.update(style="striped", fillcolor=":".join(
                     f"{colors[p]};{f:.3f}" for (p, _k), f in zip(counts, fr)))
             return attrs
