@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # this checkout's package, not an installed one
 
 # the laptop story: a virtual gpu and cpu, no simulator
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -238,6 +239,7 @@ def bench_cold() -> dict:
         path = os.path.join(d, "resnet18_like.onnx")
         onnx.save(m, path)
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         t = time.perf_counter()
         out = subprocess.run([sys.executable, "-c", COLD, path], env=env, capture_output=True, text=True,
                              timeout=600)
