@@ -17,13 +17,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-import hetero_explore as he
-from hetero_explore.providers import VirtualProvider
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, not an installed one
+import hetero_explore as he  # noqa: E402
+from hetero_explore.providers import VirtualProvider  # noqa: E402
 
 FAST = ["MatMul", "Relu", "Add"]
 FALLBACK = ["Softmax", "Sigmoid"]

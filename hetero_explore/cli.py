@@ -2,6 +2,7 @@
 
     hetero-explore plan MODEL [--providers gpu,cpu] [--deny gpu:Softmax ...]
                               [--input-shape x=1,3,224,224 ...] [--dim batch=1] [--json] [--full]
+                              [--progress | --quiet]
     hetero-explore report MODEL -o report.html [same options] [--execute [--inputs FILE.npz | --seed N]]
     hetero-explore demo [-o demo_report.html] [--no-execute]
     hetero-explore providers [--providers cpu,cuda,gpu]
@@ -188,20 +189,81 @@ def _common(sp):
                     "elimination, Conv+BatchNormalization folding, MatMul+Add -> Gemm)")
     sp.add_argument("--strict", action="store_true", help="fail when a node no provider supports (default: "
                     "place it on the unplaced lane, show the rest and list it as an execution blocker)")
+    sp.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "
+                    "not a terminal (default: only on a terminal)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--full", action="store_true", help="print every table row (default: the first "
                     f"{MAX_TABLE_ROWS} of each, and lists cut to fit the terminal)")
 
 
-def _load_and_plan(args, model=None):
+class Progress:
+    """A one-line progress bar on stderr for long work (loading, planning, executing, writing):
+    ``[#####.......] 2/4 planning 2,013 nodes``, rewritten in place. Drawn when stderr is a
+    terminal or when forced (``--progress``), never with ``--quiet``; otherwise silent, so
+    piped output and logs stay clean."""
+
+    WIDTH = 24
+
+    def __init__(self, total: int, *, enabled: bool | None = None, stream=None):
+        self.stream = stream or sys.stderr
+        if enabled is None:
+            enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = enabled
+        self.total = max(1, total)
+        self.step = 0
+        self.label = ""
+        self.drawn = False
+
+    @classmethod
+    def for_args(cls, args, total: int) -> "Progress":
+        if getattr(args, "quiet", False):
+            return cls(total, enabled=False)
+        return cls(total, enabled=True if getattr(args, "progress", False) else None)
+
+    def stage(self, label: str) -> None:
+        """The next step begins."""
+        self.step = min(self.step + 1, self.total)
+        self.label = label
+        self._draw(self.step - 1, label)
+
+    def detail(self, text: str) -> None:
+        """What the current step is doing (``compiling kernels (3/40)``): the bar moves within it."""
+        m = re.search(r"\((\d+)/(\d+)\)", text)
+        frac = (int(m.group(1)) / max(1, int(m.group(2)))) if m else 0.0
+        self._draw(self.step - 1 + min(1.0, frac), f"{self.label}: {text}")
+
+    def _draw(self, done: float, label: str) -> None:
+        if not self.enabled:
+            return
+        fill = int(round(self.WIDTH * done / self.total))
+        bar = "#" * fill + "." * (self.WIDTH - fill)
+        text = terminal_text(f"[{bar}] {self.step}/{self.total} {label}")[:200]
+        self.stream.write(f"\r{text}\033[K")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        """Clear the bar's line (what follows prints on a clean line)."""
+        if self.enabled and self.drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+        self.drawn = False
+
+
+def _load_and_plan(args, model=None, progress: Progress | None = None):
     from .loader import load_model
     from .planner import plan
     check_deny(args.deny)                 # before loading: a typo fails fast
+    bar = progress or Progress(1, enabled=False)
+    bar.stage("loading " + (args.model if model is None else "the model"))
     g = load_model(model if model is not None else args.model, input_shapes=dict(args.input_shape) or None,
                    dim_values=dict(args.dim) or None, fold_constants=not args.no_fold,
                    optimize=not getattr(args, "no_optimize", False))
     check_deny(args.deny, g)
     provs = build_providers(args.providers, args.deny)
+    bar.stage(f"planning {len(g.nodes):,} node(s) on {args.providers}")
     p = plan(g, provs, strict=getattr(args, "strict", False))
+    bar.close()  # what follows (warnings, tables) prints on a clean line
     unplaced = p.placement_counts().get("unplaced", 0)
     if unplaced:
         _warn(f"{unplaced} node(s) no provider supports sit on the unplaced lane (see the execution blockers); "
@@ -282,7 +344,11 @@ def _print_tables(p, out=None, full: bool = False):
 
 
 def cmd_plan(args) -> int:
-    _, p = _load_and_plan(args)
+    bar = Progress.for_args(args, 2)
+    try:
+        _, p = _load_and_plan(args, progress=bar)
+    finally:
+        bar.close()
     if args.json:
         _say(p.to_json())  # json.dumps escapes controls and non-ASCII already; _say is belt and braces
     else:
@@ -315,46 +381,61 @@ def load_inputs(path: str) -> dict:
 class _CompileProgress:
     """Kernel-compilation progress as one line on stderr (rewritten in place on a terminal)."""
 
-    def __init__(self, label: str, stream=None):
+    def __init__(self, label: str, stream=None, bar: Progress | None = None):
         self.label = label
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) and bar is None
+        self.bar = bar
         self.last = ""
 
     def __call__(self, message: str) -> None:
         self.last = message
-        if self.tty:
+        if self.bar is not None:
+            self.bar.detail(message)
+        elif self.tty:
             self.stream.write(f"\r{self.label}: {message}\033[K")
             self.stream.flush()
 
     def done(self, seconds: float) -> None:
         if not self.last:
             return
+        if self.bar is not None:
+            self.bar.close()
         line = f"{self.label}: {self.last}, {seconds:.1f} s (not counted as run time)"
         self.stream.write(f"\r{line}\033[K\n" if self.tty else line + "\n")
         self.stream.flush()
         self.last = ""
 
 
-def _execute(p, inputs=None, seed=0):
+def _execute(p, inputs=None, seed=0, bar: Progress | None = None):
     from .compare import compare
     from .executor import execute, execute_reference
     from .inputs import random_inputs
     from .providers import cpu
     inputs = inputs if inputs is not None else random_inputs(p.graph, seed=seed)
-    prog = _CompileProgress("heterogeneous run")
+    if bar is not None:
+        bar.stage(f"executing {len(p.partitions):,} partition(s)")
+    prog = _CompileProgress("heterogeneous run", bar=bar)
     run = execute(p, inputs, progress=prog)
     prog.done(run.compile_seconds)
-    prog = _CompileProgress("cpu reference")
+    if bar is not None:
+        bar.stage("cpu reference run")
+    prog = _CompileProgress("cpu reference", bar=bar)
     ref = execute_reference(p.graph, cpu(), inputs, progress=prog)
     prog.done(ref.compile_seconds)
     return run, compare(run, ref)
 
 
-def _write_report(p, output, run, diff, provenance=None) -> int:
+def _write_report(p, output, run, diff, provenance=None, bar: Progress | None = None) -> int:
     """Write the report; on failure say why and where the report was kept instead (exit 2)."""
     try:
-        path = p.to_html(output, run=run, diff=diff, provenance=provenance)
+        if bar is not None:
+            bar.stage("writing the report")
+        try:
+            path = p.to_html(output, run=run, diff=diff, provenance=provenance)
+        finally:
+            if bar is not None:
+                bar.close()
     except OutputWriteError as e:
         _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
@@ -365,7 +446,11 @@ def _write_report(p, output, run, diff, provenance=None) -> int:
 def cmd_report(args) -> int:
     from .errors import (ExecutionError, HeterogeneousExecutionUnsupported, InputValidationError,
                          ProviderUnavailableError)
-    _, p = _load_and_plan(args)
+    bar = Progress.for_args(args, 5 if args.execute else 3)
+    try:
+        _, p = _load_and_plan(args, progress=bar)
+    finally:
+        bar.close()
     run = diff = None
     rc_exec = 0
     prov = {"command": command_line(args), "reference": "cpu"}
@@ -374,7 +459,10 @@ def cmd_report(args) -> int:
         prov["inputs"] = (f"from {args.inputs}" if args.inputs else
                           f"seeded random inputs (hetero_explore.random_inputs, seed {args.seed})")
         try:
-            run, diff = _execute(p, inputs=inputs, seed=args.seed)
+            try:
+                run, diff = _execute(p, inputs=inputs, seed=args.seed, bar=bar)
+            finally:
+                bar.close()
         except (HeterogeneousExecutionUnsupported, ProviderUnavailableError, ExecutionError,
                 InputValidationError) as e:
             # the report is still written: the plan is worth forwarding, and it says why nothing ran
@@ -391,7 +479,7 @@ def cmd_report(args) -> int:
         except OSError as e:
             _warn(f"cannot write the trace to {args.trace!r}: {e.strerror or e}")
             rc_exec = rc_exec or 2
-    rc = _write_report(p, args.output, run, diff, prov)
+    rc = _write_report(p, args.output, run, diff, prov, bar=bar)
     return rc or rc_exec
 
 

@@ -568,13 +568,19 @@ class Explorer:
         return bool(self.diff["byte_identical"].all())
 
     # -- views -------------------------------------------------------------------------
-    def svg(self, plan=None, level: str = "auto") -> str:
-        """The plan's Graphviz picture as SVG text (cached per plan and level)."""
+    def svg(self, plan=None, level: str = "auto", expand=()) -> str:
+        """The plan's Graphviz picture as SVG text (cached per plan, level and, at the scope
+        level, the scopes drawn open)."""
         plan = self.plan if plan is None else plan
         per = self._svg_cache.get(plan)
         if per is None:
             per = {}
             self._svg_cache[plan] = per
+        if level == "scope":
+            key = ("scope", tuple(sorted(expand)))
+            if key not in per:
+                per[key] = plan.to_graphviz(level="scope", expand=expand).svg()
+            return per[key]
         if level not in per:
             g = plan.to_graphviz(level=level)
             data = g.pipe(format="svg")
@@ -586,9 +592,10 @@ class Explorer:
                 per.setdefault(drawn, per[level])
         return per[level]
 
-    def svg_cached(self, plan, level: str = "auto") -> str | None:
+    def svg_cached(self, plan, level: str = "auto", expand=()) -> str | None:
         """The SVG of ``plan`` at ``level`` when it was drawn before, else None."""
-        return self._svg_cache.get(plan, {}).get(level)
+        key = ("scope", tuple(sorted(expand))) if level == "scope" else level
+        return self._svg_cache.get(plan, {}).get(key)
 
     def export_html(self, path) -> str:
         """Write the self-contained HTML report of the current plan (with the last run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,7 +213,7 @@ def test_report_replaces_an_existing_file_atomically(capsys, tmp_path):
 
 def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch):
     import hetero_explore.cli as cli
-    monkeypatch.setattr(cli, "_load_and_plan", lambda args, model=None: (_ for _ in ()).throw(KeyError("boom\x1b")))
+    monkeypatch.setattr(cli, "_load_and_plan", lambda args, model=None, **kw: (_ for _ in ()).throw(KeyError("boom\x1b")))
     rc, _, err = run_cli(capsys, "plan", DEMO)
     assert rc == 3 and err.startswith("error: internal error (KeyError): ") and err.count("\n") == 1
     _no_raw_controls(err)
@@ -344,3 +345,49 @@ def test_a_node_no_provider_supports_is_shown_on_the_unplaced_lane(capsys):
     assert d["placement"] == {"gpu": 15, "unplaced": 1}     # (Clip expands into 2 nodes; bn1 folded)
     assert d["execution_blockers"][0]["kind"] == "unplaceable"
     assert "1 node(s) no provider supports sit on the unplaced lane" in err
+
+
+# -- the progress bar ----------------------------------------------------------------------------
+def test_progress_bar_is_off_when_stderr_is_not_a_terminal(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, "plan", DEMO, "--input-shape", "image=1,3,16,16", "--json")
+    assert rc == 0 and "\r" not in err and "[#" not in err and "[." not in err
+    json.loads(out)  # stdout is untouched either way
+    rc, _, err = run_cli(capsys, "report", DEMO, "--input-shape", "image=1,3,16,16", "-o", str(tmp_path / "r.html"))
+    assert rc == 0 and "\r" not in err and "#" not in err
+
+
+def test_progress_bar_forced_and_quiet(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, "report", DEMO, "--input-shape", "image=1,3,16,16", "-o", str(tmp_path / "r.html"),
+                           "--progress")
+    assert rc == 0
+    frames = [f for f in err.split("\r") if f.startswith("[")]
+    assert frames and all(re.match(r"\[[#.]{24}\] [1-3]/3 ", f) for f in frames), frames
+    labels = " | ".join(frames)
+    assert "1/3 loading" in labels and "2/3 planning" in labels and "3/3 writing the report" in labels
+    assert err.endswith("\r\x1b[K") or "\r\x1b[K" in err  # the bar clears its line when done
+    assert "report written" in out and "\r" not in out
+    rc, _, err = run_cli(capsys, "plan", DEMO, "--input-shape", "image=1,3,16,16", "--progress", "--quiet")
+    assert rc == 0 and "\r" not in err and "[" not in err
+
+
+def test_progress_bar_draws_on_a_terminal_and_moves_with_compile_counts():
+    import io
+
+    from hetero_explore.cli import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    s = Tty()
+    bar = Progress(2, stream=s)
+    assert bar.enabled and not Progress(2, stream=io.StringIO()).enabled
+    bar.stage("planning")
+    bar.detail("compiling kernels (5/10)")
+    bar.stage("writing")
+    bar.close()
+    frames = [f for f in s.getvalue().split("\r") if f]
+    assert frames[0].startswith("[" + "." * Progress.WIDTH + "] 1/2 planning")
+    assert frames[1].startswith("[" + "#" * 6 + "." * 18 + "] 1/2 planning: compiling kernels (5/10)")
+    assert frames[2].startswith("[" + "#" * 12 + "." * 12 + "] 2/2 writing")
+    assert frames[-1] == "\x1b[K"

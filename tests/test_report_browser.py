@@ -386,6 +386,67 @@ def test_search_finds_a_node_in_a_2000_node_view_and_pans_to_it(browser):
         th.click()
         first = page.locator("#he-placement tbody tr").first.locator("td").nth(1).inner_text()
         assert first == max(n.name for n in g.nodes)
+        # the table is paged: 200 rows a page, in the sorted order; the filter pages its matches
+        names = sorted((n.name for n in g.nodes), reverse=True)
+        rows = page.locator("#he-placement tbody tr:visible")
+        info = page.locator("#sec-placement .page-info")
+        assert rows.count() == 200 and info.inner_text().strip() == "page 1 of 10 (2000 row(s))"
+        assert page.locator("#sec-placement .page-prev").is_disabled()
+        page.locator("#sec-placement .page-next").click()
+        assert info.inner_text().strip() == "page 2 of 10 (2000 row(s))"
+        assert rows.count() == 200 and rows.first.locator("td").nth(1).inner_text() == names[200]
+        page.screenshot(path=str(OUT / "report_2000_paged.png"))
+        page.fill("input.filter[data-table='he-placement']", "relu_9")
+        hits = [x for x in names if "relu_9" in x]
+        assert info.inner_text().strip() == f"page 1 of 1 ({len(hits)} row(s) matching)"
+        assert rows.count() == len(hits) and rows.first.locator("td").nth(1).inner_text() == hits[0]
+        assert page.locator("#sec-placement .page-next").is_disabled()
+        assert page.evaluate("window.__csp || []") == []
+        assert errors == []
+        assert requests == [path.as_uri()], requests
+    finally:
+        page.close()
+
+
+@needs_dot
+@pytest.mark.browser
+def test_scoped_model_report_opens_a_scope_on_click(browser):
+    """A torch-style scoped model: the report carries its partition, scope and node views;
+    clicking a collapsed scope shows the node view at that scope's first node."""
+    from test_viz_scopes import scoped_transformer
+    OUT.mkdir(exist_ok=True)
+    g = he.load_model(scoped_transformer(13))
+    assert len(g.nodes) > G.AUTO_NODE_LIMIT
+    p = he.plan(g, [mask(he.VirtualProvider("gpu", "cuda:0", ops=sorted(set(g.op_types()))), deny=["Softmax"]),
+                    "cpu"])
+    path = p.to_html(OUT / "report_scopes.html")
+    page, errors, requests = open_report(browser, path)
+    try:
+        assert page.locator("div.dag[data-view]").count() == 3
+        # a big scoped model is drawn by its scopes first; the partition view is a click away
+        scopes = page.locator("#he-dag-box")
+        assert scopes.get_attribute("data-view") == "scope" and scopes.is_visible()
+        assert not page.locator("#he-dag-partitions").is_visible()
+        page.locator("button.dag-view[data-target='he-dag-partitions']").click()
+        assert page.locator("#he-dag-partitions").is_visible() and not scopes.is_visible()
+        assert "pz" in page.locator("#he-dag-partitions").get_attribute("class")
+        page.locator("button.dag-view[data-target='he-dag-box']").click()
+        assert scopes.is_visible() and "pz" in scopes.get_attribute("class")
+        box = scopes.locator("svg g.node").filter(has=page.locator("text", has_text="/encoder/layer.4/mlp"))
+        assert box.count() == 1
+        page.screenshot(path=str(OUT / "report_scopes.png"))
+        box.click()
+        assert page.locator("#he-dag-nodes").is_visible() and not scopes.is_visible()
+        first = min((n for n in g.nodes if n.name.startswith("/encoder/layer.4/mlp/")), key=lambda n: n.id)
+        assert page.locator("#he-node-search").input_value() == "/encoder/layer.4/mlp/"
+        found = page.locator("#he-dag-nodes svg g.he-found")
+        assert found.count() == 1 and found.locator("title").first.text_content() == f"n{first.id}"
+        n_hits = sum(n.name.startswith("/encoder/layer.4/mlp/") for n in g.nodes)
+        assert page.locator("#he-node-found").inner_text() == f"1 of {n_hits} match(es)"
+        page.screenshot(path=str(OUT / "report_scope_opened.png"))
+        # a name only another picture shows: the search switches to it
+        page.fill("#he-node-search", "\u25b8 14 node(s)")  # a collapsed scope's label
+        assert scopes.is_visible() and page.locator("#he-node-found").inner_text() == "1 of 13 match(es)"
         assert page.evaluate("window.__csp || []") == []
         assert errors == []
         assert requests == [path.as_uri()], requests

@@ -264,6 +264,11 @@ def test_bad_arguments(tiny_plan):
 @needs_dot
 def test_grid_layout_for_many_partitions(tiny_plan, monkeypatch):
     monkeypatch.setattr(G, "DOT_PARTITION_LIMIT", 2)
+    assert tiny_plan.to_graphviz(level="partition", layout="layered").layout == "layered"
+    lay = layout_json(tiny_plan.to_graphviz(level="partition", layout="layered").source)
+    for name in ("p0", "p1", "p2", "in_0", "out_0", "legend"):
+        assert "pos" in lay["nodes"][name]
+    assert len(lay["edges"]) == 5
     d = tiny_plan.to_graphviz(level="partition")
     assert d.layout == "grid"
     assert "layout=nop2" in d.source
@@ -289,18 +294,20 @@ def test_grid_layout_renders_quickly_at_scale():
                 [VirtualProvider("gpu", "cuda:0", ops=["Relu"]),
                  VirtualProvider("cpu", "cpu:0", ops=["Softmax", "Relu"])])
     assert len(p.partitions) == n
-    d = p.to_graphviz()
-    assert d.level == "partition" and d.layout == "grid"
-    t0 = time.perf_counter()
-    svg = d.svg()
-    elapsed = time.perf_counter() - t0
-    assert svg.startswith("<svg") and svg.count('class="node"') == n + 3
-    assert elapsed < 60, f"grid layout took {elapsed:.1f}s"  # generous: only guards against dot's quadratic layout
+    for layout in ("auto", "layered"):
+        d = p.to_graphviz(layout=layout)
+        assert d.level == "partition" and d.layout == ("grid" if layout == "auto" else "layered")
+        t0 = time.perf_counter()
+        svg = d.svg()
+        elapsed = time.perf_counter() - t0
+        assert svg.startswith("<svg") and svg.count('class="node"') == n + 3
+        assert elapsed < 60, f"{d.layout} layout took {elapsed:.1f}s"  # generous: guards against dot's quadratic layout
 
 
 # -- hostile names -----------------------------------------------------------------------
 @needs_dot
-@pytest.mark.parametrize("level, layout", [("node", "dot"), ("partition", "dot"), ("partition", "grid")])
+@pytest.mark.parametrize("level, layout", [("node", "dot"), ("node", "layered"), ("partition", "dot"),
+                                           ("partition", "grid"), ("partition", "layered")])
 def test_hostile_names_yield_valid_dot_and_safe_svg(level, layout):
     p = hostile_plan()
     with warnings.catch_warnings():

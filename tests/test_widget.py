@@ -229,7 +229,8 @@ def test_scripted_calls_update_the_app(app, ex):
 
 # -- big graphs, levels, export ------------------------------------------------------------------------
 @needs_dot
-def test_big_graphs_ask_before_drawing():
+def test_big_graphs_ask_before_drawing(monkeypatch):
+    monkeypatch.setattr(W, "MAX_DRAW", 400)
     e = hx.explore(models.chain("tiny", layers=250), providers=["gpu", "cpu"])  # 500 nodes
     a = e.show()
     a.level = "node"

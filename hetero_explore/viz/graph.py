@@ -9,6 +9,7 @@ structure or the SVG that ``dot`` writes.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -25,12 +26,21 @@ from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, li
 #: ``level="auto"`` draws every node up to this many nodes, partitions above it
 #: (node-level layouts of thousands of nodes are unreadable and slow).
 AUTO_NODE_LIMIT = 400
-LEVELS = ("auto", "node", "partition")
+LEVELS = ("auto", "node", "partition", "scope")
+#: ``level="scope"`` without ``scope_depth``: the deepest scope level that shows at most this
+#: many boxes (at least the top level)
+SCOPE_BOXES = 60
 #: Partition views with more partitions than this are laid out on a serpentine grid
 #: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
-#: layout time grows quadratically (Graphviz 2.42 takes ~10 s at 1,300 partitions).
+#: layout time grows quadratically (4-8 s at 733 partitions here, ~10 s at 1,300).
+#: ``layout="layered"`` lays them out in layers instead (linear too, but as tall as the
+#: DAG is deep: 52,588 pt for the 733 partitions of a 2,013-node transformer).
 DOT_PARTITION_LIMIT = 600
-LAYOUTS = ("auto", "dot", "grid")
+LAYOUTS = ("auto", "dot", "grid", "layered")
+#: Node views with more nodes than this are laid out by :mod:`.layout` (linear time, drawn by
+#: Graphviz's ``nop2``) instead of by ``dot`` (a 2,000-node view with partition clusters took
+#: 5-25 s in ``dot`` here, and about a second this way).
+DOT_NODE_LIMIT = 300
 _CELL_W, _STACK_H, _ZIG, _ROW_GAP = 230, 64, 36, 40
 #: Longest model string shown in a label (the tooltip has more).
 MAX_LABEL = 40
@@ -154,12 +164,16 @@ def fmt_shape(shape) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+@functools.lru_cache(maxsize=512)
+def _dtype_name(dtype) -> str:
+    return "?" if dtype is None else dtype.name  # numpy's dtype.name is slow: asked per value and tooltip
+
+
 def fmt_value(graph, name: str) -> str:
     v = graph.values.get(name)
     if v is None:
         return f"{name}: ?"
-    dt = "?" if v.dtype is None else v.dtype.name
-    return f"{name}: {dt}{fmt_shape(v.shape)}"
+    return f"{name}: {_dtype_name(v.dtype)}{fmt_shape(v.shape)}"
 
 
 def _listed(graph, names, limit=MAX_LISTED) -> list[str]:
@@ -181,23 +195,43 @@ def _weight(nbytes) -> str:
 
 
 # -- the views ---------------------------------------------------------------------------
+def auto_level(plan, max_nodes: int = AUTO_NODE_LIMIT) -> str:
+    """What ``level="auto"`` draws: every node up to ``max_nodes`` nodes; above it the name
+    scopes when the exporter wrote them (``/encoder/layer.0/...``), else the partitions."""
+    if len(plan.graph.nodes) <= max_nodes:
+        return "node"
+    from .scopes import has_scopes
+    return "scope" if has_scopes(plan.graph) else "partition"
+
+
 def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False, *,
                      max_nodes: int = AUTO_NODE_LIMIT, rankdir: str = "TB", legend: bool = True,
-                     max_label: int = MAX_LABEL, layout: str = "auto") -> PlanGraph:
+                     max_label: int = MAX_LABEL, layout: str = "auto", expand=(),
+                     scope_depth: int | None = None) -> PlanGraph:
     """The plan's DAG as a :class:`PlanGraph` (a ``graphviz.Digraph``).
 
     Args:
         plan: a :class:`hetero_explore.planner.plan.Plan`.
         level: ``"node"`` (one box per node, one cluster per partition),
             ``"partition"`` (one box per partition, edges labelled by the bytes that
-            cross them) or ``"auto"`` (node level up to ``max_nodes`` nodes).
+            cross them), ``"scope"`` (the exporter's name scopes collapsed into boxes,
+            :mod:`.scopes`) or ``"auto"`` (node level up to ``max_nodes`` nodes, then the
+            scope level when most nodes have a ``/scope/`` name, else the partition level).
         show_initializers: draw initializers as small notes (node level only).
         max_nodes: the ``auto`` threshold.
         rankdir: Graphviz ``rankdir`` (``TB`` or ``LR``).
         legend: draw the provider legend.
         max_label: longest model string shown in a label; tooltips show more.
-        layout: partition level only: ``"dot"``, ``"grid"`` (precomputed serpentine
-            layers, linear time) or ``"auto"`` (``grid`` above ``DOT_PARTITION_LIMIT``
+        expand: ``level="scope"``: name scopes (``"/encoder/layer.0"``) drawn open, as a
+            cluster of what they hold, instead of as one box.
+        scope_depth: ``level="scope"``: scopes this deep or deeper are drawn as one box unless
+            expanded (1: the top-level scopes); None: the deepest that keeps at most
+            ``SCOPE_BOXES`` boxes.
+        layout: ``"dot"``, ``"layered"`` (:mod:`.layout`'s linear-time layers, drawn by
+            ``nop2``; at node level the partitions are clusters), ``"grid"`` (partition level:
+            precomputed serpentine layers, linear time) or ``"auto"`` (node level:
+            ``layered`` above ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow
+            bodies are drawn; partition level: ``grid`` above ``DOT_PARTITION_LIMIT``
             partitions).
     """
     if level not in LEVELS:
@@ -205,10 +239,23 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
     if level == "auto":
-        level = "node" if len(plan.graph.nodes) <= max_nodes else "partition"
-    if level == "node" or layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
+        level = auto_level(plan, max_nodes)
+    if level == "scope":
+        from .scopes import ScopeView
+        view = ScopeView(plan, expand=expand, depth=scope_depth)
+        if layout == "auto":
+            layout = "layered" if view.n_boxes > DOT_NODE_LIMIT else "dot"
+        elif layout == "grid":
+            layout = "dot"
+    elif level == "node":
+        if layout == "auto":
+            big = len(plan.graph.nodes) > DOT_NODE_LIMIT
+            layout = "layered" if big and not show_initializers and not getattr(plan, "children", None) else "dot"
+        elif layout == "grid" or getattr(plan, "children", None):
+            layout = "dot"  # the grid is a partition-level layout; control-flow bodies are laid out by dot
+    elif layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
         layout = "dot"
-    else:
+    elif layout == "auto":
         layout = "grid"
     colors = provider_colors(plan.provider_names)
     g = PlanGraph(name="plan", graph_attr={
@@ -227,9 +274,23 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
                       f"{len(plan.transfers)} transfer(s) ({human_bytes(tb)}) · {level} view", None)]
     g.attr(label=_label(*title))
     pos: dict[str, tuple[float, float]] = {}
-    if level == "node":
+    bbs: dict[str, str] = {}
+    if level == "scope":
+        if layout == "layered":
+            pos, bbs = view.positions(max_label, rankdir)
+            g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
+            if legend:
+                pos["legend"] = "-150.0,-40.0"
         _io_nodes(g, plan, max_label, pos)
-        _node_level(g, plan, colors, show_initializers, max_label)
+        view.draw(g, colors, max_label, pos, bbs)
+    elif layout == "layered":
+        pos, bbs = _layered_positions(plan, level, max_label, rankdir, legend, show_initializers)
+        g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
+    if level == "scope":
+        pass
+    elif level == "node":
+        _io_nodes(g, plan, max_label, pos)
+        _node_level(g, plan, colors, show_initializers, max_label, pos, bbs)
     else:
         agg, inp = _crossings(plan)
         if layout == "grid":
@@ -238,15 +299,96 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         _io_nodes(g, plan, max_label, pos)
         _partition_level(g, plan, colors, max_label, agg, inp, pos)
     if legend:
-        _legend(g, plan, colors, pos.get("legend"))
+        at = pos.get("legend")
+        _legend(g, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
     return g
 
 
 def _pos(pos, key) -> dict:
-    if not pos:
+    if not pos or key not in pos:
         return {}
-    x, y = pos[key]
+    at = pos[key]
+    if isinstance(at, str):
+        return {"pos": at}
+    x, y = at
     return {"pos": f"{x:.0f},{y:.0f}"}
+
+
+def _node_lines(n, max_label) -> list[str]:
+    """A node box's label lines (escaped)."""
+    lines = [dot_text(n.op_type, max_label)]
+    if n.name != f"{n.op_type}_{n.id}":
+        lines.append(dot_text(n.name, max_label))
+    return lines
+
+
+def _io_lines(graph, name, max_label) -> list[str]:
+    return [dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)]
+
+
+def _layered_positions(plan, level, max_label, rankdir, legend, show_initializers=False):
+    """``(pos, bb)``: DOT ``pos`` of every box and ``bb`` of every cluster, from
+    :func:`.layout.layout` (node level: partitions as groups of node boxes)."""
+    from . import layout as L
+
+    graph = plan.graph
+    lr = rankdir == "LR"
+
+    def leaf(key, lines, order, fontsize=10.0, ellipse=False):
+        w, h = L.estimate_size(lines, fontsize)
+        if ellipse:
+            w, h = w * 1.25, h * 1.2
+        return L.Box(key, *((h, w) if lr else (w, h)), order=order)
+
+    n_nodes = len(graph.nodes)
+    kids = [leaf(f"in_{i}", _io_lines(graph, name, max_label), -1.0 - len(graph.inputs) + i, ellipse=True)
+            for i, name in enumerate(graph.inputs)]
+    edges = []
+    if level == "node":
+        for part in plan.partitions:
+            box = L.Box(f"cluster_p{part.id}", children=[
+                leaf(f"n{nid}", _node_lines(graph.nodes[nid], max_label), float(nid)) for nid in part.node_ids])
+            if lr:
+                box.label_h = 0.0
+            kids.append(box)
+        in_index = {n: i for i, n in enumerate(graph.inputs)}
+        for n in graph.nodes:
+            for name in n.inputs:
+                v = graph.values.get(name) if name else None
+                if v is None:
+                    continue
+                if v.producer is not None:
+                    edges.append((f"n{v.producer}", f"n{n.id}"))
+                elif name in in_index:
+                    edges.append((f"in_{in_index[name]}", f"n{n.id}"))
+        if show_initializers:  # numbered as _node_level numbers them
+            k = 0
+            for name, v in graph.values.items():
+                if v.kind == "initializer" and v.consumers:
+                    first = min(v.consumers) if all(isinstance(c, int) for c in v.consumers) else 0
+                    kids.append(leaf(f"init_{k}", [dot_text(name, max_label), dot_text(_vshort(graph, name))],
+                                     first - 0.5, fontsize=8.0))
+                    edges.extend((f"init_{k}", f"n{c}") for c in v.consumers if isinstance(c, int))
+                    k += 1
+        src = lambda nid: f"n{nid}"  # noqa: E731
+    else:  # partition level: one box per partition
+        agg, inp = _crossings(plan)
+        for part in plan.partitions:
+            kids.append(leaf(f"p{part.id}", _partition_lines(plan, part, max_label, max_label), float(part.node_ids[0])
+                             if part.node_ids else float(part.id)))
+        edges = [(f"p{a}", f"p{b}") for a, b in agg] + [(f"in_{k}", f"p{b}") for k, b in inp]
+        src = lambda nid: f"p{plan.node_partition[nid]}"  # noqa: E731
+    for i, name in enumerate(graph.outputs):
+        kids.append(leaf(f"out_{i}", _io_lines(graph, name, max_label), float(n_nodes + i), ellipse=True))
+        v = graph.values.get(name)
+        if v is not None and v.producer is not None:
+            edges.append((src(v.producer), f"out_{i}"))
+    root = L.layout(L.Box("root", children=kids, label_h=0.0), edges)
+    pos = {b.key: L.dot_pos(b, rankdir) for b in L.leaves(root)}
+    bbs = {b.key: L.dot_bb(b, rankdir) for b in L.groups(root)}
+    if legend:
+        pos["legend"] = f"{-150.0:.1f},{-40.0:.1f}"
+    return pos, bbs
 
 
 def _io_nodes(g, plan, max_label, pos):
@@ -265,7 +407,7 @@ def _vshort(graph, name) -> str:
     v = graph.values.get(name)
     if v is None:
         return "?"
-    return ("?" if v.dtype is None else v.dtype.name) + fmt_shape(v.shape)
+    return _dtype_name(v.dtype) + fmt_shape(v.shape)
 
 
 def _output_edges(g, plan, src_of):
@@ -282,7 +424,7 @@ def _output_edges(g, plan, src_of):
             g.edge(f"in_{in_index[name]}", f"out_{i}", tooltip=_tooltip([fmt_value(graph, name)]))
 
 
-def _node_level(g, plan, colors, show_initializers, max_label):
+def _node_level(g, plan, colors, show_initializers, max_label, pos=None, bbs=None):
     graph = plan.graph
     vals = graph.values
     provs = plan.providers
@@ -297,13 +439,13 @@ def _node_level(g, plan, colors, show_initializers, max_label):
                                          f"{part.n_nodes} node(s)", 2 * max_label)),
                    style="rounded,filled", fillcolor=lighter(color), color=darker(color),
                    fontsize="11", tooltip=_tooltip(_partition_tooltip(plan, part)))
+            if bbs and f"cluster_p{part.id}" in bbs:
+                c.attr(bb=bbs[f"cluster_p{part.id}"])
+            c.attr("node", fillcolor=color, color=darker(color))  # once per cluster, not per node
             for nid in part.node_ids:
                 n = graph.nodes[nid]
-                lines = [dot_text(n.op_type, max_label)]
-                if n.name != f"{n.op_type}_{n.id}":
-                    lines.append(dot_text(n.name, max_label))
-                c.node(f"n{nid}", _label(*lines), fillcolor=color, color=darker(color),
-                       tooltip=_tooltip(_node_tooltip(plan, n)))
+                c.node(f"n{nid}", _label(*_node_lines(n, max_label)),
+                       tooltip=_tooltip(_node_tooltip(plan, n)), **_pos(pos, f"n{nid}"))
 
     if show_initializers:
         for name, v in vals.items():
@@ -311,7 +453,7 @@ def _node_level(g, plan, colors, show_initializers, max_label):
                 k = init_index[name] = len(init_index)
                 g.node(f"init_{k}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name))),
                        shape="note", style="filled", fillcolor=INIT_FILL, fontsize="8",
-                       tooltip=_tooltip(["initializer", fmt_value(graph, name)]))
+                       tooltip=_tooltip(["initializer", fmt_value(graph, name)]), **_pos(pos, f"init_{k}"))
 
     labelled: set[tuple[str, str]] = set()
     for n in graph.nodes:
@@ -412,7 +554,7 @@ def _node_tooltip(plan, n) -> list[str]:
     if declined:
         lines.append("declined by:")
         lines += [f"  {k}: {r}" for k, r in declined.items()]
-    if n.id in set(plan.forced):
+    if n.id in plan.forced:
         lines.append("no provider supports it (placed on the last provider for display)")
     return lines
 
@@ -493,6 +635,14 @@ def _grid_positions(plan, agg) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def _partition_lines(plan, part, max_label, ops_limit) -> list[str]:
+    """A partition box's label lines (escaped)."""
+    ops = _op_counts(plan, part)
+    top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
+    return [dot_text(f"P{part.id} · {part.provider}", max_label),
+            dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label), dot_text(top, ops_limit)]
+
+
 def _partition_level(g, plan, colors, max_label, agg, inp, pos):
     graph = plan.graph
     vals = graph.values
@@ -503,11 +653,7 @@ def _partition_level(g, plan, colors, max_label, agg, inp, pos):
 
     for part in parts:
         color = colors[part.provider]
-        ops = _op_counts(plan, part)
-        top = ", ".join(f"{op}×{k}" for op, k in ops.most_common(3)) + (" …" if len(ops) > 3 else "")
-        g.node(f"p{part.id}", _label(dot_text(f"P{part.id} · {part.provider}", max_label),
-                                     dot_text(f"{part.device} · {part.n_nodes} node(s)", max_label),
-                                     dot_text(top, ops_limit)),
+        g.node(f"p{part.id}", _label(*_partition_lines(plan, part, max_label, ops_limit)),
                fillcolor=color, color=darker(color), penwidth="1.5",
                tooltip=_tooltip(_partition_tooltip(plan, part)), **_pos(pos, f"p{part.id}"))
 

@@ -1,7 +1,7 @@
 """A self-contained HTML report of a plan (and optionally a run and a byte-identity diff).
 
 One file: inline CSS, the DAG as inline SVG, one small inline script (table
-filtering and sorting, SVG fit toggle) pinned by a Content-Security-Policy
+filtering, sorting and paging, 200 rows a page; the DAG's pan, zoom and search) pinned by a Content-Security-Policy
 hash, no network fetches, so it opens offline. Every string that comes from
 the model or a provider is escaped with :func:`html.escape`; model data never
 enters the script.
@@ -74,6 +74,8 @@ pre { background: var(--soft); border: 1px solid var(--line); padding: 8px; whit
 .dag.actual svg { max-width: none; }
 .dag.pz { height: 78vh; padding: 0; overflow: hidden; }
 .dag.pz svg { width: 100%; height: 100%; max-width: none; }
+.dag[hidden] { display: none; }
+button.dag-view[aria-pressed="true"] { font-weight: bold; }
 input.node-search { font-size: 13px; padding: 3px 6px; width: 300px; margin-left: 8px; }
 .he-found path, .he-found polygon, .he-found ellipse { stroke: #d1242f !important; stroke-width: 4px !important; }
 .note { color: var(--muted); font-size: 12.5px; }
@@ -81,20 +83,63 @@ input.node-search { font-size: 13px; padding: 3px 6px; width: 300px; margin-left
 input.filter { font-size: 13px; padding: 3px 6px; width: 320px; margin: 4px 0; }
 button { font-size: 12px; margin: 4px 0; }
 .tablewrap { overflow: auto; max-height: 70vh; }
+.pager { font-size: 12.5px; margin: 2px 0 8px; }
+.pager button { margin: 0 4px; }
 footer { color: var(--muted); font-size: 12px; padding: 10px 28px 30px; }
 """
 
 # Model data never enters this script; it only reads the DOM.
 _JS = """
 (function () {
+  // tables: filter, sort and page (PAGE rows at a time); rows are hidden, never rebuilt
+  var PAGE = 200;
+  var tableState = function (t) {
+    if (t.heState) return t.heState;
+    var st = {q: '', page: 0, pager: null};
+    t.heState = st;
+    var rows = t.tBodies[0].rows.length;
+    if (rows > PAGE) {
+      var bar = document.createElement('div');
+      bar.className = 'pager';
+      var prev = document.createElement('button'), next = document.createElement('button');
+      var info = document.createElement('span');
+      prev.type = next.type = 'button';
+      prev.className = 'page-prev'; next.className = 'page-next'; info.className = 'page-info';
+      prev.textContent = '\u25c0 previous'; next.textContent = 'next \u25b6';
+      bar.appendChild(prev); bar.appendChild(info); bar.appendChild(next);
+      var wrap = t.parentNode;
+      wrap.parentNode.insertBefore(bar, wrap.nextSibling);
+      prev.addEventListener('click', function () { st.page -= 1; showRows(t); });
+      next.addEventListener('click', function () { st.page += 1; showRows(t); });
+      st.pager = {prev: prev, next: next, info: info};
+    }
+    return st;
+  };
+  var showRows = function (t) {
+    var st = tableState(t), q = st.q, hits = [];
+    Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
+      if (!q || r.textContent.toLowerCase().indexOf(q) >= 0) hits.push(r); else r.style.display = 'none';
+    });
+    var pages = Math.max(1, Math.ceil(hits.length / PAGE));
+    st.page = Math.max(0, Math.min(st.page, pages - 1));
+    var lo = st.page * PAGE, hi = lo + PAGE;
+    hits.forEach(function (r, i) { r.style.display = (i >= lo && i < hi) ? '' : 'none'; });
+    if (st.pager) {
+      st.pager.info.textContent = ' page ' + (st.page + 1) + ' of ' + pages + ' (' + hits.length +
+        ' row(s)' + (q ? ' matching' : '') + ') ';
+      st.pager.prev.disabled = st.page === 0;
+      st.pager.next.disabled = st.page >= pages - 1;
+    }
+  };
+  document.querySelectorAll('table.data').forEach(function (t) { showRows(t); });
   document.querySelectorAll('input.filter').forEach(function (inp) {
     var t = document.getElementById(inp.getAttribute('data-table'));
     if (!t) return;
     inp.addEventListener('input', function () {
-      var q = inp.value.toLowerCase();
-      Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
-        r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
-      });
+      var st = tableState(t);
+      st.q = inp.value.toLowerCase();
+      st.page = 0;
+      showRows(t);
     });
   });
   document.querySelectorAll('table.data').forEach(function (t) {
@@ -113,36 +158,55 @@ _JS = """
           return asc ? r : -r;
         });
         rows.forEach(function (r) { t.tBodies[0].appendChild(r); });
+        tableState(t).page = 0;
+        showRows(t);
       });
     });
   });
-  // the DAG: pan and zoom (the vendored svg-pan-zoom), find a node or partition by name
-  var dag = document.getElementById('he-dag-box');
-  var svg = dag && dag.querySelector('svg');
-  var pz = null;
-  if (svg && typeof svgPanZoom === 'function') {
-    dag.classList.add('pz');
-    svg.setAttribute('width', '100%');
-    svg.setAttribute('height', '100%');
-    pz = svgPanZoom(svg, {zoomEnabled: true, controlIconsEnabled: true, fit: true, center: true,
-                          minZoom: 0.02, maxZoom: 500, zoomScaleSensitivity: 0.3});
+  // the DAG: one or more pictures (the drawn level; with name scopes also the scope and node
+  // views), each panned and zoomed by the vendored svg-pan-zoom once shown; find by name
+  var boxes = Array.prototype.slice.call(document.querySelectorAll('div.dag[data-view]'));
+  var dag = boxes[0] || null, svg = null, pz = null, pzs = {};
+  var panzoom = function (box) {
+    var s = box.querySelector('svg');
+    if (!pzs[box.id] && s && typeof svgPanZoom === 'function') {
+      box.classList.add('pz');
+      s.setAttribute('width', '100%');
+      s.setAttribute('height', '100%');
+      pzs[box.id] = svgPanZoom(s, {zoomEnabled: true, controlIconsEnabled: true, fit: true, center: true,
+                                   minZoom: 0.02, maxZoom: 500, zoomScaleSensitivity: 0.3});
+    }
+    return pzs[box.id] || null;
+  };
+  var pick = function (box) {
+    boxes.forEach(function (b) { b.hidden = b !== box; });
+    document.querySelectorAll('button.dag-view').forEach(function (b) {
+      b.setAttribute('aria-pressed', b.getAttribute('data-target') === box.id ? 'true' : 'false');
+    });
+    dag = box;
+    svg = box.querySelector('svg');
+    pz = panzoom(box);
     window.heDagPanZoom = pz;
-  }
+  };
+  if (dag) pick(dag);
+  document.querySelectorAll('button.dag-view').forEach(function (b) {
+    b.addEventListener('click', function () { pick(document.getElementById(b.getAttribute('data-target'))); });
+  });
   document.querySelectorAll('button.fit').forEach(function (b) {
     b.addEventListener('click', function () {
-      var d = document.getElementById(b.getAttribute('data-target'));
+      var d = dag;
       d.classList.toggle('actual');
       var actual = d.classList.contains('actual');
       b.textContent = actual ? 'fit to width' : 'actual size';
-      if (pz && d === dag) {
+      if (pz) {
         if (actual) { pz.zoomBy(1 / pz.getSizes().realZoom); } else { pz.resize(); pz.fit(); pz.center(); }
       }
     });
   });
   var find = document.getElementById('he-node-search'), said = document.getElementById('he-node-found');
-  if (find && svg) {
+  if (find && dag) {
     var hits = [], at = -1, shown = null;
-    // what a box is called: its label lines and its tooltip's "name: ..." line (not the values it reads)
+    // what a box is called: its label lines and its tooltip's "name: ..." lines (not the values it reads)
     var names = function (g) {
       var out = Array.prototype.map.call(g.querySelectorAll('text'), function (t) {
         return t.textContent.toLowerCase();
@@ -153,17 +217,27 @@ _JS = """
       });
       return out;
     };
-    var look = function (q) {
+    var lookIn = function (root, q) {
       var exact = [], part = [];
-      if (!q) return exact;
+      if (!q || !root) return exact;
       ['g.node', 'g.cluster'].forEach(function (sel) {
-        Array.prototype.forEach.call(svg.querySelectorAll(sel), function (g) {
+        Array.prototype.forEach.call(root.querySelectorAll(sel), function (g) {
           var n = names(g);
           if (n.indexOf(q) >= 0) exact.push(g);
           else if (n.some(function (x) { return x.indexOf(q) >= 0; })) part.push(g);
         });
       });
       return exact.concat(part);  // exact names first
+    };
+    // the shown picture first; when it has no match, the first other picture that has one
+    var look = function (q) {
+      var h = lookIn(svg, q);
+      for (var i = 0; !h.length && q && i < boxes.length; i++) {
+        if (boxes[i] === dag) continue;
+        h = lookIn(boxes[i].querySelector('svg'), q);
+        if (h.length) pick(boxes[i]);
+      }
+      return h;
     };
     var show = function (g) {
       if (shown) shown.classList.remove('he-found');
@@ -191,18 +265,37 @@ _JS = """
       said.textContent = !find.value ? '' : hits.length ? (at + 1) + ' of ' + hits.length + ' match(es)'
                                                         : 'nothing matches';
     };
-    find.addEventListener('input', function () {
+    var search = function () {
       hits = look(find.value.trim().toLowerCase());
       at = hits.length ? 0 : -1;
       show(hits.length ? hits[0] : null);
       tell();
-    });
+    };
+    find.addEventListener('input', search);
     find.addEventListener('keydown', function (e) {
       if (e.key !== 'Enter' || !hits.length) return;
       e.preventDefault();
       at = (at + (e.shiftKey ? hits.length - 1 : 1)) % hits.length;
       show(hits[at]);
       tell();
+    });
+    // a collapsed scope opens on a click: the node view, at the scope's first node
+    var nodesBox = document.getElementById('he-dag-nodes');
+    boxes.forEach(function (box) {
+      if (box.getAttribute('data-view') !== 'scope' || !nodesBox) return;
+      Array.prototype.forEach.call(box.querySelectorAll('g.node'), function (g) {
+        var t = g.querySelector('title');
+        if (!t || !/^s\\d+$/.test(t.textContent)) return;
+        g.style.cursor = 'zoom-in';
+        g.addEventListener('click', function (e) {
+          var scope = (names(g).filter(function (x) { return x.charAt(0) === '/'; })[0] || '');
+          if (!scope) return;
+          e.preventDefault();
+          pick(nodesBox);
+          find.value = scope + '/';
+          search();
+        });
+      });
     });
   }
 })();
@@ -458,28 +551,62 @@ def _shape(graph, name):
     return None if v is None else v.shape
 
 
-def _dag_section(plan, level: str, layout: str) -> str:
+#: a report of a model with name scopes also carries its node view up to this many nodes
+REPORT_NODE_VIEW_MAX = 5000
+
+
+def _render(plan, **kw):
+    """``(svg or None, html of a warning or '', the PlanGraph or None)``."""
     try:
-        dot = plan_to_graphviz(plan, level=level, layout=layout)
+        dot = plan_to_graphviz(plan, **kw)
     except Exception as e:  # building the DOT never needs dot; still, never lose the report
-        return f'<p class="warn">the DAG could not be built: {_e(type(e).__name__)}: {_e(e)}</p>'
+        return None, f'<p class="warn">the DAG could not be built: {_e(type(e).__name__)}: {_e(e)}</p>', None
     try:
-        svg = dot.svg()
+        return dot.svg(), "", dot
     except GraphvizNotFoundError as e:
-        return (f'<p class="warn">{_e(e)}</p><details><summary>DOT source</summary>'
-                f"<pre>{_e(dot.source)}</pre></details>")
+        return None, (f'<p class="warn">{_e(e)}</p><details><summary>DOT source</summary>'
+                      f"<pre>{_e(dot.source)}</pre></details>"), dot
     except Exception as e:
-        return (f'<p class="warn">Graphviz failed to render the DAG: {_e(type(e).__name__)}: {_e(e)}</p>'
-                f"<details><summary>DOT source</summary><pre>{_e(dot.source)}</pre></details>")
-    view = "one box per node, one cluster per partition" if dot.level == "node" else \
-        "one box per partition; edges carry the bytes that cross them"
-    return (f'<p class="note">{_e(dot.level)} view ({_e(view)}); hover for op, shapes and dtypes; drag to '
-            'pan, scroll or the +/\u2212 buttons to zoom. '
+        return None, (f'<p class="warn">Graphviz failed to render the DAG: {_e(type(e).__name__)}: {_e(e)}</p>'
+                      f"<details><summary>DOT source</summary><pre>{_e(dot.source)}</pre></details>"), dot
+
+
+_VIEW_TEXT = {"node": "one box per node, one cluster per partition",
+              "partition": "one box per partition; edges carry the bytes that cross them",
+              "scope": "the exporter's name scopes, one box each (striped by provider share); "
+                       "click one to open it in the node view"}
+
+
+def _dag_section(plan, level: str, layout: str) -> str:
+    from .scopes import model_scopes
+
+    svg, warn, dot = _render(plan, level=level, layout=layout)
+    if svg is None:
+        return warn
+    pictures = [(dot.level, "he-dag-box", svg)]
+    n = len(plan.graph.nodes)
+    if n > 1 and model_scopes(plan.graph):  # the other views of a scoped model, for its view buttons
+        extra = {"node": ["scope"], "partition": ["scope", "node"], "scope": ["partition", "node"]}[dot.level]
+        for lv in extra:
+            if lv == "node" and n > REPORT_NODE_VIEW_MAX:
+                continue
+            more, _warn, _dot = _render(plan, level=lv)
+            if more is not None:
+                pictures.append((lv, f"he-dag-{lv}s", more))
+    buttons = ""
+    if len(pictures) > 1:
+        buttons = "view: " + "".join(
+            f'<button class="dag-view" type="button" data-target="{bid}" aria-pressed="false">{_e(lv)}s</button> '
+            for lv, bid, _svg in pictures)
+    notes = "; ".join(f"{_e(lv)} view: {_e(_VIEW_TEXT[lv])}" for lv, _bid, _svg in pictures)
+    boxes = "".join(f'<div class="dag" id="{bid}" data-view="{_e(lv)}"{" hidden" if k else ""}>{pic}</div>'
+                    for k, (lv, bid, pic) in enumerate(pictures))
+    return (f'<p class="note">{notes}. Hover for op, shapes and dtypes; drag to '
+            'pan, scroll or the +/\u2212 buttons to zoom.</p><p>' + buttons +
             '<button class="fit" type="button" data-target="he-dag-box">actual size</button> '
             '<input id="he-node-search" class="node-search" type="search" '
-            'placeholder="find a node or partition by name\u2026" aria-label="find a node by name"> '
-            '<span id="he-node-found" class="note" aria-live="polite"></span></p>'
-            f'<div class="dag" id="he-dag-box">{svg}</div>')
+            'placeholder="find a node, scope or partition by name\u2026" aria-label="find a node by name"> '
+            '<span id="he-node-found" class="note" aria-live="polite"></span></p>' + boxes)
 
 
 def _run_section(run, cell_class=None) -> str:

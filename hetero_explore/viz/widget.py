@@ -34,8 +34,10 @@ from ..errors import RunCancelled
 VIEWS = ("Graph", "Placement", "Partitions", "Transfers", "Run", "Diff", "Changes", "Export")
 #: rows shown per table (the full table is one DataFrame call away)
 MAX_ROWS = 300
-#: most boxes (nodes or partitions) drawn live; above it the Graph view asks first
-MAX_DRAW = 400
+#: most boxes (nodes or partitions) drawn live; above it the Graph view asks first (node views
+#: above ``graph.DOT_NODE_LIMIT`` nodes and big partition views are laid out in linear time:
+#: a 2,000-node node view is on screen in about 1-2 s, drawn in the background)
+MAX_DRAW = 2500
 #: pictures with more boxes are laid out in the background (the rest of the app stays live)
 SYNC_DRAW_BOXES = 50
 #: largest report offered as an in-page download link
@@ -247,6 +249,8 @@ class ViewState:
     """Graph view: the box to find and show (see :func:`~.graph.focus_svg`)."""
     zoom: str = "100%"
     """Graph view: ``fit`` or a percentage."""
+    expand: tuple = ()
+    """Scope level: the scopes drawn open."""
     tables: tuple = ()
     """``(view, TableOptions)`` pairs for the main tables of :data:`TABLE_VIEWS`."""
 
@@ -254,12 +258,15 @@ class ViewState:
         return dict(self.tables).get(view, TableOptions())
 
 
-def graph_boxes(plan, level: str) -> tuple[str, int]:
+def graph_boxes(plan, level: str, expand=()) -> tuple[str, int]:
     """(level drawn, number of boxes) for ``level`` (``auto`` resolved as the graph view does)."""
-    from .graph import AUTO_NODE_LIMIT
+    from .graph import auto_level
     n = len(plan.graph.nodes)
     if level == "auto":
-        level = "node" if n <= AUTO_NODE_LIMIT else "partition"
+        level = auto_level(plan)
+    if level == "scope":
+        from .scopes import ScopeView
+        return level, ScopeView(plan, expand=expand).n_boxes
     return level, (n if level == "node" else len(plan.partitions))
 
 
@@ -276,7 +283,7 @@ def render(view: str, s: ViewState) -> str:
         f"showing plan #{s.plan_index}, the last one that worked.</div>")
     if view == "Graph":
         head = (f"<div class='hx-graph-caption'>plan #{s.plan_index}: {_esc(p.summary())}</div>")
-        drawn, boxes = graph_boxes(p, s.level)
+        drawn, boxes = graph_boxes(p, s.level, s.expand)
         if s.max_draw and boxes > s.max_draw:
             return stale + head + (
                 f"<div class='hx-warn-box hx-graph-skipped'>The {drawn}-level picture has {boxes:,d} boxes, "
@@ -287,7 +294,11 @@ def render(view: str, s: ViewState) -> str:
             return stale + head + (f"<div class='hx-note hx-graph-drawing'>laying out the {drawn}-level "
                                    f"picture ({boxes:,d} boxes)\u2026</div>")
         try:
-            svg = s.svg(p, s.level) if s.svg is not None else p.to_graphviz(level=s.level).svg()
+            if s.level == "scope":
+                svg = (s.svg(p, s.level, s.expand) if s.svg is not None
+                       else p.to_graphviz(level="scope", expand=s.expand).svg())
+            else:
+                svg = s.svg(p, s.level) if s.svg is not None else p.to_graphviz(level=s.level).svg()
             note = ""
             if s.find.strip() or s.zoom != "100%":
                 from .graph import focus_svg
@@ -420,7 +431,9 @@ class ExplorerApp(widgets.VBox):
     denied = Dict().tag(sync=True)
     """Provider name → sorted list of denied op types."""
     level = Unicode("auto").tag(sync=True)
-    """Graph level: auto, node or partition."""
+    """Graph level: auto, node, partition or scope."""
+    expand = List(Unicode()).tag(sync=True)
+    """Scope level: the name scopes drawn open (the others are one box each)."""
     draw_big = Bool(False).tag(sync=True)
     """Draw the graph even when it has more than MAX_DRAW boxes."""
     plan_version = Int(0).tag(sync=True)
@@ -503,7 +516,7 @@ class ExplorerApp(widgets.VBox):
         self.summary_html = widgets.HTML("")
         self.summary_html.add_class("hx-summary")
 
-        self.level_dropdown = widgets.Dropdown(options=["auto", "node", "partition"], value=self.level,
+        self.level_dropdown = widgets.Dropdown(options=["auto", "node", "partition", "scope"], value=self.level,
                                                description="level", layout=widgets.Layout(width="200px"))
         self.level_dropdown.add_class("hx-level")
         self.level_dropdown.observe(self._on_level, names="value")
@@ -511,6 +524,21 @@ class ExplorerApp(widgets.VBox):
         self.draw_big_box.add_class("hx-draw-big")
         self.draw_big_box.observe(lambda ch: setattr(self, "draw_big", bool(ch["new"])), names="value")
 
+        # scope level: open or close a name scope (kernel-side: the picture is laid out again)
+        from .scopes import model_scopes
+        self.scope_names = model_scopes(ex.graph)
+        self.scope_pick = widgets.Combobox(options=self.scope_names[:5000], placeholder="scope, e.g. "
+                                           + (self.scope_names[0] if self.scope_names else "/encoder"),
+                                           ensure_option=False, layout=widgets.Layout(width="240px"))
+        self.scope_pick.add_class("hx-scope-pick")
+        self.expand_button = widgets.Button(description="expand", tooltip="draw this scope open (scope level)",
+                                            layout=widgets.Layout(width="80px"))
+        self.expand_button.add_class("hx-expand")
+        self.expand_button.on_click(lambda _b: self._guard(self.expand_scope, self.scope_pick.value))
+        self.collapse_button = widgets.Button(description="collapse", tooltip="draw this scope as one box",
+                                              layout=widgets.Layout(width="80px"))
+        self.collapse_button.add_class("hx-collapse")
+        self.collapse_button.on_click(lambda _b: self._guard(self.collapse_scope, self.scope_pick.value))
         self.find_box = widgets.Text(value="", placeholder="find a node or partition by name\u2026",
                                      continuous_update=False, layout=widgets.Layout(width="260px"))
         self.find_box.add_class("hx-find")
@@ -535,9 +563,10 @@ class ExplorerApp(widgets.VBox):
         pages = []
         for v in VIEWS:
             if v == "Graph":
-                pages.append(widgets.VBox([widgets.HBox([self.level_dropdown, self.draw_big_box,
-                                                         self.find_box, self.zoom_dropdown]),
-                                           self.views[v]]))
+                rows = [widgets.HBox([self.level_dropdown, self.draw_big_box, self.find_box, self.zoom_dropdown])]
+                rows.append(widgets.HBox([self.scope_pick, self.expand_button, self.collapse_button],
+                                         layout=widgets.Layout(display="" if self.scope_names else "none")))
+                pages.append(widgets.VBox(rows + [self.views[v]]))
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
                                            self.views[v]]))
@@ -716,6 +745,23 @@ class ExplorerApp(widgets.VBox):
             return
         self.denied = {**self.denied, name: sorted(value)}
 
+    def expand_scope(self, scope: str) -> None:
+        """Draw ``scope`` (``"/encoder/layer.0"``) open in the scope view (and switch to it)."""
+        scope = "/" + "/".join(x for x in str(scope).split("/") if x)
+        if scope not in self.scope_names:
+            raise ValueError(f"no node of this model is in scope {scope!r}; scopes look like "
+                             f"{', '.join(self.scope_names[:3]) or '(none: node names have no /scope/ part)'}")
+        if scope not in self.expand:
+            self.expand = [*self.expand, scope]
+        self.level = "scope"
+
+    def collapse_scope(self, scope: str = "") -> None:
+        """Draw ``scope`` and the scopes under it as one box again ('' or '/': collapse all)."""
+        scope = "/" + "/".join(x for x in str(scope).split("/") if x)
+        self.expand = [] if scope == "/" else [x for x in self.expand
+                                              if x != scope and not x.startswith(scope + "/")]
+        self.level = "scope"
+
     def _on_level(self, change) -> None:
         if not self._syncing:
             self.level = change["new"]
@@ -810,7 +856,7 @@ class ExplorerApp(widgets.VBox):
         if self.level_dropdown.value != self.level:
             self.level_dropdown.value = self.level
 
-    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables", "find", "zoom")
+    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables", "find", "zoom", "expand")
     def _state_changed(self, change) -> None:
         self._guard(self._redraw)
 
@@ -840,7 +886,7 @@ class ExplorerApp(widgets.VBox):
                          export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW,
                          compile_seconds=ex.compile_seconds if run is not None else 0.0,
                          tables=tuple((v, self._options(v)) for v in TABLE_VIEWS), find=self.find,
-                         zoom=self.zoom)
+                         zoom=self.zoom, expand=tuple(self.expand))
 
     def _redraw(self) -> None:
         """Redraw the summary, the error box and the visible view from the traits."""
@@ -867,7 +913,7 @@ class ExplorerApp(widgets.VBox):
 
     def _render_view(self, view: str, s: ViewState) -> None:
         key = (id(s.plan), s.plan_is_current, id(s.run), id(s.diff), id(s.previous), s.error, s.run_error,
-               s.level, s.export_message, s.max_draw, s.drawing, s.table_options(view), s.find, s.zoom)
+               s.level, s.export_message, s.max_draw, s.drawing, s.table_options(view), s.find, s.zoom, s.expand)
         if view in TABLE_VIEWS:
             self._sync_table_controls(view, s.plan)
         with self._lock:
@@ -879,16 +925,16 @@ class ExplorerApp(widgets.VBox):
     def _maybe_draw_later(self, s: ViewState) -> ViewState:
         if s.plan is None or not self.background_drawing:
             return s
-        _drawn, boxes = graph_boxes(s.plan, s.level)
+        _drawn, boxes = graph_boxes(s.plan, s.level, s.expand)
         if boxes <= SYNC_DRAW_BOXES or (s.max_draw and boxes > s.max_draw):
             return s
-        if self.explorer.svg_cached(s.plan, s.level) is not None:
+        if self.explorer.svg_cached(s.plan, s.level, s.expand) is not None:
             return s
-        self._draw_later(s.plan, s.level)
+        self._draw_later(s.plan, s.level, s.expand)
         return replace(s, drawing=True)
 
-    def _draw_later(self, plan, level: str) -> None:
-        key = (id(plan), level)
+    def _draw_later(self, plan, level: str, expand=()) -> None:
+        key = (id(plan), level, tuple(expand))
         with self._lock:
             if self._pending == key:
                 return
@@ -900,22 +946,22 @@ class ExplorerApp(widgets.VBox):
         def job():
             try:
                 if self._pending == key:  # still wanted
-                    ex.svg(plan, level)
+                    ex.svg(plan, level, expand)
             except Exception:
                 pass  # drawn (and its error shown) by the synchronous path below
             finally:
                 with self._lock:
                     if self._pending == key:
                         self._pending = None
-                self._drawn(plan, level)
+                self._drawn(plan, level, tuple(expand))
 
         self._future = self._pool.submit(job)
 
-    def _drawn(self, plan, level: str) -> None:
+    def _drawn(self, plan, level: str, expand=()) -> None:
         """A background layout finished: show it if that plan is still on screen."""
         try:
             s = self.view_state()
-            if s.plan is plan and s.level == level and VIEWS[self.tabs.selected_index or 0] == "Graph":
+            if s.plan is plan and s.level == level and s.expand == tuple(expand) and VIEWS[self.tabs.selected_index or 0] == "Graph":
                 self._render_view("Graph", s)
         except Exception as e:  # never let a worker thread die silently with a stale view
             self.views["Graph"].value = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}",
