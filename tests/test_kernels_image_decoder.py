@@ -25,7 +25,7 @@ CPU = NumbaCPUProvider()
 def _model(n_bytes, pixel_format="RGB"):
     node = h.make_node("ImageDecoder", ["data"], ["out"], name="dec", pixel_format=pixel_format)
     g = h.make_graph([node], "g", [h.make_tensor_value_info("data", T.UINT8, [n_bytes])],
-                     [h.make_tensor_value_info("out", T.UINT8, None)])
+                     [h.make_tensor_value_info("out", T.UINT8, ["h", "w", "c"])])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 20)])
     m.ir_version = 9
     return m
