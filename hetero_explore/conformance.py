@@ -21,6 +21,10 @@ tolerance. For a provider, a case is
   only: onnx generates their expected values with numpy's generator and says they cannot
   be reproduced ("may not produce the same values in different implementations"); the
   providers' own draws are checked bitwise against each other by the kernel tests.
+  A Dropout with a ``training_mode`` input is random in the same way (its mask): its
+  cases compare shape and dtype and the Dropout invariants (:func:`_check_dropout`:
+  identity when not training or ``ratio`` 0; else kept elements exactly ``x / (1 -
+  ratio)``, dropped ones 0, the mask True exactly where kept).
 
 How models are loaded (so that kernels, not the loader, answer the case):
 
@@ -272,10 +276,57 @@ def compare_outputs(expected, actual, rtol: float, atol: float) -> str | None:
     return None
 
 
+def _training_dropouts(model: onnx.ModelProto) -> list:
+    """The Dropout nodes of ``model`` that have a ``training_mode`` input (whose mask is random)."""
+    return [n for n in model.graph.node if n.op_type == "Dropout" and n.domain in ("", "ai.onnx")
+            and len(n.input) > 2 and n.input[2]]
+
+
 def _is_random(model: onnx.ModelProto) -> bool:
-    """Does the case run a random op (whose expected values onnx cannot reproduce)?"""
+    """Does the case run a random op (whose expected values onnx cannot reproduce)?
+
+    The random ops of ``fold.NONDETERMINISTIC_OPS``, and a Dropout with a ``training_mode``
+    input: its mask comes from numpy's generator in onnx's cases. Such a case compares shape
+    and dtype, and a training-mode Dropout also its invariants (:func:`_check_dropout`)."""
     from .fold import NONDETERMINISTIC_OPS
-    return any(n.op_type in NONDETERMINISTIC_OPS for n in model.graph.node)
+    return (any(n.op_type in NONDETERMINISTIC_OPS for n in model.graph.node)
+            or bool(_training_dropouts(model)))
+
+
+def _check_dropout(model: onnx.ModelProto, feeds: dict, got: dict) -> str | None:
+    """The invariants of each training-mode Dropout whose inputs are graph inputs or
+    initializers and whose outputs are graph outputs (onnx's one-node cases): with
+    ``training_mode`` false or ``ratio`` 0 the output is ``x`` exactly and the mask all
+    True; else each element is exactly ``x / (1 - ratio)`` (float32) where kept and 0 where
+    dropped, the mask (when asked for) True exactly where kept."""
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    values = {**inits, **feeds, **got}
+    for n in _training_dropouts(model):
+        if any(i and i not in values for i in list(n.input) + list(n.output)):
+            continue
+        x = np.asarray(values[n.input[0]])
+        r = np.float32(np.asarray(values[n.input[1]]).reshape(-1)[0]) if len(n.input) > 1 and n.input[1] \
+            else np.float32(0.5)
+        train = bool(np.asarray(values[n.input[2]]).reshape(-1)[0])
+        y = np.asarray(values[n.output[0]])
+        mask = np.asarray(values[n.output[1]]) if len(n.output) > 1 and n.output[1] else None
+        if mask is not None and mask.shape != x.shape:
+            return f"Dropout mask has shape {mask.shape}, the input {x.shape}"
+        if y.shape != x.shape:
+            return f"Dropout output has shape {y.shape}, the input {x.shape}"
+        if not train or r == 0:
+            if not np.array_equal(y, x, equal_nan=True):
+                return "Dropout (identity: training_mode false or ratio 0): the output differs from the input"
+            if mask is not None and not mask.all():
+                return "Dropout (identity): the mask is not all True"
+            continue
+        scaled = (x.astype(np.float32) / (np.float32(1) - r)).astype(x.dtype)
+        kept = mask if mask is not None else (y != 0)
+        if not np.array_equal(y[kept], scaled[kept], equal_nan=True):
+            return "Dropout: a kept element is not x / (1 - ratio)"
+        if np.any(y[~kept] != 0):
+            return "Dropout: a dropped element (mask False) is not 0"
+    return None
 
 
 def _compare_shape_dtype(expected, actual) -> str | None:
@@ -588,9 +639,11 @@ def _run_case(case, provider, t0, max_elements, fold_constants, const_params, fo
                 atol = min(ATOL, case.atol)
             out_names = [o.name for o in case.model.graph.output]
             random_case = _is_random(case.model)
-            for name, exp in zip(out_names, expected):
-                why = (compare_values(exp, got[name], rtol, atol) if not random_case
-                       else _compare_shape_dtype(exp, got[name]))
+            checks = [(name, compare_values(exp, got[name], rtol, atol) if not random_case
+                       else _compare_shape_dtype(exp, got[name])) for name, exp in zip(out_names, expected)]
+            if random_case:
+                checks.append(("(invariants)", _check_dropout(case.model, dict(zip(names, inputs)), got)))
+            for name, why in checks:
                 if why:
                     return _row(case, claimed=True, status="failed", error=f"output {name!r}: {why}",
                                 const_inputs=",".join(const_used), folded=folded, expanded=xs,

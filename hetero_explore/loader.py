@@ -362,6 +362,7 @@ def drop_unused_optional_outputs(m: onnx.ModelProto) -> None:
 
     reads(g)
     opsets = _opsets(m)
+    types = _known_elem_types(g)
     for n in g.node:
         domain = "" if n.domain == "ai.onnx" else n.domain
         if domain not in _STANDARD_DOMAINS or not n.output or n.output[-1] in used:
@@ -375,7 +376,51 @@ def drop_unused_optional_outputs(m: onnx.ModelProto) -> None:
                and formal[len(outs) - 1].option == onnx.defs.OpSchema.FormalParameterOption.Optional):
             outs.pop()
         if len(outs) < len(n.output):
-            del n.output[len(outs):]
+            keep = _outputs_inference_needs(n, len(outs), opsets.get(domain, 1), domain, types)
+            del n.output[keep:]
+
+
+def _known_elem_types(g) -> dict:
+    """Element types the main graph declares (inputs, initializers, value_info, outputs)."""
+    types = {t.name: t.data_type for t in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types.setdefault(vi.name, vi.type.tensor_type.elem_type)
+    return types
+
+
+def _outputs_inference_needs(node, keep: int, opset: int, domain: str, types: dict) -> int:
+    """How many outputs of ``node`` to keep when ``keep`` would do for its readers: ``keep``,
+    unless onnx's inference for the node rejects that many although it accepts them all
+    (a training-mode BatchNormalization must list all three outputs); then the fewest it
+    accepts. Checked with ``onnx.shape_inference.infer_node_outputs`` on the declared element
+    types (float where one is not declared yet); when even the full node does not infer
+    this way, ``keep`` (inference of the whole model judges the node)."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, domain)
+    except Exception:
+        return keep
+
+    def infers(k: int) -> bool:
+        trial = onnx.NodeProto()
+        trial.CopyFrom(node)
+        del trial.output[k:]
+        ins = {}
+        for name in trial.input:
+            if name:
+                tp = onnx.TypeProto()
+                tp.tensor_type.elem_type = types.get(name, TensorProto.FLOAT)
+                ins[name] = tp
+        try:
+            onnx.shape_inference.infer_node_outputs(schema, trial, ins)
+        except Exception:
+            return False
+        return True
+
+    full = len(node.output)
+    if infers(keep) or not infers(full):
+        return keep
+    return next(k for k in range(keep + 1, full + 1) if infers(k))
 
 
 # -- model-local functions -------------------------------------------------------------------

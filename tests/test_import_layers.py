@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "hetero_explore"
 LAYERS = [
     ("ir", {"errors", "units", "about", "ir"}),
     ("loader", {"loader", "expand", "models", "optimize"}),
-    ("providers", {"providers", "sequences", "fold"}),  # folding runs the CPU provider's kernels
+    ("providers", {"providers", "sequences", "fold", "image_decoder"}),  # folding runs the CPU provider's kernels
     ("planner", {"planner", "plandiff"}),
     ("execution", {"runtime", "runner", "shapes", "inputs", "control", "executor"}),
     ("compare", {"compare", "conformance"}),

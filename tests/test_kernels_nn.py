@@ -459,11 +459,14 @@ def test_batchnorm(shape):
     check(node, [x, sc, b, mean, var], opset=15, want=[want])
 
 
-def test_batchnorm_declines_training():
+def test_batchnorm_training_is_claimed_by_the_training_definition():
+    """training_mode=1 runs training.py's definition (tests/test_kernels_training.py), not this one."""
+    from hetero_explore.providers.kernels.nn import _check_bn
+    from kernel_harness import make_context
     x, c = f32(2, 3), f32(3)
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1)
-    m = supports(CPU, node, [x, c, c, c, c], opset=15)
-    assert not m.supported and "training" in m.reason
+    assert supports(CPU, node, [x, c, c, c, c], opset=15).supported
+    assert "training" in _check_bn(make_context(node, [x, c, c, c, c], 15), "cpu")
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
@@ -580,13 +583,16 @@ def test_dropout_inference():
     assert bits_equal(y, x)
 
 
-def test_dropout_declines_training():
+def test_dropout_training_is_claimed_by_the_training_definition():
+    """training_mode true (constant, or computed at run time on the CPU) runs training.py's
+    definition (tests/test_kernels_training.py), with or without the mask."""
     x = f32(3, 4)
     node = helper.make_node("Dropout", ["x", "r", "t"], ["y"])
+    assert supports(CPU, node, [x, np.array(0.5, np.float32), np.array(True)], opset=13, const_inputs=(1, 2))
+    assert supports(CPU, node, [x, np.array(0.5, np.float32), np.array(False)], opset=13)
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "z"])
     m = supports(CPU, node, [x, np.array(0.5, np.float32), np.array(True)], opset=13, const_inputs=(1, 2))
-    assert not m.supported and "training" in m.reason
-    m = supports(CPU, node, [x, np.array(0.5, np.float32), np.array(False)], opset=13)
-    assert not m.supported
+    assert m.supported
 
 
 # --- Resize ----------------------------------------------------------------------------------
