@@ -113,3 +113,16 @@ def test_threaded_cpu_equals_cuda_simulator(restore_threads):
         c = _run(CPU, *case)
         g = _run(GPU, *case)
         assert c.shape == g.shape and np.array_equal(canon(c), canon(g)), f"{case[0]} {case[4]}: CPU vs CUDA"
+
+
+def test_cpu_kernels_release_the_gil():
+    """Every CPU kernel (generated and fast path) is compiled with nogil=True, so that a run
+    in a worker thread (the app's Execute) leaves the interpreter's other threads running."""
+    from hetero_explore.providers.kernels import nn, registry
+    from hetero_explore.providers.kernels.target import GENERATED
+    registry.registry()
+    cpu = [k for name, k in GENERATED.items() if name.endswith("_cpu")]
+    assert len(cpu) > 50
+    fast = [p.cpu_fast for p in (nn._MM, nn._CONV, nn._POOL, nn._SOFTMAX, nn._LN)]
+    for k in cpu + fast:
+        assert k.compiled.targetoptions.get("nogil") is True, k
