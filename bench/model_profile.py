@@ -5,13 +5,13 @@
 
 Builds the executor as ``bench/models.py`` does, runs once (warm-up), then wraps
 every prebuilt node call of its memory-plan programs with a timer and runs
-``--runs`` more times. Prints, per family, the median run wall time, the time in
-node calls per op type (total over the nodes of that type, per run, with its
-share of the wall) and the rest ("executor": everything outside the node calls).
-Each node counts its fastest call over the runs (robust on a loaded machine); the
-rest is the least CPU time (``time.thread_time``) of a whole run minus those: the
-executor's own work and the Python side of each node call. The timer itself costs ~0.1-0.2 us per
-node. Never run as a test.
+``--runs`` more times. Prints, per family, the median run wall time and the
+least CPU time (``time.thread_time``) of a run, the time in node calls per op
+type (each node's fastest call over the runs, summed over the nodes of that
+type: robust on a loaded machine) with its share of that CPU time, and the rest
+(the least run CPU time minus the node calls: the executor's own work and the
+Python side of each node call). The timer costs ~0.1-0.2 us per node.
+Never run as a test.
 """
 
 from __future__ import annotations
