@@ -72,6 +72,21 @@ def case_mm(rng):
         same("Gemm", [rnd(rng, M, K), b, rnd(rng, N)], const_inputs=(1,), transB=tb, alpha=0.5, beta=2.0)
     # large enough for the register-blocked micro-kernel and K blocking
     same("MatMul", [rnd(rng, 37, 300), rnd(rng, 300, 45)])
+    # every row tail below the 6-row blocks (M % 6 = 0 .. 5: 2-row blocks, an odd last row)
+    # with column edges (N % 16 != 0) and k blocks (K > 256)
+    for M in range(24, 30):
+        same("MatMul", [rnd(rng, M, 260), rnd(rng, 260, 35)])
+    # A's rows 4 KiB apart (k-major repacking of A, including a tail block of 4 rows)
+    same("MatMul", [rnd(rng, 16, 1024), rnd(rng, 1024, 64)])
+    # unbatched products split in parallel blocks (48 rows x 256 columns), with the Gemm
+    # epilogue per block (bias broadcast over rows, alpha, beta) and a constant transposed B
+    same("MatMul", [rnd(rng, 101, 64), rnd(rng, 64, 300)])
+    same("Gemm", [rnd(rng, 53, 96), rnd(rng, 270, 96), rnd(rng, 270)], const_inputs=(1,), transB=1,
+         alpha=0.5, beta=2.0)
+    same("Gemm", [rnd(rng, 96, 53), rnd(rng, 96, 270), rnd(rng, 1, 270)], transA=1)
+    # the attention pattern: batched Q K^T (heads x S x d @ heads x d x S) and P V
+    same("MatMul", [rnd(rng, 1, 4, 37, 32), rnd(rng, 1, 4, 32, 37)])
+    same("MatMul", [rnd(rng, 1, 4, 37, 37), rnd(rng, 1, 4, 37, 32)])
 
 
 def case_conv(rng):

@@ -93,6 +93,23 @@ def test_binary_float_broadcast(op, sa, sb):
         assert_same(got, NP_BINARY[op](a, b))
 
 
+# the CPU kernel's broadcasting a row (the last axis) at a time: each input's last-axis stride
+# is 1 (a bias row) or 0 (a value repeated along the row), both, or neither; odd row lengths
+ROW_SHAPES = [((3, 5, 19), (19,)), ((3, 5, 19), (5, 1)), ((5, 1), (3, 5, 19)), ((3, 1, 1), (1, 5, 1)),
+              ((2, 3, 7), (2, 1, 7)), ((4, 1, 6), (1, 3, 6)), ((1,), (4, 9)), ((2, 0, 3), (3,))]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Div", "Max"])
+@pytest.mark.parametrize("sa,sb", ROW_SHAPES)
+def test_binary_broadcast_rows_cpu_cuda_bitwise(op, sa, sb):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(sa).astype(F)
+    b = rng.standard_normal(sb).astype(F)
+    got = run_both(op, [a, b])
+    with np.errstate(all="ignore"):
+        assert_same(got, NP_BINARY[op](a, b))
+
+
 @pytest.mark.parametrize("op", list(NP_BINARY))
 def test_binary_float_specials_bitwise_numpy(op):
     a, b = (x.ravel() for x in np.meshgrid(SPECIAL, SPECIAL))

@@ -56,6 +56,9 @@ def _cases(rng, small=False):
     yield "MatMul", [rnd(rng, 2, 2 * s, 16 * s, 8 * s), rnd(rng, 2, 2 * s, 8 * s, 16 * s)], (), 17, {}
     yield "MatMul", [rnd(rng, 3, 16 * s, 32 * s), rnd(rng, 32 * s, 16 * s)], (1,), 17, {}
     yield "Gemm", [rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s)], (1, 2), 17, dict(transB=1)
+    # unbatched products in parallel blocks of rows x columns (fastpaths._mm_blocks_par)
+    yield "Gemm", [rnd(rng, 25 * s, 16 * s), rnd(rng, 70 * s, 16 * s), rnd(rng, 70 * s)], (1, 2), 17, dict(transB=1)
+    yield "MatMul", [rnd(rng, 25 * s, 16 * s), rnd(rng, 16 * s, 70 * s)], (), 17, {}
     yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
     yield "LayerNormalization", [rnd(rng, 2, 4 * s, 8 * s), rnd(rng, 8 * s), rnd(rng, 8 * s)], (1, 2), 17, {}
     yield "ReduceMean", [rnd(rng, 2, 4 * s, 8 * s), np.array([-1], np.int64)], (1,), 18, {}
@@ -110,3 +113,16 @@ def test_threaded_cpu_equals_cuda_simulator(restore_threads):
         c = _run(CPU, *case)
         g = _run(GPU, *case)
         assert c.shape == g.shape and np.array_equal(canon(c), canon(g)), f"{case[0]} {case[4]}: CPU vs CUDA"
+
+
+def test_cpu_kernels_release_the_gil():
+    """Every CPU kernel (generated and fast path) is compiled with nogil=True, so that a run
+    in a worker thread (the app's Execute) leaves the interpreter's other threads running."""
+    from hetero_explore.providers.kernels import nn, registry
+    from hetero_explore.providers.kernels.target import GENERATED
+    registry.registry()
+    cpu = [k for name, k in GENERATED.items() if name.endswith("_cpu")]
+    assert len(cpu) > 50
+    fast = [p.cpu_fast for p in (nn._MM, nn._CONV, nn._POOL, nn._SOFTMAX, nn._LN)]
+    for k in cpu + fast:
+        assert k.compiled.targetoptions.get("nogil") is True, k

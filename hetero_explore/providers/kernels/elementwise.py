@@ -143,6 +143,24 @@ def _step2(idx, shape, sa, sb, oa, ob):
 
 
 @njit(cache=True)
+def _step2_rows(idx, shape, sa, sb, oa, ob):
+    """:func:`_step2` by one row: advance the output multi-index ``idx`` over every axis but
+    the last (which stays 0) and return the two inputs' flat offsets of the next row."""
+    d = shape.shape[0] - 2
+    while d >= 0:
+        idx[d] += 1
+        oa += sa[d]
+        ob += sb[d]
+        if idx[d] < shape[d]:
+            return oa, ob
+        idx[d] = 0
+        oa -= sa[d] * shape[d]
+        ob -= sb[d] * shape[d]
+        d -= 1
+    return oa, ob
+
+
+@njit(cache=True)
 def _step3(idx, shape, sa, sb, sc, oa, ob, oc):
     """:func:`_step2` for three inputs."""
     d = shape.shape[0] - 1
@@ -681,15 +699,47 @@ elif ma == SCALAR and mb == FULL:
     for i in range(n):
         b = B[i]
         out[i] = {expr}
-else:
+elif n > 0 and shape.shape[0] > 0:
+    # broadcasting, a row (the last axis) at a time: the outer multi-index steps once per
+    # row; each input walks the row with its last-axis stride (a bias row: 1, a value
+    # repeated along the row: 0), the same elements in the same order as per element
+    last = shape.shape[0] - 1
+    L = shape[last]
+    sal = sa[last]
+    sbl = sb[last]
     idx = np.zeros(shape.shape[0], np.int64)
     oa = 0
     ob = 0
-    for i in range(n):
-        a = A[oa]
-        b = B[ob]
-        out[i] = {expr}
-        oa, ob = _step2(idx, shape, sa, sb, oa, ob)
+    for r in range(n // L):
+        o = r * L
+        if sal == 1 and sbl == 1:
+            ra = A[oa:oa + L]
+            rb = B[ob:ob + L]
+            ro = out[o:o + L]
+            for j in range(L):
+                a = ra[j]
+                b = rb[j]
+                ro[j] = {expr}
+        elif sal == 1 and sbl == 0:
+            b = B[ob]
+            ra = A[oa:oa + L]
+            ro = out[o:o + L]
+            for j in range(L):
+                a = ra[j]
+                ro[j] = {expr}
+        elif sal == 0 and sbl == 1:
+            a = A[oa]
+            rb = B[ob:ob + L]
+            ro = out[o:o + L]
+            for j in range(L):
+                b = rb[j]
+                ro[j] = {expr}
+        else:
+            for j in range(L):
+                a = A[oa + j * sal]
+                b = B[ob + j * sbl]
+                out[o + j] = {expr}
+        oa, ob = _step2_rows(idx, shape, sa, sb, oa, ob)
 """
 
 _UNARY_PARAMS = "X, out, p0, p1, aux"

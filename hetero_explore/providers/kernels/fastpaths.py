@@ -139,14 +139,28 @@ def _gemm_rowacc_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
 _MK_W = 16  # micro-kernel columns: one <16 x float> vector (a zmm register with AVX-512)
 
 
-_MK_R = 16  # micro-kernel rows: 16 vector accumulators (8 and 12 measured slower)
+#: micro-kernel rows: 6 rows x 2 AVX2 registers = 12 accumulators, B's two halves and a
+#: broadcast A value fit the 16 ymm registers (16 rows spilled: 19-24 GMAC/s against 30-36
+#: with 6 on the AVX2 bench machine, bench/model_profile.py; 4, 5, 7, 8 and 12 measured slower)
+_MK_R = 6
+#: rows of the tail micro-kernel (the M % _MK_R rows left below the _MK_R blocks, in pairs)
+_MK_R2 = 2
 
 
 _MK_KC = 256  # k block: a packed B panel (_MK_KC x _MK_W floats, 16 KiB) stays in L1
 
 
-@intrinsic
-def _mk_tile(typingctx, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume):
+def _mk_tile_of(R):
+    """The register micro-kernel for blocks of ``R`` rows (see _mk_tile)."""
+
+    def tile(typingctx, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume):
+        return _mk_tile_codegen(R, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume)
+
+    tile.__name__ = tile.__qualname__ = f"_mk_tile_r{R}"   # one name per row count
+    return intrinsic(tile)
+
+
+def _mk_tile_codegen(_MK_R, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume):
     """CPU only, compiled inline: for r < _MK_R, j < _MK_W,
     out[oo + r*som + j] = acc + sum_k a[ao + r*sam + k*sak] * b[bo + k*sbk + j]
     with k ascending and the sum taken step by step (acc = acc + a*b: fmul,
@@ -197,6 +211,10 @@ def _mk_tile(typingctx, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume):
     return sig, codegen
 
 
+_mk_tile = _mk_tile_of(_MK_R)
+_mk_tile2 = _mk_tile_of(_MK_R2)
+
+
 @intrinsic
 def _mk_copy(typingctx, src, so, dst, do):
     """CPU only: dst[do:do + _MK_W] = src[so:so + _MK_W] as one vector load and store."""
@@ -216,42 +234,54 @@ def _mk_copy(typingctx, src, so, dst, do):
 
 @njit(**_JIT)
 def _gemm_tiles_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som):
-    """CPU only: the _gemm_rows_cpu product for M % _MK_R == 0, N % _MK_W == 0,
-    K > 0, in micro-kernel tiles: per k block, per B panel (copied contiguous),
-    per row block. A row stride that is a multiple of 4 KiB puts all rows of a
-    block in one cache set; then A's block is copied k-major first."""
+    """CPU only: the _gemm_rows_cpu product for M even, N % _MK_W == 0, K > 0, in
+    micro-kernel tiles: per k block, per B panel (copied contiguous), per row block
+    (_MK_R rows, then the rest in blocks of _MK_R2). A row stride that is a multiple of
+    4 KiB puts all rows of a block in one cache set; then A's block is copied k-major
+    first."""
     kcm = min(_MK_KC, K)
     bbuf = np.empty(kcm * _MK_W, dtype=np.float32)
     pack_a = sak == 1 and sam % 1024 == 0 and N >= 4 * _MK_W
     abuf = np.empty(M * kcm if pack_a else 1, dtype=np.float32)
+    MF = M - M % _MK_R   # rows in full _MK_R blocks; the rest (even) in _MK_R2 blocks
     for k0 in range(0, K, _MK_KC):
         kc = min(_MK_KC, K - k0)
         if pack_a:
             for mb in range(0, M, _MK_R):
+                h = min(_MK_R, M - mb)
                 for k in range(kc):
                     src = a0 + mb * sam + k0 + k
-                    dst = mb * kc + k * _MK_R
-                    for r in range(_MK_R):
+                    dst = mb * kc + k * h
+                    for r in range(h):
                         abuf[dst + r] = a[src + r * sam]
         for n0 in range(0, N, _MK_W):
             for k in range(kc):
                 _mk_copy(b, b0 + (k0 + k) * sbk + n0, bbuf, k * _MK_W)
-            for mb in range(0, M, _MK_R):
+            for mb in range(0, MF, _MK_R):
                 if pack_a:
                     _mk_tile(abuf, mb * kc, 1, _MK_R, bbuf, 0, _MK_W, kc, out, o0 + mb * som + n0, som, k0)
                 else:
                     _mk_tile(a, a0 + mb * sam + k0 * sak, sam, sak, bbuf, 0, _MK_W, kc, out, o0 + mb * som + n0,
                              som, k0)
+            for mb in range(MF, M, _MK_R2):
+                if pack_a:   # the last block's rows are h = M - MF apart in abuf
+                    h = M - MF
+                    _mk_tile2(abuf, MF * kc + (mb - MF), 1, h, bbuf, 0, _MK_W, kc, out, o0 + mb * som + n0,
+                              som, k0)
+                else:
+                    _mk_tile2(a, a0 + mb * sam + k0 * sak, sam, sak, bbuf, 0, _MK_W, kc, out,
+                              o0 + mb * som + n0, som, k0)
 
 
 @njit(**_JIT)
 def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
     """CPU only: out[o0 + m*som + n] = sum_k a[a0 + m*sam + k*sak] * b[b0 + k*sbk + n]
     (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is
-    the scratch from _gemm_scratch. Whole _MK_R x _MK_W blocks go through the
-    register micro-kernel, the edges through _gemm_rowacc_cpu; both give every
+    the scratch from _gemm_scratch. Whole blocks of _MK_R (then _MK_R2) rows x _MK_W
+    columns go through the register micro-kernels, the edges (the columns right of
+    them, an odd last row) through _gemm_rowacc_cpu; both give every
     element the same sequence of float32 operations."""
-    MR = M - M % _MK_R
+    MR = M - M % _MK_R2
     NC = N - N % _MK_W
     if MR > 0 and NC > 0:
         if K > 0:
@@ -320,12 +350,44 @@ def _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, sc
                 out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
 
 
+#: rows and columns of one block of a parallel unbatched product (_mm_blocks_par): fixed, so
+#: the blocking (and every result) does not depend on the thread count
+_MM_PAR_ROWS = 8 * _MK_R
+_MM_PAR_COLS = 16 * _MK_W
+
+
+@njit(**_PAR)
+def _mm_blocks_par(a, b, out, c, M, K, N, sam, sak, sbk, scm, scn, epi, alpha, beta, nrb, ncb):
+    """One product (no batch, B rows contiguous) in blocks of _MM_PAR_ROWS rows x
+    _MM_PAR_COLS columns in parallel; each block is a _gemm_rows_cpu sub-product (its
+    elements get the same sequence as in the whole one) plus the Gemm epilogue."""
+    for iu in prange(nrb * ncb):
+        it = np.int64(iu)
+        rb = it // ncb
+        cb = it - rb * ncb
+        m0 = rb * _MM_PAR_ROWS
+        n0 = cb * _MM_PAR_COLS
+        mr = min(_MM_PAR_ROWS, M - m0)
+        nc = min(_MM_PAR_COLS, N - n0)
+        acc = _gemm_scratch(K, nc)
+        _gemm_rows_cpu(a, m0 * sam, sam, sak, b, n0, sbk, mr, K, nc, out, m0 * N + n0, N, acc)
+        if epi != 0:
+            for m in range(m0, m0 + mr):
+                for n in range(n0, n0 + nc):
+                    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
+                    out[m * N + n] = _gemm_epilogue(out[m * N + n], epi, alpha, beta, cv)
+
+
 @cpu_kernel
 def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta):
     MN = M * N
     nb = out.shape[0] // MN if MN > 0 else 0
+    nrb = (M + _MM_PAR_ROWS - 1) // _MM_PAR_ROWS
+    ncb = (N + _MM_PAR_COLS - 1) // _MM_PAR_COLS
     if nb > 1 and nb * M * K * N >= _PAR_WORK:
         _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb)
+    elif nb == 1 and sbn == 1 and nrb * ncb > 1 and M * K * N >= _PAR_WORK:
+        _mm_blocks_par(a, b, out, c, M, K, N, sam, sak, sbk, scm, scn, epi, alpha, beta, nrb, ncb)
     elif nb > 0:
         acc = _gemm_scratch(K, N)
         bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)

@@ -54,7 +54,8 @@ def _dummy_f32():
 
 # error_model="numpy": a float32 division by zero gives inf/NaN (IEEE), as on the GPU,
 # instead of numba's default Python ZeroDivisionError.
-_JIT = dict(cache=True, error_model="numpy")
+# nogil: the kernels release the GIL while they run (see target.LazyKernel)
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
 # Scalar helpers take no explicit signature (numba-cuda refuses to call a CPU function
 # whose compilation is disabled, as a signature does); each converts its arguments
 # with np.float32(...) instead, which keeps it float32-only on every target.

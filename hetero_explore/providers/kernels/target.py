@@ -162,7 +162,9 @@ class LazyKernel:
         if self._compiled is None:
             from .common import _retarget
             f = _retarget(self.py, self.target)
-            self._compiled = (njit(cache=self._cache, error_model="numpy")(f) if self.target == "cpu"
+            # nogil: a CPU kernel releases the GIL while it runs, so that a run in a worker
+            # thread (the app's Execute) leaves the interpreter's other threads responsive
+            self._compiled = (njit(cache=self._cache, error_model="numpy", nogil=True)(f) if self.target == "cpu"
                               else cuda.jit(f))
         return self._compiled
 
@@ -249,7 +251,10 @@ class CPUTarget(Target):
         return a
 
     def launch(self, pair: KernelPair, n: int, *args) -> None:
-        pair.for_target(self, self.generated_only)(*args)
+        # pair.for_target(self, ...) inlined, straight to the compiled dispatcher: this runs
+        # once per node per run, and small nodes cost little more than the call itself
+        k = pair.cpu if (self.generated_only or pair.cpu_fast is None) else pair.cpu_fast
+        (k._compiled or k.compiled)(*args)
 
     def __eq__(self, other):
         if isinstance(other, CPUTarget):
