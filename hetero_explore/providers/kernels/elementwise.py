@@ -1105,17 +1105,17 @@ unary("Not", 1, ("bool",), bool_="not x")
 unary("BitwiseNot", 18, INTS, int_="~x", u64="~x")
 
 # activations (float32, from pmath's portable functions; each a fixed sequence of roundings)
-unary("Elu", 6, f32="x if x >= F_ZERO else p0 * (exp_f32(x) - F_ONE)", attrs=(("alpha", 1.0),), until=22,
+unary("Elu", 6, half=True, f32="x if x >= F_ZERO else p0 * (exp_f32(x) - F_ONE)", attrs=(("alpha", 1.0),), until=22,
       note="x < 0: alpha * (exp(x) - 1) with pmath's exp")
 unary("Selu", 6, f32="p1 * (x if x > F_ZERO else p0 * exp_f32(x) - p0)",
       attrs=(("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)), until=22,
       note="gamma * (x > 0 ? x : alpha * exp(x) - alpha)")
-unary("Celu", 12, f32="celu_f32(x, p0)", attrs=(("alpha", 1.0),), until=28,
+unary("Celu", 12, half=True, f32="celu_f32(x, p0)", attrs=(("alpha", 1.0),), until=28,
       note="max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
 unary("ThresholdedRelu", 10, f32="x if x > p0 else F_ZERO", attrs=(("alpha", 1.0),), until=22)
 unary("Shrink", 9, f32="shrink_f32(x, p0, p1)", attrs=(("lambd", 0.5), ("bias", 0.0)))
 unary("Mish", 18, f32="x * tanh_f32(softplus_f32(x))", until=22, note="x * tanh(softplus(x)) from pmath")
-unary("Swish", 24, f32="x * sigmoid_f32(p0 * x)", attrs=(("alpha", 1.0),), until=24,
+unary("Swish", 24, half=True, f32="x * sigmoid_f32(p0 * x)", attrs=(("alpha", 1.0),), until=24,
       note="x * sigmoid(alpha * x) from pmath")
 
 _GELU_BUILD = {"none": unary("Gelu", 20, f32="gelu_f32(x)", add=False, tag="_erf"),

@@ -18,7 +18,7 @@ from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, s
 # kernels: sequences, optionals, maps, control flow), kept out of the kernel directory so that
 # their edits do not change the kernel-source hash (see target.py)
 MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
-           "rnn", "quant", "signal", "random", "select", "einsum", "dynamic", "image",
+           "rnn", "quant", "signal", "random", "select", "einsum", "dynamic", "image", "attention",
            "hetero_explore.sequences", "hetero_explore.control")
 
 
