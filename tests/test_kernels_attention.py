@@ -133,11 +133,13 @@ def attn_inputs(qs, ks, vs, extras, dt):
 def attn_case(case, dt):
     name, qs, ks, vs, attrs, extras = case
     ins = attn_inputs(qs, ks, vs, extras, dt)
-    outs = ["y", "present_key", "present_value"] if "past" in extras else ["y"]
-    if "qk_matmul_output_mode" in attrs or name.startswith("past"):
-        outs = ["y", "present_key", "present_value", "qk"]
-    n = helper.make_node("Attention", ["q", "k", "v", "mask", "past_k", "past_v", "nonpad"][:len(ins)],
-                         outs, name="attn", **attrs)
+    outs = ["y", "present_key", "present_value"] if "past" in extras else ["y", "", ""]
+    if "qk_matmul_output_mode" in attrs or "past" in extras:
+        outs = outs + ["qk"]
+    while not outs[-1]:
+        outs.pop()
+    names = [nm if a is not None else "" for nm, a in zip(["q", "k", "v", "mask", "past_k", "past_v", "nonpad"], ins)]
+    n = helper.make_node("Attention", names, outs, name="attn", **attrs)
     return n, ins
 
 
