@@ -276,3 +276,78 @@ def test_rotary_position_ids_out_of_range_raise_a_typed_error(prov):
         run_node(prov, n, [x, cos, sin, np.array([[0, 5]], np.int64)], opset=23)
     with pytest.raises(ExecutionError, match="position id -1"):
         run_node(prov, n, [x, cos, sin, np.array([[-1, 0]], np.int64)], opset=23)
+
+
+# -- every kernel of attention.py compiles for sm_90 in float32 IEEE arithmetic ------------------------
+_RECORD = r'''
+import json, os, sys
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+sys.path.insert(0, os.environ["TESTS_DIR"])
+import numpy as np
+import numba
+from numba.core import types
+from numba.core.typing.typeof import Purpose
+from numba.np.numpy_support import as_dtype
+from onnx import helper
+from hetero_explore.providers.cuda import NumbaCUDAProvider
+from hetero_explore.providers.kernels import target
+from kernel_harness import run_node
+
+def arg_type(a):
+    t = numba.typeof(a, Purpose.argument)
+    if isinstance(t, types.Array):
+        return ["array", as_dtype(t.dtype).name, t.ndim, t.layout]
+    return ["scalar", as_dtype(t).name]
+
+launches = {}
+original = target.LazyKernel.__getitem__
+def getitem(self, config):
+    launcher = original(self, config)
+    def run(*args):
+        if self.py.__module__.endswith(".attention"):
+            launches.setdefault(json.dumps([self.py.__module__, self.py.__name__, [arg_type(a) for a in args]]), 1)
+        return launcher(*args)
+    return run
+target.LazyKernel.__getitem__ = getitem
+GPU = NumbaCUDAProvider()
+r = np.random.default_rng(0)
+f = lambda *s: r.standard_normal(s).astype(np.float32)
+mk = lambda op, ins, outs=("y",), **a: helper.make_node(op, ins, list(outs), name="n", **a)
+run_node(GPU, mk("Attention", ["q", "k", "v", "m"], ("y", "", "", "qk"), is_causal=1, softcap=2.0,
+                 qk_matmul_output_mode=3), [f(1, 2, 2, 4), f(1, 1, 3, 4), f(1, 1, 3, 4), r.random((2, 3)) > 0.5],
+         opset=25)
+run_node(GPU, mk("Attention", ["q", "k", "v", "m"]), [f(1, 2, 2, 4), f(1, 2, 3, 4), f(1, 2, 3, 4), f(2, 3)], opset=25)
+run_node(GPU, mk("SwiGLU", ["a", "b"]), [f(2, 3), f(2, 3)], opset=28)
+run_node(GPU, mk("CausalConvWithState", ["x", "w", "b", "s"], ("y", "st"), activation="silu"),
+         [f(1, 2, 3), f(2, 1, 3), f(2), f(1, 2, 2)], opset=27)
+run_node(GPU, mk("RotaryEmbedding", ["x", "c", "s", "p"]), [f(1, 1, 2, 4), f(3, 2), f(3, 2), np.zeros((1, 2), np.int64)],
+         opset=23)
+print(json.dumps([json.loads(k) + [["attention"]] for k in launches]))
+'''
+
+
+@pytest.mark.slow
+def test_attention_kernels_compile_for_sm90_float32_ieee_without_fma():
+    """Every attention.py kernel the CUDA provider launches compiles for a real GPU (sm_90
+    PTX) with no fma, no .f64, no approximate or flush-to-zero instruction."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ptx_tools import PRELUDE, run_script
+    from test_gpu_compile import _COMPILE_BODY
+
+    here = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", TESTS_DIR=here)
+    r = subprocess.run([sys.executable, "-c", _RECORD], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    launches = json.loads(r.stdout.strip().splitlines()[-1])
+    names = {n for _, n, *_ in launches}
+    assert {"_attention_row_cuda", "_attention_kv_cuda", "_swiglu_cuda", "_causal_conv_cuda",
+            "_causal_conv_state_cuda", "_rotary_embedding_cuda"} <= names, names
+    res = run_script(PRELUDE + _COMPILE_BODY, stdin=json.dumps(launches), timeout=900)["kernels"]
+    errors = {k: v["error"] for k, v in res.items() if "error" in v}
+    assert not errors, errors
+    bad = {k: v["stats"] for k, v in res.items() if any(v["stats"].values())}
+    assert not bad, bad
