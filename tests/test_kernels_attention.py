@@ -61,9 +61,9 @@ def both(node, inputs, opset):
 
 
 def close_to_reference(got, want, dt):
-    """float32: within 1e-4 (the conformance tolerance); half types: bit for bit on at least
-    99% of the elements (the kernel makes the reference's roundings; numpy's pairwise float32
-    sums may tip a rounding tie) and within two half ULPs everywhere."""
+    """float32: within 1e-4 (the conformance tolerance); half types: bit for bit but for at most
+    1% of the elements (or one) (the kernel makes the reference's roundings; numpy's pairwise
+    float32 sums and its float32 exp/tanh may tip a rounding tie) and within two half ULPs."""
     got = np.asarray(got).astype(np.float32)
     want = np.asarray(want).astype(np.float32)
     assert got.shape == want.shape
@@ -71,7 +71,7 @@ def close_to_reference(got, want, dt):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
         return
     same = (got == want) | (np.isnan(got) & np.isnan(want))
-    assert same.mean() >= 0.99, f"{(~same).sum()} of {same.size} differ"
+    assert (~same).sum() <= max(1, same.size // 100), f"{(~same).sum()} of {same.size} differ"
     ulp = 2.0 ** -10 if dt == np.float16 else 2.0 ** -7
     np.testing.assert_allclose(got, want, rtol=2 * ulp, atol=1e-6)
 
@@ -351,3 +351,66 @@ def test_attention_kernels_compile_for_sm90_float32_ieee_without_fma():
     assert not errors, errors
     bad = {k: v["stats"] for k, v in res.items() if any(v["stats"].values())}
     assert not bad, bad
+
+
+# -- random shapes, masks and attributes against the reference (hypothesis) ---------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def attention_configs(draw):
+    B = draw(st.integers(1, 2))
+    Hk = draw(st.integers(1, 2))
+    Hq = Hk * draw(st.integers(1, 2))
+    Lq, L, D, Dv = (draw(st.integers(1, 4)) for _ in range(4))
+    P = draw(st.integers(0, 2))
+    attrs = {}
+    if draw(st.booleans()):
+        attrs["is_causal"] = 1
+    if draw(st.booleans()):
+        attrs["softcap"] = draw(st.sampled_from([0.5, 2.0]))
+    if draw(st.booleans()):
+        attrs["scale"] = draw(st.sampled_from([0.1, 0.7]))
+    mode = draw(st.sampled_from([None, 0, 1, 2, 3]))
+    if mode is not None:
+        attrs["qk_matmul_output_mode"] = mode
+    if draw(st.booleans()):
+        attrs["left_window_size"] = draw(st.integers(0, 2))
+    mask = draw(st.sampled_from([None, "float", "bool"]))
+    mrank = draw(st.integers(2, 4))   # onnx's reference fails on a rank-1 mask with is_causal alone
+    mlast = draw(st.integers(1, P + L))
+    nonpad = None
+    if P == 0 and draw(st.booleans()):
+        nonpad = [draw(st.integers(0, L)) for _ in range(B)]
+    dt = draw(st.sampled_from([np.float32, np.float16, BF16]))
+    return B, Hq, Hk, Lq, L, D, Dv, P, attrs, mask, mrank, mlast, nonpad, dt
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(attention_configs())
+def test_attention_random_configs_match_reference(cfg):
+    B, Hq, Hk, Lq, L, D, Dv, P, attrs, mask, mrank, mlast, nonpad, dt = cfg
+    ins = [rnd((B, Hq, Lq, D), dt), rnd((B, Hk, L, D), dt), rnd((B, Hk, L, Dv), dt)]
+    full = (B, Hq, Lq, mlast)
+    mshape = full[4 - mrank:]
+    if mask == "float":
+        ins.append(rnd(mshape, dt))
+    elif mask == "bool":
+        ins.append(RNG.random(mshape) > 0.3)
+    else:
+        ins.append(None)
+    ins += [rnd((B, Hk, P, D), dt), rnd((B, Hk, P, Dv), dt)] if P else [None, None]
+    ins.append(None if nonpad is None else np.array(nonpad, np.int64))
+    while ins[-1] is None:
+        ins.pop()
+    names = [nm if a is not None else "" for nm, a in zip(["q", "k", "v", "m", "pk", "pv", "np"], ins)]
+    outs = ["y", "pk_out" if P else "", "pv_out" if P else "", "qk" if "qk_matmul_output_mode" in attrs else ""]
+    while not outs[-1]:
+        outs.pop()
+    n = helper.make_node("Attention", names, outs, name="attn", **attrs)
+    got = run_node(CPU, n, ins, opset=25)
+    want = reference(n, ins, 25)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        close_to_reference(g, w, dt)
