@@ -1115,7 +1115,7 @@ unary("Celu", 12, half=True, f32="celu_f32(x, p0)", attrs=(("alpha", 1.0),), unt
 unary("ThresholdedRelu", 10, f32="x if x > p0 else F_ZERO", attrs=(("alpha", 1.0),), until=22)
 unary("Shrink", 9, f32="shrink_f32(x, p0, p1)", attrs=(("lambd", 0.5), ("bias", 0.0)))
 unary("Mish", 18, f32="x * tanh_f32(softplus_f32(x))", until=22, note="x * tanh(softplus(x)) from pmath")
-unary("Swish", 24, half=True, f32="x * sigmoid_f32(p0 * x)", attrs=(("alpha", 1.0),), until=24,
+unary("Swish", 24, f32="x * sigmoid_f32(p0 * x)", attrs=(("alpha", 1.0),), until=24,
       note="x * sigmoid(alpha * x) from pmath")
 
 _GELU_BUILD = {"none": unary("Gelu", 20, f32="gelu_f32(x)", add=False, tag="_erf"),
