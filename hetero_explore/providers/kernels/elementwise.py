@@ -51,7 +51,9 @@ Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
 * float16/bfloat16 (ops declared ``half=True``: + - * /, Max/Min/Sum, Sqrt,
   Reciprocal, Neg/Abs/Relu/Sign, Floor/Ceil/Round, IsNaN/IsInf, comparisons,
   Mod; Where moves bits): inputs widened to float32 (exact), the float32 kernel, the output
-  rounded once (:func:`half_build`); transcendental ops stay float32-only.
+  rounded once (:func:`half_build`); transcendental ops stay float32-only, except Elu and
+  Celu, whose half-type cases onnx's reference and backend cases reproduce with one rounding
+  (Swish's reference rounds every step, so Swish stays float32-only).
 * Pow: float base follows C99 ``pow`` as ``np.power`` on arrays does (see
   :func:`pmath.pow_f32`); an integer exponent >= 2**24 keeps its own parity for
   the sign. Integer base: integer exponents are computed exactly by repeated
