@@ -133,7 +133,10 @@ def test_attention_expands_and_plans_heterogeneously_on_capability_providers():
 def test_attention_executes_byte_identical_and_matches_onnxruntime():
     # (was a strict xfail until Cast at opset 23+ existed: Attention-23's body casts)
     m = attention_model()
-    p = he.plan(he.load_model(m), [mask(resolve("cuda"), deny=["Softmax"]), "cpu"], strict=True)
+    # both providers run Attention natively (attention.py): deny it to test its body
+    p = he.plan(he.load_model(m), [mask(resolve("cuda"), deny=["Softmax", "Attention"]),
+                                   mask(resolve("cpu"), deny=["Attention"])], strict=True)
+    assert p.expansions and p.expansions[0]["node"] == "attn"
     rng = np.random.default_rng(1)
     feeds = {n: rng.standard_normal((1, 2, 4, 8)).astype(np.float32) for n in ("q", "k", "v")}
     check_against_reference_and_ort(p, m, feeds)
@@ -142,7 +145,7 @@ def test_attention_executes_byte_identical_and_matches_onnxruntime():
 def test_attention_error_names_the_model_node_and_the_body_op_missing():
     with pytest.raises(UnsupportedNodeError) as e:
         # the body's MatMul (no body of its own) denied on the only provider
-        he.plan(he.load_model(attention_model()), [mask(resolve("cpu"), deny=["MatMul"])], strict=True)
+        he.plan(he.load_model(attention_model()), [mask(resolve("cpu"), deny=["MatMul", "Attention"])], strict=True)
     msg = str(e.value)
     assert e.value.node_name == "attn" and e.value.op_type == "Attention"
     assert "its onnx function body was expanded, but no provider supports the body's node 'attn/" in msg

@@ -51,7 +51,9 @@ Semantics chosen where ONNX leaves room (all match numpy on float32/int arrays):
 * float16/bfloat16 (ops declared ``half=True``: + - * /, Max/Min/Sum, Sqrt,
   Reciprocal, Neg/Abs/Relu/Sign, Floor/Ceil/Round, IsNaN/IsInf, comparisons,
   Mod; Where moves bits): inputs widened to float32 (exact), the float32 kernel, the output
-  rounded once (:func:`half_build`); transcendental ops stay float32-only.
+  rounded once (:func:`half_build`); transcendental ops stay float32-only, except Elu and
+  Celu, whose half-type cases onnx's reference and backend cases reproduce with one rounding
+  (Swish's reference rounds every step, so Swish stays float32-only).
 * Pow: float base follows C99 ``pow`` as ``np.power`` on arrays does (see
   :func:`pmath.pow_f32`); an integer exponent >= 2**24 keeps its own parity for
   the sign. Integer base: integer exponents are computed exactly by repeated
@@ -1155,12 +1157,12 @@ unary("Not", 1, ("bool",), bool_="not x")
 unary("BitwiseNot", 18, INTS, int_="~x", u64="~x")
 
 # activations (float32, from pmath's portable functions; each a fixed sequence of roundings)
-unary("Elu", 6, f32="x if x >= F_ZERO else p0 * (exp_f32(x) - F_ONE)", attrs=(("alpha", 1.0),), until=22,
+unary("Elu", 6, half=True, f32="x if x >= F_ZERO else p0 * (exp_f32(x) - F_ONE)", attrs=(("alpha", 1.0),), until=22,
       note="x < 0: alpha * (exp(x) - 1) with pmath's exp")
 unary("Selu", 6, f32="p1 * (x if x > F_ZERO else p0 * exp_f32(x) - p0)",
       attrs=(("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)), until=22,
       note="gamma * (x > 0 ? x : alpha * exp(x) - alpha)")
-unary("Celu", 12, f32="celu_f32(x, p0)", attrs=(("alpha", 1.0),), until=28,
+unary("Celu", 12, half=True, f32="celu_f32(x, p0)", attrs=(("alpha", 1.0),), until=28,
       note="max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
 unary("ThresholdedRelu", 10, f32="x if x > p0 else F_ZERO", attrs=(("alpha", 1.0),), until=22)
 unary("Shrink", 9, f32="shrink_f32(x, p0, p1)", attrs=(("lambd", 0.5), ("bias", 0.0)))

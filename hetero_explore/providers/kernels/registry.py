@@ -19,7 +19,7 @@ from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, s
 # their edits do not change the kernel-source hash (see target.py)
 MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
            "rnn", "quant", "signal", "random", "select", "einsum", "dynamic", "image", "training",
-           "hetero_explore.sequences", "hetero_explore.control", "hetero_explore.image_decoder")
+           "attention", "hetero_explore.sequences", "hetero_explore.control", "hetero_explore.image_decoder")
 
 
 def build_registry() -> tuple[OpDef, ...]:
