@@ -2,11 +2,21 @@
 (per-tensor, per-axis, blocked), DynamicQuantizeLinear, MatMulInteger, ConvInteger,
 QLinearMatMul, QLinearConv.
 
-Types: the integer types numpy holds natively -- int8, uint8, int16, uint16 (quantised
-values) and int32 (DequantizeLinear input, accumulators, biases); float32 for real
-values and scales. float16/bfloat16 scales, float8, int4/uint4, int2/uint2, float4 and
-float6 are declined with a reason (numpy has no native dtype for most of them; float16
-waits for the float16 work).
+Types: quantised values int8, uint8, int16, uint16, the sub-byte integers int4/uint4/int2/uint2,
+and the float formats float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), float4e2m1, float6 (e2m3,
+e3m2); int32 (DequantizeLinear input, accumulators, biases). Real values and scales: float32,
+float16, bfloat16 (and float8e8m0 scales). Formats numba cannot hold go through
+:func:`.floatfmt.cast_bits` on their bit patterns (exact widening; one round to nearest even
+when narrowing): half x/scales are widened to float32; a sub-byte integer is quantised in the
+int8/uint8 kernel with its own range and re-encoded (exact); a float format is ``float32(x /
+scale)`` cast once to it (float8: ``saturate``, default 1: overflow and inf give the largest
+finite value, else inf/NaN per the format; float4/float6 always saturate, NaN gives a zero);
+a half output is the float32 result rounded once. Zero points of float formats follow onnx's
+reference: ignored by QuantizeLinear for float8 (added for float4/float6), ignored by
+DequantizeLinear for float8 and float4 (subtracted for float6). QuantizeLinear's division is
+float32 unless ``precision`` (23+) says float16/bfloat16 or x and the scale are both that half
+type (numpy's promotion, as the reference): then the float32 quotient is rounded to it first.
+A scalar scale with a 1-element zero point (or the reverse) is per tensor.
 
 Integer parts are exact: products and sums of (value - zero point) in int64, stored
 wrapped to int32 as onnxruntime's int32 accumulators wrap, so any order gives the same
@@ -22,7 +32,9 @@ bits. Float parts, one fixed order on every target (no FMA):
   matter), ``scale = (hi - lo) / 255`` (1 when ``hi == lo``, as onnxruntime),
   ``zp = round(clamp(-lo / scale, 0, 255))``, then QuantizeLinear.
 * QLinearMatMul / QLinearConv: ``mult = (a_scale * b_scale) / y_scale``
-  (per element, from the per-tensor or per-row/column/channel scales), then
+  (per element, from the per-tensor or per-row/column/channel scales; QLinearMatMul's
+  float16/bfloat16 scales: rounded to that type after the product and after the division,
+  numpy's half arithmetic in onnx's reference), then
   ``float32(acc) * mult`` quantised like QuantizeLinear with ``y_zero_point``;
   QLinearConv adds its int32 bias to the accumulator first.
 
