@@ -241,6 +241,9 @@ def test_declines():
     node = mk("QuantizeLinear", ["x", "s", "z"], axis=0)
     m = supports(CPU, node, [x, np.ones(3, F), np.zeros(3, np.int8).astype(ml_dtypes.int4)], opset=OPSET)
     assert not m.supported and "per-axis scale must have shape (4,)" in m.reason
+    m = supports(CPU, mk("QuantizeLinear", ["x", "s", "z"]),
+                 [np.ones(4, np.int32), np.asarray(1.0, F), np.zeros((), ml_dtypes.float8_e4m3fn)], opset=OPSET)
+    assert not m.supported and "int32 x to float8_e4m3fn not supported" in m.reason
 
 
 # --- QLinearMatMul with half scales ------------------------------------------------------------

@@ -278,6 +278,8 @@ def _check_q(ctx, target):
         qdt = _dt(ctx, 0, outs=True)
         if qdt not in ALL_Q:
             return f"QuantizeLinear: output dtype {qdt} not supported ({', '.join(ALL_Q)})"
+        if xdt == "int32" and qdt in FLOAT_Q:
+            return f"QuantizeLinear: int32 x to {qdt} not supported (float x for float formats)"
         if zdt is not None and zdt != qdt:
             return f"QuantizeLinear: zero point dtype {zdt} differs from the output dtype {qdt}"
     else:
