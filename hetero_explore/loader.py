@@ -621,6 +621,48 @@ def _check_value_dims(vi: onnx.ValueInfoProto, what: str) -> None:
 
 
 # -- shape inference -------------------------------------------------------------------------
+def _constant_ref_attrs(body) -> set:
+    """Attributes a function body's Constant nodes take their value from (``ref_attr_name``)."""
+    return {a.ref_attr_name for n in body.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+            for a in n.attribute if a.ref_attr_name}
+
+
+def fill_inference_defaults(m: onnx.ModelProto) -> None:
+    """Write the schema's default value of attributes onnx's shape inference reads wrongly when
+    they are absent (onnx 1.23), on the graph's default-domain nodes, in place:
+
+    * of ops that onnx infers through their function body (no inference function of their own),
+      the attributes a Constant of the body takes its value from (``ref_attr_name``): inference
+      through the body does not substitute the default (MeanVarianceNormalization without
+      ``axes``: "One and only one of the attributes 'value', 'value_*' ... must be specified for
+      a Constant node");
+    * STFT's ``onesided``: inference takes 0 where the schema's default is 1 (an STFT of a real
+      signal inferred with every bin, the model declaring n/2 + 1).
+
+    The values written are the defaults, so the model means what it meant."""
+    opset = _opsets(m).get("", None)
+    if opset is None:
+        return
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            s = onnx.defs.get_schema(n.op_type, opset, "")
+        except Exception:  # unknown op: the checker and the planner report it
+            continue
+        names = {"onesided"} if n.op_type == "STFT" else set()
+        if s.has_function and not s.has_type_and_shape_inference_function:  # inferred through its body
+            names |= _constant_ref_attrs(s.function_body)
+        have = {a.name for a in n.attribute}
+        for name in sorted(names - have):
+            at = s.attributes.get(name)
+            if at is None or not at.default_value.name:
+                continue
+            d = onnx.AttributeProto.FromString(at.default_value.SerializeToString())
+            d.name = name
+            n.attribute.append(d)
+
+
 def infer_shapes(m: onnx.ModelProto, *, strict: bool = False) -> onnx.ModelProto:
     """onnx's shape inference with data propagation; its errors become InvalidModelError."""
     try:
@@ -793,6 +835,7 @@ def prepare_model(model, input_shapes: Mapping[str, tuple] | None = None,
     _normalize_declared_dims(m)
     _bind(m, input_shapes, dim_values)
     _check_input_dims(m)
+    fill_inference_defaults(m)
     return infer_checked(m)
 
 

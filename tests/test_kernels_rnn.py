@@ -269,6 +269,17 @@ xc = np.ones((1, 2, 3, 3), np.uint8)
 run_node(GPU, mk("ConvInteger", ["x", "w"]), [xc, xc], opset=10)
 run_node(GPU, mk("QLinearConv", list("abcdefgh")), [xc, np.asarray(0.1, f), np.asarray(1, np.uint8), xc,
          np.asarray(0.1, f), np.asarray(1, np.uint8), np.asarray(0.1, f), np.asarray(1, np.uint8)], opset=10)
+import ml_dtypes
+h = np.float16
+run_node(GPU, mk("QuantizeLinear", ["x", "s", "z"]), [x, np.asarray(0.1, f), np.zeros((), ml_dtypes.float8_e4m3fn)],
+         opset=21)
+run_node(GPU, mk("QuantizeLinear", ["x", "s", "z"]), [x.astype(h), np.asarray(0.1, h), np.zeros((), ml_dtypes.int4)],
+         opset=21)
+run_node(GPU, mk("DequantizeLinear", ["x", "s"]), [x.astype(ml_dtypes.float8_e4m3fn), np.asarray(0.1, h)], opset=21)
+run_node(GPU, mk("DequantizeLinear", ["x", "s", "z"]), [q.astype(ml_dtypes.uint4), np.asarray(0.1, f),
+         np.asarray(1, ml_dtypes.uint4)], opset=21)
+run_node(GPU, mk("QLinearMatMul", list("abcdefgh")), [q, np.asarray(0.1, h), np.asarray(1, np.uint8), q.T.copy(),
+         np.asarray(0.1, h), np.asarray(1, np.uint8), np.asarray(0.1, h), np.asarray(1, np.uint8)], opset=21)
 s = rng.standard_normal((1, 6, 2)).astype(f)
 run_node(GPU, mk("DFT", ["x"], axis=1, inverse=0), [s], opset=17)
 run_node(GPU, mk("STFT", ["x", "st", "", "fl"]), [s[..., :1].copy(), np.asarray(2, np.int64), None,

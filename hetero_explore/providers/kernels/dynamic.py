@@ -86,7 +86,7 @@ def _compress_infer(ctx, arrays):
     return [(shape, np.dtype(ctx.in_dtypes[0]))]
 
 
-@register("Compress", dtypes=ALL, since=9, until=UNTIL, targets=HOST, shape_inputs=(1,), infer=_compress_infer,
+@register("Compress", dtypes=ALL + ("float64", "float16", "bfloat16", "int8", "uint8", "int16", "uint16"), since=9, until=UNTIL, targets=HOST, shape_inputs=(1,), infer=_compress_infer,
           data_dependent_output=True,
           note="np.compress along axis (flattened without one); a shorter condition drops the tail; host only")
 def _build_compress(ctx, target):
@@ -124,7 +124,7 @@ def _unique_infer(ctx, arrays):
     return [(y.shape, x.dtype), (idx.shape, i64), (inv.shape, i64), (cnt.shape, i64)][:len(ctx.out_shapes)]
 
 
-@register("Unique", dtypes=NUMERIC, since=11, until=UNTIL, targets=HOST, shape_inputs=(0,), infer=_unique_infer,
+@register("Unique", dtypes=NUMERIC + ("bfloat16",), since=11, until=UNTIL, targets=HOST, shape_inputs=(0,), infer=_unique_infer,
           data_dependent_output=True,
           note="np.unique (sorted, or in order of first occurrence with sorted=0), with axis; NaNs are one "
                "value; host only")

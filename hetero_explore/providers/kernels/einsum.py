@@ -8,7 +8,9 @@ first appearance in the equation, adding ``A[..] * B[..]`` (one operand: ``A[..]
 an accumulator of the output's type that starts at zero. A letter repeated within one
 operand (a diagonal) adds its strides; a dimension of size 1 broadcasts (stride 0).
 Declined, with a reason: three or more operands, mismatched dimension sizes, letters in
-the output that no input has.
+the output that no input has. float16 and bfloat16 run the float32 kernel on the widened
+operands and round the result once (:func:`.elementwise.half_build`), as onnx's reference
+computes them.
 """
 
 from __future__ import annotations
@@ -173,6 +175,13 @@ def _build(ctx, target):
     return run
 
 
-OPS.add("Einsum", _build, since=12, until=28, dtypes=DTYPES, check=_check, kernels=tuple(_EINSUM.values()),
+def _half_build(ctx, target):
+    from .elementwise import half_build
+    return half_build(_build)(ctx, target)
+
+
+OPS.add("Einsum", _half_build, since=12, until=28, dtypes=DTYPES + ("float16", "bfloat16"), check=_check,
+        kernels=tuple(_EINSUM.values()),
         note="one or two operands; each output element one sum over the contracted indices in row-major "
-             "order (fixed), products left to right")
+             "order (fixed), products left to right; float16/bfloat16 operands widened to float32 (exact), "
+             "the float32 result rounded once to the half type")

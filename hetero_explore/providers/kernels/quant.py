@@ -2,11 +2,21 @@
 (per-tensor, per-axis, blocked), DynamicQuantizeLinear, MatMulInteger, ConvInteger,
 QLinearMatMul, QLinearConv.
 
-Types: the integer types numpy holds natively -- int8, uint8, int16, uint16 (quantised
-values) and int32 (DequantizeLinear input, accumulators, biases); float32 for real
-values and scales. float16/bfloat16 scales, float8, int4/uint4, int2/uint2, float4 and
-float6 are declined with a reason (numpy has no native dtype for most of them; float16
-waits for the float16 work).
+Types: quantised values int8, uint8, int16, uint16, the sub-byte integers int4/uint4/int2/uint2,
+and the float formats float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), float4e2m1, float6 (e2m3,
+e3m2); int32 (DequantizeLinear input, accumulators, biases). Real values and scales: float32,
+float16, bfloat16 (and float8e8m0 scales). Formats numba cannot hold go through
+:func:`.floatfmt.cast_bits` on their bit patterns (exact widening; one round to nearest even
+when narrowing): half x/scales are widened to float32; a sub-byte integer is quantised in the
+int8/uint8 kernel with its own range and re-encoded (exact); a float format is ``float32(x /
+scale)`` cast once to it (float8: ``saturate``, default 1: overflow and inf give the largest
+finite value, else inf/NaN per the format; float4/float6 always saturate, NaN gives a zero);
+a half output is the float32 result rounded once. Zero points of float formats follow onnx's
+reference: ignored by QuantizeLinear for float8 (added for float4/float6), ignored by
+DequantizeLinear for float8 and float4 (subtracted for float6). QuantizeLinear's division is
+float32 unless ``precision`` (23+) says float16/bfloat16 or x and the scale are both that half
+type (numpy's promotion, as the reference): then the float32 quotient is rounded to it first.
+A scalar scale with a 1-element zero point (or the reverse) is per tensor.
 
 Integer parts are exact: products and sums of (value - zero point) in int64, stored
 wrapped to int32 as onnxruntime's int32 accumulators wrap, so any order gives the same
@@ -22,7 +32,9 @@ bits. Float parts, one fixed order on every target (no FMA):
   matter), ``scale = (hi - lo) / 255`` (1 when ``hi == lo``, as onnxruntime),
   ``zp = round(clamp(-lo / scale, 0, 255))``, then QuantizeLinear.
 * QLinearMatMul / QLinearConv: ``mult = (a_scale * b_scale) / y_scale``
-  (per element, from the per-tensor or per-row/column/channel scales), then
+  (per element, from the per-tensor or per-row/column/channel scales; QLinearMatMul's
+  float16/bfloat16 scales: rounded to that type after the product and after the division,
+  numpy's half arithmetic in onnx's reference), then
   ``float32(acc) * mult`` quantised like QuantizeLinear with ``y_zero_point``;
   QLinearConv adds its int32 bias to the accumulator first.
 
@@ -117,7 +129,9 @@ def _scale_layout(ctx, xs, ss, zs):
     KernelError naming the node when the shapes do not fit the axis / block_size."""
     at = ctx.attrs
     rank = len(xs)
-    if zs is not None and tuple(zs) != tuple(ss):
+    if zs is not None and tuple(zs) != tuple(ss) and not (prod(zs) == 1 and prod(ss) == 1 and len(zs) <= 1
+                                                          and len(ss) <= 1):
+        # a scalar and a 1-element vector are both per tensor (onnx's reference reads either)
         raise node_error(ctx, f"zero point shape {tuple(zs)} differs from the scale shape {tuple(ss)}")
     n_s = prod(ss)
     bs = int(at.get("block_size", 0))
@@ -144,26 +158,137 @@ def _scale_layout(ctx, xs, ss, zs):
     return inner, dimA, bs, nb * inner, inner, 1
 
 
+#: sub-byte integer formats: computed in the int8/uint8 kernels, then re-encoded (exact)
+SUB_INT = {"int4": ("int8", -8, 7), "uint4": ("uint8", 0, 15), "int2": ("int8", -2, 1), "uint2": ("uint8", 0, 3)}
+#: float quantised formats (float8, float4, float6): q = x / scale in float32, one cast to the format
+FLOAT_Q = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
+           "float6_e2m3fn", "float6_e3m2fn")
+_FLOAT8 = FLOAT_Q[:4]
+ALL_Q = QTYPES + tuple(SUB_INT) + FLOAT_Q
+HALF = ("float16", "bfloat16")
+#: scale dtypes (widened to float32 exactly before use)
+SCALE_DT = ("float32",) + HALF + ("float8_e8m0fnu",)
+_PRECISION = {1: "float32", 10: "float16", 16: "bfloat16"}   # QuantizeLinear-23 ``precision``
+
+_KIDX = """
+inn = i % inner
+tt = i // inner
+a = tt % dimA
+o = tt // dimA
+k = o * so + (a // bs) * sa + inn * si
+"""
+
+# q = x / scale (+ float zero point: float4/float6 outputs, as onnx's reference), float32
+_QDIV = kernel_pair(
+    "quantize_div", "x, s, z, addz, out, inner, dimA, bs, so, sa, si",
+    _KIDX + """
+v = x[i] / s[k]
+if addz == 1:
+    v = v + z[k]
+out[i] = v
+""", module=__name__)
+
+# y = (x - zp) * scale for x already widened to float32 (float formats)
+_DQF = kernel_pair(
+    "dequantize_float", "x, s, z, has_z, out, inner, dimA, bs, so, sa, si",
+    _KIDX + """
+v = x[i]
+if has_z == 1:
+    v = v - z[k]
+out[i] = v * s[k]
+""", module=__name__)
+
+
+def _cast_pair():
+    from .elementwise import _CAST_BITS
+    return _CAST_BITS
+
+
+def _fmt_args(src, dst):
+    from . import floatfmt
+    return tuple(np.int64(v) for v in floatfmt.fmt(src) + floatfmt.fmt(dst))
+
+
+def _recode(target, a, src, dst, out, saturate=False):
+    """``out`` (dtype ``dst``) = ``a`` (dtype ``src``) converted on the bit patterns
+    (floatfmt.cast_bits: one round to nearest even, ONNX's saturate rules)."""
+    from . import floatfmt
+    from .common import bits
+    a, out = flat(a), flat(out)
+    target.launch(_cast_pair(), out.shape[0], bits(a), bits(out), *_fmt_args(src, dst), bool(saturate),
+                  np.int64(floatfmt.ROUND_NEAREST))
+
+
+def _temp(target, n, dt):
+    a = np.empty(max(1, n), dt)
+    return a if target.host else target.to_device(a)
+
+
+def _widen(target, a, dt, to="float32"):
+    """``a`` as ``to`` (itself when it already is): exact for every use here."""
+    if dt == to:
+        return flat(a)
+    t = _temp(target, a.size, to)
+    _recode(target, a, dt, to, t)
+    return t
+
+
+def _zp_dt(ctx):
+    return _dt(ctx, 2) if ctx.has_input(2) and len(ctx.in_dtypes) > 2 else None
+
+
+def _div_precision(ctx):
+    """dtype name of QuantizeLinear's division: ``precision`` (23+), else the half type of x and
+    the scale when both are that type (numpy's promotion, as onnx's reference), else float32."""
+    prec = int(ctx.attrs.get("precision", 0))
+    if prec:
+        return _PRECISION.get(prec)
+    xdt, sdt = _dt(ctx, 0), _dt(ctx, 1)
+    return xdt if xdt == sdt and xdt in HALF else "float32"
+
+
+def _fast(ctx):
+    """The fused int kernels apply: float32/int32 x, float32 scale and division, native int types."""
+    op = ctx.node.op_type
+    if _dt(ctx, 1) != "float32":
+        return False
+    if op == "QuantizeLinear":
+        return (_dt(ctx, 0) in ("float32", "int32") and _div_precision(ctx) == "float32"
+                and _dt(ctx, 0, outs=True) in QTYPES)
+    return _dt(ctx, 0) in QTYPES + ("int32",) and _dt(ctx, 0, outs=True) == "float32"
+
+
 def _check_q(ctx, target):
     from ...errors import KernelError
     op = ctx.node.op_type
     if any(ctx.in_shapes[k] is None for k in range(min(2, len(ctx.in_shapes)))):
         return f"{op}: x and the scale need known shapes"
     sdt = _dt(ctx, 1)
-    if sdt != "float32":
-        return f"{op}: scale dtype {sdt} not supported (float32)"
-    prec = int(ctx.attrs.get("precision", 0))
-    if prec not in (0, 1):
-        return f"{op}: precision={prec} not supported (float32 only)"
+    if sdt not in SCALE_DT:
+        return f"{op}: scale dtype {sdt} not supported ({', '.join(SCALE_DT)})"
+    xdt, zdt = _dt(ctx, 0), _zp_dt(ctx)
     if op == "QuantizeLinear":
+        prec = int(ctx.attrs.get("precision", 0))
+        if prec and prec not in _PRECISION:
+            return f"QuantizeLinear: precision={prec} not supported (float32, float16, bfloat16)"
+        if xdt == "int32" and (sdt != "float32" or prec not in (0, 1)):
+            return "QuantizeLinear: int32 x needs a float32 scale and float32 precision"
+        if xdt not in ("float32", "int32") + HALF:
+            return f"QuantizeLinear: x dtype {xdt} not supported (float32, float16, bfloat16, int32)"
         qdt = _dt(ctx, 0, outs=True)
-        if qdt not in QTYPES:
-            return f"QuantizeLinear: output dtype {qdt} not supported ({_SUPPORTED_Q})"
+        if qdt not in ALL_Q:
+            return f"QuantizeLinear: output dtype {qdt} not supported ({', '.join(ALL_Q)})"
+        if xdt == "int32" and qdt in FLOAT_Q:
+            return f"QuantizeLinear: int32 x to {qdt} not supported (float x for float formats)"
+        if zdt is not None and zdt != qdt:
+            return f"QuantizeLinear: zero point dtype {zdt} differs from the output dtype {qdt}"
     else:
         odt = _dt(ctx, 0, outs=True)
-        if odt != "float32":
-            return f"DequantizeLinear: output dtype {odt} not supported (float32)"
-        if ctx.has_input(2) and _dt(ctx, 2) != _dt(ctx, 0):
+        if odt not in ("float32",) + HALF:
+            return f"DequantizeLinear: output dtype {odt} not supported (float32, float16, bfloat16)"
+        if xdt not in ALL_Q + ("int32",):
+            return f"DequantizeLinear: x dtype {xdt} not supported ({', '.join(ALL_Q)}, int32)"
+        if zdt is not None and zdt != xdt:
             return "DequantizeLinear: zero point dtype differs from x"
     try:
         zs = ctx.in_shapes[2] if ctx.has_input(2) and len(ctx.in_shapes) > 2 else None
@@ -180,28 +305,100 @@ def _build_ql(ctx, target):
     zs = ctx.in_shapes[2] if has_z else None
     layout = _scale_layout(ctx, xs, ss, zs)
     dummy = to_target(target, np.zeros(1, np.int32))
+    fdummy = to_target(target, np.zeros(1, np.float32))
+    n, n_s = prod(xs), prod(ss)
+    xdt, sdt = _dt(ctx, 0), _dt(ctx, 1)
+    odt = _dt(ctx, 0, outs=True)
+    fast = _fast(ctx)
     if op == "QuantizeLinear":
-        lo, hi = _RANGE[_dt(ctx, 0, outs=True)]
-    n = prod(xs)
+        qdt = odt
+        prec = _div_precision(ctx)
+        kdt, lo, hi = SUB_INT.get(qdt, (qdt,) + _RANGE.get(qdt, (0, 0)))
+        # float8 outputs ignore the zero point, float4/float6 add it (onnx's reference)
+        addz = 1 if (qdt in FLOAT_Q and qdt not in _FLOAT8 and has_z) else 0
+        sat = bool(ctx.attrs.get("saturate", 1)) if qdt in _FLOAT8 else True
+        ones = to_target(target, np.ones(max(1, n_s), np.float32))
+    else:
+        qdt = xdt
+        kdt = SUB_INT[qdt][0] if qdt in SUB_INT else qdt
+        # float8 / float4 inputs ignore the zero point (onnx's reference requires float8 ones to be 0)
+        dq_z = has_z and not (qdt in _FLOAT8 or qdt == "float4_e2m1fn")
+
+    def zero_point(inputs, to):
+        if not has_z or inputs[2] is None:
+            return None
+        return _widen(target, inputs[2], qdt, to)
 
     def run(inputs, outputs):
         x, s, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
-        z = flat(inputs[2]) if has_z and inputs[2] is not None else dummy
-        hz = 1 if has_z and inputs[2] is not None else 0
+        if fast:
+            z = flat(inputs[2]) if has_z and inputs[2] is not None else dummy
+            hz = 1 if has_z and inputs[2] is not None else 0
+            if op == "QuantizeLinear":
+                target.launch(_QL, n, x, s, z, hz, out, *layout, lo, hi)
+            else:
+                target.launch(_DQL, n, x, s, z, hz, out, *layout)
+            return
+        s32 = _widen(target, s, sdt)
         if op == "QuantizeLinear":
-            target.launch(_QL, n, x, s, z, hz, out, *layout, lo, hi)
+            x32 = _widen(target, x, xdt) if xdt != "int32" else x
+            if qdt in FLOAT_Q:
+                zf = zero_point(inputs, "float32") if addz else None
+                q = _temp(target, n, np.float32)
+                target.launch(_QDIV, n, x32, s32, fdummy, 0, q, *layout)
+                if prec != "float32":
+                    _round_to(target, q, prec, n)
+                if zf is not None:
+                    target.launch(_QDIV, n, q, ones, zf, 1, q, *layout)
+                _recode(target, q, "float32", qdt, out, saturate=sat)
+                return
+            z = zero_point(inputs, kdt)
+            hz = 0 if z is None else 1
+            z = dummy if z is None else z
+            dst = out if kdt == qdt else _temp(target, n, kdt)
+            if prec != "float32":
+                q = _temp(target, n, np.float32)
+                target.launch(_QDIV, n, x32, s32, fdummy, 0, q, *layout)
+                _round_to(target, q, prec, n)
+                target.launch(_QL, n, q, ones, z, hz, dst, *layout, lo, hi)
+            else:
+                target.launch(_QL, n, x32, s32, z, hz, dst, *layout, lo, hi)
+            if kdt != qdt:
+                _recode(target, dst, kdt, qdt, out)
+            return
+        y = out if odt == "float32" else _temp(target, n, np.float32)
+        if qdt in FLOAT_Q:
+            x32 = _widen(target, x, qdt)
+            zf = zero_point(inputs, "float32") if dq_z else None
+            target.launch(_DQF, n, x32, s32, fdummy if zf is None else zf, 0 if zf is None else 1, y, *layout)
         else:
-            target.launch(_DQL, n, x, s, z, hz, out, *layout)
+            xi = _widen(target, x, qdt, kdt)
+            z = zero_point(inputs, kdt)
+            target.launch(_DQL, n, xi, s32, dummy if z is None else z, 0 if z is None else 1, y, *layout)
+        if odt != "float32":
+            _recode(target, y, "float32", odt, out)
 
     return run
 
 
-_QNOTE = ("per-tensor, per-axis, blocked (21+); round half to even, saturating; "
-          "q = x / scale in float32; int8/uint8/int16/uint16 outputs")
-OPS.add("QuantizeLinear", _build_ql, since=10, until=28, dtypes=("float32", "int32"), check=_check_q,
-        note=_QNOTE, kernels=(_QL,))
-OPS.add("DequantizeLinear", _build_ql, since=10, until=28, dtypes=QTYPES + ("int32",), check=_check_q,
-        note="per-tensor, per-axis, blocked (21+); float32(x - zp) * scale; float32 output", kernels=(_DQL,))
+def _round_to(target, q, dt, n):
+    """Round the float32 values of ``q`` in place to ``dt`` (float16/bfloat16) precision."""
+    h = _temp(target, n, np.uint16)
+    _recode(target, q, "float32", dt, h)
+    _recode(target, h, dt, "float32", q)
+
+
+_QNOTE = ("per-tensor, per-axis, blocked (21+); q = x / scale in float32 (float16/bfloat16 when x and the "
+          "scale are, or per `precision`); ints: round half to even, + zp, saturate (int8/uint8/int16/uint16, "
+          "int4/uint4/int2/uint2); float8/float4/float6: one round to nearest even to the format, float8 "
+          "`saturate`, float8 zero points ignored, float4/float6 ones added (onnx's reference)")
+_DQNOTE = ("per-tensor, per-axis, blocked (21+); float32(x - zp) * scale (float8/float4 zero points ignored, "
+           "as onnx's reference), rounded once to a float16/bfloat16 output")
+_K = (_QL, _DQL, _QDIV, _DQF)
+OPS.add("QuantizeLinear", _build_ql, since=10, until=28, dtypes=("float32", "int32") + HALF, check=_check_q,
+        note=_QNOTE, kernels=_K)
+OPS.add("DequantizeLinear", _build_ql, since=10, until=28, dtypes=ALL_Q + ("int32",), check=_check_q,
+        note=_DQNOTE, kernels=_K)
 
 # ---------------------------------------------------------------------------------------------
 # DynamicQuantizeLinear
@@ -283,7 +480,7 @@ OPS.add("DynamicQuantizeLinear", _build_dyn, since=11, until=28, dtypes=("float3
 # wrapped to int32. mode 0: int32 output; mode 1: quantised output (QLinearMatMul).
 _IMM = kernel_pair(
     "matmul_integer",
-    "a, b, azp, sazp, bzp, sbzp, out, M, K, N, bshape, sa, sb, mode, ascale, sas, bscale, sbs, yscale, yzp, lo, hi",
+    "a, b, azp, sazp, bzp, sbzp, out, M, K, N, bshape, sa, sb, mode, mult, sas, sbs, nn, yzp, lo, hi",
     """
 MN = M * N
 bt = i // MN
@@ -301,8 +498,23 @@ acc = _wrap32(acc)
 if mode == 0:
     out[i] = acc
 else:
-    mult = (ascale[m * sas] * bscale[n * sbs]) / yscale[0]
-    out[i] = _quant(np.float32(acc) * mult, np.int64(yzp[0]), lo, hi)
+    out[i] = _quant(np.float32(acc) * mult[m * sas * nn + n * sbs], np.int64(yzp[0]), lo, hi)
+""", module=__name__)
+
+# QLinearMatMul's multipliers, one per (row, column) of the per-tensor/per-row/per-column scales:
+# mode 0: (a_scale * b_scale) / y_scale; modes 1 and 2 split it (a * b, then / y) for half scales,
+# whose build rounds to the half type after each step (numpy's float16 arithmetic, as onnx's reference)
+_QMULT = kernel_pair(
+    "qlinear_mult", "a, sas, b, sbs, y, mode, out, nn",
+    """
+m = i // nn
+n = i - m * nn
+if mode == 0:
+    out[i] = (a[m * sas] * b[n * sbs]) / y[0]
+elif mode == 1:
+    out[i] = a[m * sas] * b[n * sbs]
+else:
+    out[i] = out[i] / y[0]
 """, module=__name__)
 
 
@@ -356,9 +568,10 @@ def _check_mm(ctx, target):
         _zp_stride(ctx, zai, M, "a_zero_point")
         _zp_stride(ctx, zbi, N, "b_zero_point")
         if op == "QLinearMatMul":
-            for k in (1, 4, 6):
-                if _dt(ctx, k) != "float32":
-                    return f"QLinearMatMul: scale {k} dtype {_dt(ctx, k)} not supported (float32)"
+            sdts = {_dt(ctx, k) for k in (1, 4, 6)}
+            if len(sdts) != 1 or not sdts <= {"float32", "float16", "bfloat16"}:
+                return (f"QLinearMatMul: scale dtypes {sorted(map(str, sdts))} not supported (all float32, "
+                        "all float16 or all bfloat16)")
             _zp_stride(ctx, 1, M, "a_scale")
             _zp_stride(ctx, 4, N, "b_scale")
             _zp_stride(ctx, 6, 1, "y_scale")
@@ -382,15 +595,27 @@ def _build_mm(ctx, target):
     if op == "QLinearMatMul":
         s_as, s_bs = _zp_stride(ctx, 1, M, "a_scale"), _zp_stride(ctx, 4, N, "b_scale")
         lo, hi = _RANGE[_dt(ctx, 0, outs=True)]
+        sdt = _dt(ctx, 1)
+        nn = N if s_bs else 1
+        nm = (M if s_as else 1) * nn
 
     def run(inputs, outputs):
         a, b, out = flat(inputs[ai]), flat(inputs[bi]), flat(outputs[0])
         za = flat(inputs[zai]) if zai < len(inputs) and inputs[zai] is not None else zero
         zb = flat(inputs[zbi]) if zbi < len(inputs) and inputs[zbi] is not None else zero
         if op == "MatMulInteger":
-            q = (0, one, 0, one, 0, one, zero, 0, 0)
+            q = (0, one, 0, 0, 1, zero, 0, 0)
         else:
-            q = (1, flat(inputs[1]), s_as, flat(inputs[4]), s_bs, flat(inputs[6]), flat(inputs[7]), lo, hi)
+            sa_, sb_, sy_ = (_widen(target, inputs[k], sdt) for k in (1, 4, 6))
+            mult = _temp(target, nm, np.float32)
+            if sdt == "float32":
+                target.launch(_QMULT, nm, sa_, s_as, sb_, s_bs, sy_, 0, mult, nn)
+            else:
+                target.launch(_QMULT, nm, sa_, s_as, sb_, s_bs, sy_, 1, mult, nn)
+                _round_to(target, mult, sdt, nm)
+                target.launch(_QMULT, nm, sa_, s_as, sb_, s_bs, sy_, 2, mult, nn)
+                _round_to(target, mult, sdt, nm)
+            q = (1, mult, s_as, s_bs, nn, flat(inputs[7]), lo, hi)
         target.launch(_IMM, out.shape[0], a, b, za, sz_a, zb, sz_b, out, M, K, N, *meta, *q)
 
     return run
@@ -401,7 +626,9 @@ OPS.add("MatMulInteger", _build_mm, since=10, until=28, dtypes=("int8", "uint8")
         kernels=(_IMM,))
 OPS.add("QLinearMatMul", _build_mm, since=10, until=21, dtypes=("int8", "uint8"), check=_check_mm,
         note="exact int32 accumulator, then float32(acc) * ((a_scale * b_scale) / y_scale), round half "
-             "to even, + y_zp, saturate; float32 scales", kernels=(_IMM,))
+             "to even, + y_zp, saturate; float32 scales, or float16/bfloat16 ones with the multiplier "
+             "rounded to that type after each step (as numpy's arithmetic in onnx's reference)",
+        kernels=(_IMM, _QMULT))
 
 # ---------------------------------------------------------------------------------------------
 # ConvInteger / QLinearConv (1-, 2- and 3-D)

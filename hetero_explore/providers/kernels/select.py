@@ -37,8 +37,8 @@ OPS = OpList()
 F = np.float32
 SORTABLE = ("float32", "float64", "int64", "int32", "int8", "int16", "uint8", "uint16", "uint32", "uint64")
 #: element types OneHot / ReverseSequence move as bits
-MOVE = ("float32", "int64", "int32", "bool", "float64", "float16", "int8", "uint8", "int16", "uint16",
-        "uint32", "uint64")
+MOVE = ("float32", "int64", "int32", "bool", "float64", "float16", "bfloat16", "int8", "uint8", "int16",
+        "uint16", "uint32", "uint64")
 INDEXLIKE = ("int64", "int32", "float32", "float64", "int8", "int16", "uint8", "uint16", "uint32")
 
 
