@@ -12,6 +12,7 @@ without a case here fails :func:`test_every_fast_path_has_cases`.
 """
 
 import os
+import zlib
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
@@ -253,7 +254,7 @@ def test_every_fast_path_has_cases():
 @pytest.mark.parametrize("name", sorted(CASES) + sorted(INLINE))
 def test_fast_path_bitwise_equal_to_generated(name):
     fn = CASES.get(name) or INLINE[name]
-    fn(np.random.default_rng(abs(hash(name)) % 2**32))
+    fn(np.random.default_rng(zlib.crc32(name.encode())))  # crc32: the same shapes on every run
 
 
 def test_a_broken_fast_path_is_caught(monkeypatch):
