@@ -736,3 +736,164 @@ def _build_rope32(ctx, target, t):
 
 OPS.add("RotaryEmbedding", _typed_build(_build_rope32), since=23, until=28, dtypes=_FLOATS, check=_check_rope,
         kernels=(_ROPE,), note="cos*x1 - sin*x2 / sin*x1 + cos*x2 per rotated pair; position ids range-checked")
+
+
+# =============================================================================
+# LinearAttention (27): linear / gated / delta / gated_delta recurrent state updates
+# =============================================================================
+# meta (int64): 0 T, 1 Hq, 2 Hkv, 3 Dk, 4 Dv, 5 decay mode (0 none, 1 per head, 2 per key dim),
+# 6 beta last dim (0 none, 1 or Hkv), 7 has past
+_LA_M = 8
+
+
+@dual
+def _linattn_item(c, q, k, v, past, decay, beta, y, st, meta, scale):
+    """Column j of one (batch b, key/value head h) state, walked over time (onnx's
+    reference, ``op_linear_attention.py``, in float32): S[:, j] *= exp(g_t) (gated),
+    u = beta_t * (v_t[j] - sum_i S[i, j] k_t[i]) (delta; else u = v_t[j]),
+    S[i, j] += k_t[i] u, then for each query head of h's group
+    y[b, t, qh, j] = scale * sum_i q_t[qh, i] S[i, j]; every sum in ascending i."""
+    T, Hq, Hk, Dk, Dv = meta[0], meta[1], meta[2], meta[3], meta[4]
+    gmode, nb, has_past = meta[5], meta[6], meta[7]
+    G = Hq // Hk
+    j = c % Dv
+    bh = c // Dv
+    h = bh % Hk
+    b = bh // Hk
+    so = bh * Dk * Dv + j                       # state[b, h, i, j] at so + i * Dv
+    for i in range(Dk):
+        st[so + i * Dv] = past[so + i * Dv] if has_past else np.float32(0)
+    for t in range(T):
+        bt = b * T + t
+        ko = bt * Hk * Dk + h * Dk
+        if gmode == 1:
+            e = exp_f32(decay[bt * Hk + h])
+            for i in range(Dk):
+                st[so + i * Dv] = st[so + i * Dv] * e
+        elif gmode == 2:
+            for i in range(Dk):
+                st[so + i * Dv] = st[so + i * Dv] * exp_f32(decay[ko + i])
+        u = v[bt * Hk * Dv + h * Dv + j]
+        if nb > 0:
+            r = np.float32(0)
+            for i in range(Dk):
+                r += st[so + i * Dv] * k[ko + i]
+            bv = beta[bt * nb + (h if nb > 1 else 0)]
+            u = bv * (u - r)
+        for i in range(Dk):
+            st[so + i * Dv] = st[so + i * Dv] + k[ko + i] * u
+        for g in range(G):
+            qh = h * G + g
+            qo = bt * Hq * Dk + qh * Dk
+            acc = np.float32(0)
+            for i in range(Dk):
+                acc += q[qo + i] * st[so + i * Dv]
+            y[bt * Hq * Dv + qh * Dv + j] = scale * acc
+
+
+_LINATTN = kernel_pair("linear_attention", "q, k, v, past, decay, beta, y, st, meta, scale, items",
+                       "_linattn_item(i, q, k, v, past, decay, beta, y, st, meta, scale)",
+                       count="items", module=__name__)
+
+_LA_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def _attr_str(ctx, name, default):
+    v = ctx.attrs.get(name, default)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _linattn_geometry(ctx):
+    """(B, T, Hq, Hkv, Dk, Dv, decay mode, beta last dim, has past) or a reason."""
+    a = ctx.attrs
+    rule = _attr_str(ctx, "update_rule", "gated_delta")
+    if rule not in _LA_RULES:
+        return f"LinearAttention: update_rule {rule!r} not supported ({', '.join(_LA_RULES)})"
+    Hq, Hk = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))
+    if Hq <= 0 or Hk <= 0 or Hq % Hk:
+        return (f"LinearAttention: q_num_heads ({Hq}) must be a positive multiple of "
+                f"kv_num_heads ({Hk})")
+    qs, ks, vs = (ctx.in_shapes[i] for i in range(3))
+    if qs is None or ks is None or vs is None or any(s is None for s in (*qs, *ks, *vs)):
+        return "LinearAttention: query, key and value shapes must be known"
+    if not (len(qs) == len(ks) == len(vs) == 3):
+        return f"LinearAttention: query, key, value must be 3-D (B, T, H*D) (got {qs}, {ks}, {vs})"
+    B, T = int(qs[0]), int(qs[1])
+    if tuple(ks[:2]) != (B, T) or tuple(vs[:2]) != (B, T):
+        return f"LinearAttention: query {qs}, key {ks}, value {vs} differ in (B, T)"
+    if qs[2] % Hq or ks[2] % Hk or vs[2] % Hk:
+        return f"LinearAttention: query {qs}, key {ks}, value {vs} do not split into {Hq}/{Hk} heads"
+    Dk, Dv = int(qs[2]) // Hq, int(vs[2]) // Hk
+    if int(ks[2]) // Hk != Dk:
+        return f"LinearAttention: query and key head sizes differ ({Dk} vs {int(ks[2]) // Hk})"
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    has_past, has_decay, has_beta = ctx.has_input(3), ctx.has_input(4), ctx.has_input(5)
+    if gating != has_decay:
+        return f"LinearAttention: update_rule {rule!r} {'requires' if gating else 'forbids'} the decay input"
+    if delta != has_beta:
+        return f"LinearAttention: update_rule {rule!r} {'requires' if delta else 'forbids'} the beta input"
+    if has_past and (ctx.in_shapes[3] is None or tuple(ctx.in_shapes[3]) != (B, Hk, Dk, Dv)):
+        return f"LinearAttention: past_state must be ({B}, {Hk}, {Dk}, {Dv}) (got {ctx.in_shapes[3]})"
+    gmode = 0
+    if has_decay:
+        ds = ctx.in_shapes[4]
+        if ds is None or len(ds) != 3 or tuple(ds[:2]) != (B, T) or ds[2] not in (Hk, Hk * Dk):
+            return (f"LinearAttention: decay must be ({B}, {T}, {Hk}) per head or ({B}, {T}, {Hk * Dk}) "
+                    f"per key dim (got {ds})")
+        gmode = 1 if ds[2] == Hk else 2
+    nb = 0
+    if has_beta:
+        bs = ctx.in_shapes[5]
+        if bs is None or len(bs) != 3 or tuple(bs[:2]) != (B, T) or bs[2] not in (Hk, 1):
+            return f"LinearAttention: beta must be ({B}, {T}, {Hk}) or ({B}, {T}, 1) (got {bs})"
+        nb = int(bs[2])
+    return B, T, Hq, Hk, Dk, Dv, gmode, nb, has_past
+
+
+def _check_linattn(ctx, target):
+    g = _linattn_geometry(ctx)
+    if isinstance(g, str):
+        return g
+    for i in range(6):
+        if ctx.has_input(i) and _dt(ctx, i) not in _FLOATS:
+            return f"LinearAttention: input {i} dtype {_dt(ctx, i)} not supported (float32, float16, bfloat16)"
+    t = _dt(ctx, 0)
+    for i in (1, 2, 4, 5):
+        if ctx.has_input(i) and _dt(ctx, i) != t:
+            return "LinearAttention: key, value, decay and beta must have the query's dtype"
+    return None
+
+
+def _build_linattn(ctx, target):
+    """Computed in float32 as onnx's reference (half inputs widened, outputs rounded once by
+    :func:`half_build`)."""
+    g = _check_linattn(ctx, target)
+    if g:
+        raise _err(ctx, g)
+    B, T, Hq, Hk, Dk, Dv, gmode, nb, has_past = _linattn_geometry(ctx)
+    s = float(ctx.attrs.get("scale", 0.0))
+    scale = np.float32(s) if s != 0.0 else np.float32(1.0 / np.sqrt(Dk))
+    meta = target.to_device(np.array([T, Hq, Hk, Dk, Dv, gmode, nb, int(has_past)], np.int64))
+    dummy = target.to_device(np.zeros(1, np.float32))
+    items = B * Hk * Dv
+    nst = B * Hk * Dk * Dv
+
+    def run(inputs, outputs):
+        q, k, v = (flat(inputs[i]) for i in range(3))
+        past = flat(inputs[3]) if has_past else dummy
+        decay = flat(inputs[4]) if gmode else dummy
+        beta = flat(inputs[5]) if nb else dummy
+        y = flat(outputs[0])
+        st = _out(outputs, 1)
+        st = flat(st) if st is not None else target.to_device(np.empty(nst, np.float32))
+        if items:
+            target.launch(_LINATTN, items, q, k, v, past, decay, beta, y, st, meta, scale, items)
+
+    return run
+
+
+OPS.add("LinearAttention", half_build(_build_linattn), since=27, until=28, dtypes=_FLOATS,
+        check=_check_linattn, kernels=(_LINATTN,),
+        note="one item per (batch, kv head, value column): the column's state walked over time "
+             "(decay, delta correction, outer-product write, GQA read), ascending sums, pmath exp; "
+             "float32 as onnx's reference, half outputs rounded once")
