@@ -1,7 +1,7 @@
 """The attention family as direct kernels: Attention (schema versions 23-25),
 FlexAttention (ai.onnx.preview 1, without its score_mod/prob_mod subgraphs),
-RotaryEmbedding (23), CausalConvWithState (27), SwiGLU (28), for float32,
-float16 and bfloat16 -- one definition each, both targets.
+RotaryEmbedding (23), CausalConvWithState (27), SwiGLU (28), LinearAttention (27),
+for float32, float16 and bfloat16 -- one definition each, both targets.
 
 Without these the ops ran only through onnx's function bodies, float32 only.
 
@@ -46,6 +46,14 @@ Attention, per output row (batch b, query head h, query i), one item:
 (mode 3). GQA maps query head h to key head ``h // (q_heads / kv_heads)``.
 Every step is a fixed sequence of float32 operations with pmath's exp/tanh,
 so both targets give the same bits.
+
+LinearAttention keeps every column j of a (batch, kv head) state independent under all four
+update rules (``(S^T k)[j] = sum_i S[i, j] k[i]``), so one item owns column j of
+``present_state`` and walks the sequence: gated ``S[:, j] *= exp(g_t)`` (per head or per key
+dim), delta ``u = beta_t (v_t[j] - sum_i S[i, j] k_t[i])``, write ``S[i, j] += k_t[i] u``, read
+``y[t, qh, j] = scale * sum_i q_t[qh, i] S[i, j]`` for each query head of the group. onnx's
+reference computes it in float32 whatever the input type and rounds once at the outputs, which
+:func:`half_build` does for the half types.
 """
 
 from __future__ import annotations
