@@ -322,6 +322,8 @@ run_node(GPU, mk("CausalConvWithState", ["x", "w", "b", "s"], ("y", "st"), activ
          [f(1, 2, 3), f(2, 1, 3), f(2), f(1, 2, 2)], opset=27)
 run_node(GPU, mk("RotaryEmbedding", ["x", "c", "s", "p"]), [f(1, 1, 2, 4), f(3, 2), f(3, 2), np.zeros((1, 2), np.int64)],
          opset=23)
+run_node(GPU, mk("LinearAttention", ["q", "k", "v", "s", "g", "b"], ("y", "st"), q_num_heads=2, kv_num_heads=1),
+         [f(1, 2, 4), f(1, 2, 2), f(1, 2, 2), f(1, 1, 2, 2), f(1, 2, 2), f(1, 2, 1)], opset=27)
 print(json.dumps([json.loads(k) + [["attention"]] for k in launches]))
 '''
 
@@ -345,7 +347,7 @@ def test_attention_kernels_compile_for_sm90_float32_ieee_without_fma():
     launches = json.loads(r.stdout.strip().splitlines()[-1])
     names = {n for _, n, *_ in launches}
     assert {"_attention_row_cuda", "_attention_kv_cuda", "_swiglu_cuda", "_causal_conv_cuda",
-            "_causal_conv_state_cuda", "_rotary_embedding_cuda"} <= names, names
+            "_causal_conv_state_cuda", "_rotary_embedding_cuda", "_linear_attention_cuda"} <= names, names
     res = run_script(PRELUDE + _COMPILE_BODY, stdin=json.dumps(launches), timeout=900)["kernels"]
     errors = {k: v["error"] for k, v in res.items() if "error" in v}
     assert not errors, errors
