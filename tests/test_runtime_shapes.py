@@ -411,3 +411,70 @@ def test_the_run_shows_the_shapes_and_bytes_the_plan_could_not_know():
     df = run.value_shapes_df().set_index("value")
     assert df.loc["f", "shape"] == (3, 12) and df.loc["f", "bytes"] == 3 * 12 * 4
     assert df.loc["f", "planned_shape"] == ("batch", 12)
+
+
+# -- movement ops on a value whose shape (not even its rank) is known only at run time (issue 10/11)
+def _scan_then_reshape(shape=(0, -1), then=None):
+    """A Scan whose scan output ``y`` has no shape the plan can know (its body unsqueezes by an axis
+    carried as a state, so onnx's inference cannot tell even its rank), then Reshape(y, shape)
+    (and ``then``: extra (op, attrs) movement nodes on the Reshape's output)."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+                         h.make_node("Identity", ["a_in"], ["a_out"]),
+                         h.make_node("Unsqueeze", ["s_out", "a_in"], ["y_t"])], "body",
+                        [_vi("s_in", T.FLOAT, [2, 3]), _vi("a_in", T.INT64, [1]), _vi("x_t", T.FLOAT, [2, 3])],
+                        [_vi("s_out", T.FLOAT, [2, 3]), _vi("a_out", T.INT64, [1]), _vi("y_t", T.FLOAT, None)])
+    nodes = [h.make_node("Scan", ["s0", "ax", "x"], ["s", "a", "y"], body=body, num_scan_inputs=1, name="scan"),
+             h.make_node("Reshape", ["y", "shape"], ["z"], name="reshape")]
+    last = "z"
+    for k, (op, attrs) in enumerate(then or ()):
+        nodes.append(h.make_node(op, [last], [f"t{k}"], name=f"{op.lower()}{k}", **attrs))
+        last = f"t{k}"
+    return _model(nodes, [_vi("s0", T.FLOAT, [2, 3]), _vi("ax", T.INT64, [1]), _vi("x", T.FLOAT, [4, 2, 3])],
+                  [_vi(last, T.FLOAT, ["p", "q"] if then else [f"d{i}" for i in range(len(shape))])],
+                  inits=[nh.from_array(np.array(shape, np.int64), "shape")])
+
+
+def _scan_feeds(axis=1):
+    return {"s0": np.ones((2, 3), np.float32), "ax": np.array([axis], np.int64),
+            "x": np.arange(24, dtype=np.float32).reshape(4, 2, 3)}
+
+
+def _reference(m, feeds):
+    # onnxruntime refuses this graph ("Subgraph must have the shape set for all outputs"):
+    # onnx's ReferenceEvaluator is the oracle, numpy the second one
+    from onnx.reference import ReferenceEvaluator
+    return ReferenceEvaluator(m).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("shape, axis, want", [((0, -1), 1, (4, 6)), ((-1,), 0, (24,)),
+                                               ((2, 0, -1), 2, (2, 2, 6)), ((4, 3, 2), 1, (4, 3, 2))])
+def test_reshape_of_a_value_shaped_only_at_run_time(shape, axis, want):
+    m = _scan_then_reshape(shape)
+    g = he.load_model(m)
+    assert g.values["y"].shape is None   # the plan knows neither its shape nor its rank
+    feeds = _scan_feeds(axis)
+    run = he.execute(he.plan(g, ["cpu"]), feeds)
+    ref = _reference(m, feeds)
+    np_ref = np.cumsum(feeds["x"], axis=0) + 1
+    assert run["z"].shape == want == ref.shape
+    assert np.array_equal(run["z"], ref) and np.array_equal(run["z"], np_ref.reshape(want))
+    df = run.value_shapes_df().set_index("value")   # the run shows what the plan could not know
+    assert df.loc["y", "planned_shape"] is None and df.loc["y", "shape"] == np.expand_dims(np_ref, axis + 1).shape
+    assert df.loc["z", "shape"] == want
+
+
+def test_movement_ops_after_a_run_time_shaped_value():
+    then = [("Transpose", {}), ("Flatten", {"axis": 1}), ("Identity", {})]
+    m = _scan_then_reshape((0, -1), then)
+    feeds = _scan_feeds(2)
+    got = he.execute_reference(he.load_model(m), "cpu", feeds)["t2"]
+    ref = _reference(m, feeds)
+    assert got.shape == ref.shape == (6, 4) and np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("shape", [(5, -1), (5, 5), (0, 7)])
+def test_reshape_of_a_run_time_shaped_value_that_does_not_fit_is_a_typed_error(shape):
+    g = he.load_model(_scan_then_reshape(shape))
+    with pytest.raises(HeteroExploreError, match=r"'reshape' \(Reshape\)") as e:
+        he.execute_reference(g, "cpu", _scan_feeds(1))
+    assert isinstance(e.value, (RuntimeShapeError, he.KernelError)), type(e.value)

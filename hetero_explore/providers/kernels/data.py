@@ -269,7 +269,17 @@ def _scatter_strided(target, x, out, base, shape, strides) -> None:
 
 
 # --- Reshape, Flatten, Squeeze, Unsqueeze, Identity: contiguous copies ---------
+def _unknown_until_run(ctx) -> bool:
+    """Is input 0 present with a shape the plan does not know at all (a Scan/Loop/If output:
+    not even its rank)? The runner makes such a node dynamic (``runner._is_dynamic``): its
+    output shape is inferred from the actual input (and shape input) when it runs, and the
+    kernel is built and checked (this check again) for the actual shapes then."""
+    return ctx.has_input(0) and (len(ctx.in_shapes) == 0 or ctx.in_shapes[0] is None)
+
+
 def _check_copy(ctx, target):
+    if _unknown_until_run(ctx):
+        return None   # checked with the actual shapes when it runs (see _unknown_until_run)
     why = _shapes_known(ctx)
     if why:
         return why
@@ -286,7 +296,8 @@ def _build_copy(ctx, target):
     return run
 
 
-for _op, _note in (("Reshape", "copy; the target shape comes from shape inference"),
+for _op, _note in (("Reshape", "copy; the target shape comes from shape inference (at run time when "
+                               "the input's shape is known only then)"),
                    ("Flatten", "copy"),
                    ("Squeeze", "copy; axes (input from 13) come from shape inference"),
                    ("Unsqueeze", "copy; axes (input from 13) come from shape inference"),
@@ -304,6 +315,8 @@ def _perm(ctx):
 
 
 def _check_transpose(ctx, target):
+    if _unknown_until_run(ctx):
+        return None   # perm is checked against the actual rank when it runs
     why = _shapes_known(ctx)
     if why:
         return why
