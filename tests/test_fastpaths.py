@@ -117,6 +117,18 @@ def case_conv(rng):
     same("Conv", [rnd(rng, 1, 8, 9, 9), rnd(rng, 12, 2, 3, 3), rnd(rng, 12)], const_inputs=(1, 2),
          strides=[2, 3], dilations=[2, 1], pads=[1, 1, 2, 2], group=4)
     same("Conv", [rnd(rng, 2, 4, 13), rnd(rng, 4, 1, 3)], const_inputs=(1,), strides=[2], pads=[1, 1], group=4)
+    # the depthwise path (one input channel per group): taps in passes of four and a tail of
+    # 1-3 (1x1, 2x3, 3x3, 5x5, 1x7), odd sizes, strides 1/2/3, pads, dilation, channel
+    # multipliers 1-3, with and without bias, batch 2
+    for KH, KW, s, d, pd, mult, bias in ((3, 3, 1, 1, 1, 1, True), (3, 3, 2, 1, 1, 1, False),
+                                         (3, 3, 1, 2, 2, 2, True), (5, 5, 2, 1, 2, 1, True),
+                                         (2, 3, 1, 1, 0, 3, False), (1, 1, 2, 1, 0, 1, True),
+                                         (1, 7, 3, 2, 3, 1, False), (3, 3, 2, 3, 1, 2, True)):
+        C = int(rng.integers(2, 6))
+        H, W = (int(v) for v in rng.integers(7, 16, 2))
+        ins = [rnd(rng, 2, C, H, W), rnd(rng, C * mult, 1, KH, KW)] + ([rnd(rng, C * mult)] if bias else [])
+        same("Conv", ins, const_inputs=(1, 2) if bias else (1,), strides=[s, s + 1 if s == 2 else s],
+             dilations=[d, 1], pads=[pd, pd // 2, pd // 2 + 1, pd], group=C)
 
 
 def case_convt(rng):

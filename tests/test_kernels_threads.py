@@ -51,6 +51,9 @@ def _cases(rng, small=False):
                                                                                              group=C)
     yield "Conv", [rnd(rng, 2, C, H, H), rnd(rng, C, 1, 5, 5)], (1,), 17, dict(pads=[2] * 4, strides=[2, 2],
                                                                               group=C)
+    # depthwise with channel multiplier 2, dilation and bias (fastpaths._conv_dw_cpu, chunks of planes)
+    yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, 2 * C, 1, 3, 3), rnd(rng, 2 * C)], (1, 2), 17, dict(
+        pads=[2] * 4, dilations=[2, 2], group=C)
     yield "Conv", [rnd(rng, 1, 3, 2 * H, 2 * H), rnd(rng, 8, 3, 7, 7)], (1,), 17, dict(pads=[3] * 4,
                                                                                       strides=[2, 2])
     yield "MatMul", [rnd(rng, 2, 2 * s, 16 * s, 8 * s), rnd(rng, 2, 2 * s, 8 * s, 16 * s)], (), 17, {}

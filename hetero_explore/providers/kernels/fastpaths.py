@@ -536,6 +536,123 @@ def _conv_direct_cpu(x, w, bias, has_b, p, out):
 
 
 @njit(**_JIT)
+def _phase_rows(x, xb, H, W, sh, sw, pt, pl, Hq, Wq, xq):
+    """Input plane x[xb:xb + H*W] into zero-padded phase scratch: padded row r, column c go to
+    phase (r % sh, c % sw) at (r // sh, c // sw) of xq (phases Hq x Wq, one after another).
+    Each row is zeros left and right of one contiguous (or strided) copy (pure data movement)."""
+    zero = np.float32(0)
+    PQ = Hq * Wq
+    for ph in range(sh):
+        for pw in range(sw):
+            pb = (ph * sw + pw) * PQ
+            lo = 0 if pl <= pw else (pl - pw + sw - 1) // sw        # first cq with iw >= 0
+            e = W - 1 - pw + pl
+            hi = 0 if e < 0 else min(Wq, e // sw + 1)               # past the last cq with iw < W
+            if hi < lo:
+                hi = lo
+            if lo > Wq:
+                lo = hi = Wq
+            for rq in range(Hq):
+                ih = rq * sh + ph - pt
+                row = xq[pb + rq * Wq:pb + (rq + 1) * Wq]
+                if ih < 0 or ih >= H:
+                    row[:] = zero
+                    continue
+                row[:lo] = zero
+                row[hi:] = zero
+                if hi > lo:
+                    st = xb + ih * W + lo * sw + pw - pl
+                    dseg = row[lo:hi]
+                    if sw == 1:
+                        src = x[st:st + hi - lo]
+                        for j in range(hi - lo):
+                            dseg[j] = src[j]
+                    else:
+                        src = x[st:st + (hi - lo - 1) * sw + 1]
+                        for j in range(hi - lo):
+                            dseg[j] = src[j * sw]
+
+
+@njit(**_JIT)
+def _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc):
+    """One output plane (n, m) of _conv_dw_cpu; ``xq``, ``acc``: the caller's scratch."""
+    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    Mg = M // G
+    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
+    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
+    PQ = Hq * Wq
+    na = OH * Wq
+    n = q // M
+    m = q - n * M
+    g = m // Mg   # the one input channel of output channel m (Cg == 1)
+    _phase_rows(x, (n * C + g) * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq)
+    a = acc[:na]
+    a[:] = np.float32(0)
+    wb = m * KH * KW
+    for kh in range(KH):
+        r0 = kh * dh
+        for kw in range(KW):
+            c0 = kw * dw
+            wv = w[wb + kh * KW + kw]
+            off = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
+            src = xq[off:off + na]
+            for j in range(na):
+                a[j] += wv * src[j]
+    for oh in range(OH):
+        o = (q * OH + oh) * OW
+        dst = out[o:o + OW]
+        ar = acc[oh * Wq:oh * Wq + OW]
+        if has_b:
+            bv = bias[m]
+            for j in range(OW):
+                dst[j] = ar[j] + bv
+        else:
+            for j in range(OW):
+                dst[j] = ar[j]
+
+
+@njit(**_JIT)
+def _conv_dw_scratch(p):
+    """(phase scratch, accumulator plane) of _conv_dw_plane."""
+    OH, OW, sh, sw, KH, KW, dh, dw = p[7], p[8], p[9], p[10], p[5], p[6], p[11], p[12]
+    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
+    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
+    return np.empty(sh * sw * Hq * Wq + Wq, dtype=np.float32), np.empty(OH * Wq, dtype=np.float32)
+
+
+@njit(**_PAR)
+def _conv_dw_par(x, w, bias, has_b, p, out, planes, nchunk):
+    # fixed chunks of planes (not thread-dependent), scratch per chunk
+    for cu in prange(nchunk):
+        c = np.int64(cu)
+        xq, acc = _conv_dw_scratch(p)
+        for q in range(c * planes // nchunk, (c + 1) * planes // nchunk):
+            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc)
+
+
+@njit(**_JIT)
+def _conv_dw_cpu(x, w, bias, has_b, p, out):
+    """CPU only: depthwise Conv (one input channel per group, any channel multiplier), 2-D,
+    any stride/pad/dilation: _conv_direct_cpu's tap-by-tap walk over whole output planes
+    (for each tap (kh, kw) ascending every element of the plane takes ``acc += w * xv``
+    from 0.0f, a tap in the padding multiplying 0.0f; then + bias: the generated
+    sequence), with the zero-padded phase copy done as row copies between zeroed edges and
+    the scratch allocated once per chunk of planes. Chunks of planes run in parallel when
+    the Conv is large (_PAR_WORK)."""
+    N, M, KH, KW, OH, OW = p[0], p[4], p[5], p[6], p[7], p[8]
+    if OH <= 0 or OW <= 0:
+        return
+    planes = N * M
+    if planes * OH * OW * KH * KW >= _PAR_WORK and planes > 1:
+        _conv_dw_par(x, w, bias, has_b, p, out, planes, min(planes, 64))
+    else:
+        xq, acc = _conv_dw_scratch(p)
+        for q in range(planes):
+            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc)
+
+
+@njit(**_JIT)
 def _conv_gemm_block(it, x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct):
     """One block of _conv_gemm: (image, group, column tile, block of output channels) number ``it``."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
@@ -618,6 +735,9 @@ def _conv_cpu(x, w, bias, has_b, p, out):
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Cg = C // G
     Mg = M // G
+    if G > 1 and Cg == 1:
+        _conv_dw_cpu(x, w, bias, has_b, p, out)
+        return
     if G > 1 and Mg <= _DIRECT_MG:
         _conv_direct_cpu(x, w, bias, has_b, p, out)
         return
