@@ -270,7 +270,9 @@ res = {}
 for name, (k, args) in K.items():
     fn = _retarget(k.py, "cuda")
     try:
-        res[name] = {"project": stats(ptx(fn, args)), "fma_off": stats(ptx(fn, args, fma=False))}
+        # one compilation per kernel, as the provider makes it (own_compilation: NVVM -fma=0); a
+        # second one with fma=False passed explicitly gave the same PTX and doubled the time
+        res[name] = {"project": stats(ptx(fn, args))}
     except Exception as e:
         res[name] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
 
@@ -302,10 +304,9 @@ def test_gpu_target_compiles_float32_ieee_only():
         assert "error" not in r, (name, r)
         # float64 kernels (kind f64) compute in double by definition; every other kernel must not
         f64_ok = name.endswith("_f64")
-        for key in ("project", "fma_off"):
-            s = r[key]
-            assert (f64_ok or s["f64"] == 0) and s["approx"] == 0 and s["ftz"] == 0, (name, key, s)
-        assert r["fma_off"]["fma"] == 0, (name, r)
+        s = r["project"]
+        assert (f64_ok or s["f64"] == 0) and s["approx"] == 0 and s["ftz"] == 0, (name, s)
+        assert s["fma"] == 0, (name, r)
 
 
 @pytest.mark.slow
