@@ -383,35 +383,7 @@ def _merge_round(ca, cb, blocked, succ_ptr, succ_idx, m):
         if merged:
             # is b reachable from a through some other node?
             stamp += 1
-            top = 0
-            seen[a] = stamp
-            seen[b] = stamp
-            x = a
-            hit = False
-            while x >= 0:
-                for j in range(succ_ptr[x], succ_ptr[x + 1]):
-                    y = _find(parent, succ_idx[j])
-                    if seen[y] != stamp:
-                        seen[y] = stamp
-                        stack[top] = y
-                        top += 1
-                x = nxt[x]
-            while top > 0 and not hit:
-                top -= 1
-                z = stack[top]
-                x = z
-                while x >= 0 and not hit:
-                    for j in range(succ_ptr[x], succ_ptr[x + 1]):
-                        y = _find(parent, succ_idx[j])
-                        if y == b:
-                            hit = True
-                            break
-                        if seen[y] != stamp:
-                            seen[y] = stamp
-                            stack[top] = y
-                            top += 1
-                    x = nxt[x]
-            if hit:
+            if _path_avoiding(parent, nxt, succ_ptr, succ_idx, a, b, seen, stamp, stack):
                 continue
         # merge b into a (keep the smaller id as root)
         _union(parent, nxt, tail, a, b)
