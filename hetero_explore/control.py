@@ -731,8 +731,12 @@ class ControlKernel(Kernel):
             self.provider.copy_from_host(np.asarray(value, dtype=buf.dtype).reshape(buf.shape), buf)
 
     def _host_scalar(self, ledger, value, dtype, shape=()):
-        buf = ledger.allocate(self.provider, shape, dtype)
-        self.provider.copy_from_host(np.asarray(value, dtype=dtype).reshape(shape), buf)
+        return self._stage(ledger, np.asarray(value, dtype=dtype).reshape(shape))
+
+    def _stage(self, ledger, arr: np.ndarray):
+        """A new buffer of the home provider holding a copy of the host array ``arr``."""
+        buf = ledger.allocate(self.provider, arr.shape, arr.dtype)
+        self.provider.copy_from_host(arr, buf)
         return buf
 
     def _deliver(self, src, dst, what: str) -> None:
@@ -911,9 +915,7 @@ class ControlKernel(Kernel):
             formal = dict(zip(names[:n_s], states))
             for j, (x, ax, d) in enumerate(zip(xs, axes, dirs)):
                 sl = np.array(np.take(x, steps - 1 - t if d else t, axis=ax), order="C", copy=True)
-                buf = ledger.allocate(self.provider, sl.shape, sl.dtype)
-                self.provider.copy_from_host(sl, buf)
-                formal[names[n_s + j]] = buf
+                formal[names[n_s + j]] = self._stage(ledger, sl)
             env = self._env("body", inputs, formal)
             ex = self._executor("body", env)
             res = ex.run(env, ledger, consts, self.stats)
@@ -982,9 +984,7 @@ class ControlKernel(Kernel):
                 formal = dict(zip(names[:n_s], states))
                 for j, (x, d) in enumerate(zip(xs, dirs)):
                     sl = np.array(x[b, n - 1 - t if d else t], order="C", copy=True)
-                    buf = ledger.allocate(self.provider, sl.shape, sl.dtype)
-                    self.provider.copy_from_host(sl, buf)
-                    formal[names[n_s + j]] = buf
+                    formal[names[n_s + j]] = self._stage(ledger, sl)
                 env = self._env("body", inputs, formal)
                 ex = self._executor("body", env)
                 res = ex.run(env, ledger, consts, self.stats)
