@@ -46,7 +46,7 @@ KNOWN_UPWARD = {
     ("hetero_explore.planner.plan", "hetero_explore.viz.graph"): "Plan.to_graphviz",
     ("hetero_explore.planner.plan", "hetero_explore.viz.model_explorer"): "Plan.to_model_explorer",
     ("hetero_explore.planner.plan", "hetero_explore.viz.report"): "Plan.to_html",
-    ("hetero_explore.plandiff", "hetero_explore.viz.widget"): "PlanComparison._repr_html_",
+    ("hetero_explore.plandiff", "hetero_explore.viz.views"): "PlanComparison._repr_html_",
     ("hetero_explore.explorer", "hetero_explore.viz.widget"): "Explorer.show",
 }
 

@@ -13,7 +13,8 @@ import datetime
 
 from ..units import human_bytes
 from ..about import versions
-from .report import _CSS, _e, _table, write_text_safely
+from .html import esc as _e, table_html as _table
+from .report import _CSS, write_text_safely
 
 #: the sweep columns shown in the page's table (the digest and nested dicts stay in the data)
 TABLE_COLUMNS = ["name", "providers", "mask", "ok", "error_type", "nodes", "partitions", "transfers",

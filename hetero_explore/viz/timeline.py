@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..units import human_bytes, human_seconds
 from .colors import TRANSFER_COLORS, provider_colors
-from .report import _e   # the one HTML escaper of the views
+from .html import esc as _e  # the one HTML escaper of the views
 
 LANE_H = 22
 LABEL_W = 90
