@@ -647,7 +647,9 @@ class Explorer:
         prov = {"command": "hetero_explore: explore(...).export_html(...) from Python",
                 "reference": self.reference_provider.name,
                 "inputs": getattr(self, "_inputs_source", None)}
-        plan.to_html(path, run=self.run, diff=self.diff, provenance=prov)
+        v = self._view  # the views' options are the explorer's: the report draws what the app shows
+        plan.to_html(path, run=self.run, diff=self.diff, provenance=prov, level=v.level, expand=v.expand,
+                     previous=self.previous_plan())
         return os.fspath(path)
 
     def show(self):

@@ -185,7 +185,7 @@ def error_box(text: str, css: str) -> str:
     return f"<div class='hx-error-box {css}'>{esc(text)}</div>" if text else ""
 
 
-def _table(s: ViewState, df, table_id: str, what: str = "rows", opts: TableOptions | None = None,
+def _medium_table(s: ViewState, df, table_id: str, what: str = "rows", opts: TableOptions | None = None,
            cell_class=None) -> str:
     """A table for the medium: in the app one page of it under ``opts``; in the report every row
     (up to ``max_rows``) with the page's filter box and the provider colours."""
@@ -364,7 +364,7 @@ def _providers(s: ViewState) -> str:
 
 @register("Ops", "Ops per provider")
 def _ops(s: ViewState) -> str:
-    return _table(s, s.plan.ops_df(), "he-ops", what="op types")
+    return _medium_table(s, s.plan.ops_df(), "he-ops", what="op types")
 
 
 def _optimizations_text(graph) -> str:
@@ -526,7 +526,7 @@ def _placement(s: ViewState) -> str:
     df = main_table("Placement", s.plan)
     return (f"<div class='hx-note note'>{len(df):,d} node(s); <code>declined_by</code> lists each "
             "higher-priority provider's reason</div>"
-            + _table(s, df, "he-placement", what="nodes", opts=s.table_options("Placement")))
+            + _medium_table(s, df, "he-placement", what="nodes", opts=s.table_options("Placement")))
 
 
 def _splits_df(p):
@@ -538,7 +538,7 @@ def _splits_df(p):
 @register("Partitions", "Partitions")
 def _partitions(s: ViewState) -> str:
     p = s.plan
-    body = _table(s, main_table("Partitions", p), "he-partitions", what="partitions",
+    body = _medium_table(s, main_table("Partitions", p), "he-partitions", what="partitions",
                   opts=s.table_options("Partitions"))
     body += "<h3>Execution blockers</h3>"
     if p.execution_blockers:
@@ -561,7 +561,7 @@ def _transfers(s: ViewState) -> str:
             f"{'unknown bytes' if tb is None else human_bytes(tb)}, one per (value, destination)</div>")
     if not p.transfers and s.medium == "report":
         return '<p class="note">no cross-provider transfers</p>'
-    return head + _table(s, main_table("Transfers", p), "he-transfers", what="transfers",
+    return head + _medium_table(s, main_table("Transfers", p), "he-transfers", what="transfers",
                          opts=s.table_options("Transfers"))
 
 
@@ -570,7 +570,8 @@ def _transfers(s: ViewState) -> str:
 def _run(s: ViewState) -> str:
     err = error_box(s.run_error, "hx-run-error")
     if s.run is None:
-        return err + "<div class='hx-note'>Not executed yet: press <b>Execute</b>.</div>"
+        return err + ("<div class='hx-note'>Not executed yet: press <b>Execute</b>.</div>" if s.medium == "app"
+                      else "<p class='note'>no run timings were given (only the comparison)</p>")
     r = s.run
     out = [err]
     f = getattr(r, "summary", None)
@@ -607,7 +608,7 @@ def _run(s: ViewState) -> str:
         df = _as_df(r)
     except Exception as e:
         return "".join(out) + error_box(f"no timings: {type(e).__name__}: {e}", "")
-    out.append(f"<pre>{esc(repr(r))}</pre>" if df is None else _table(s, df, "he-timings", what="timings"))
+    out.append(f"<pre>{esc(repr(r))}</pre>" if df is None else _medium_table(s, df, "he-timings", what="timings"))
     return "".join(out)
 
 
@@ -632,7 +633,7 @@ def _diff(s: ViewState) -> str:
 
     mark = "\u2714" if ok else "\u2718"
     return (err + f"<div class='hx-verdict {'hx-ok' if ok else 'hx-bad'}'>{mark} {esc(line)}</div>"
-            + f'<p class="note hx-note">{esc(DIFF_MEANING)}</p>' + _table(s, df, "he-diff", what="outputs",
+            + f'<p class="note hx-note">{esc(DIFF_MEANING)}</p>' + _medium_table(s, df, "he-diff", what="outputs",
                                                                        cell_class=cls))
 
 
