@@ -729,10 +729,9 @@ class Explorer:
         return f"Explorer({self.graph.name!r}, providers={self._order}, {state})"
 
     def _repr_html_(self) -> str:
-        import html
-        return (f"<div><b>Explorer</b> {html.escape(self.graph.name)}: {len(self.graph.nodes)} nodes; "
-                f"providers {html.escape(', '.join(self._order))}</div>"
-                + self.providers_df().to_html(index=False, escape=True))
+        from .viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
+        return repr_html("Explorer", f"{self.graph.name}: {len(self.graph.nodes)} nodes; providers "
+                         f"{', '.join(self._order)}", self.providers_df())
 
 
 class _RunWatch:

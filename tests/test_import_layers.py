@@ -48,6 +48,10 @@ KNOWN_UPWARD = {
     ("hetero_explore.planner.plan", "hetero_explore.viz.report"): "Plan.to_html",
     ("hetero_explore.plandiff", "hetero_explore.viz.views"): "PlanComparison._repr_html_",
     ("hetero_explore.explorer", "hetero_explore.viz.widget"): "Explorer.show",
+    # a notebook's display of these objects is a view: drawn by the views' one escaper and table renderer
+    ("hetero_explore.planner.plan", "hetero_explore.viz.html"): "Plan._repr_html_",
+    ("hetero_explore.executor", "hetero_explore.viz.html"): "RunResult._repr_html_",
+    ("hetero_explore.explorer", "hetero_explore.viz.html"): "Explorer._repr_html_",
 }
 
 

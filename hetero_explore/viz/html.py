@@ -175,6 +175,11 @@ def table_html(df, table_id: str | None = None, *, what: str = "rows", max_rows:
     return "".join(out)
 
 
+def repr_html(kind: str, text: str, df) -> str:
+    """A notebook's display of a Plan, a RunResult or an Explorer: its one-line summary and table."""
+    return f"<div><b>{esc(kind)}</b>: {esc(text)}</div>" + table_html(df, max_rows=1000)
+
+
 def kv_table(rows) -> str:
     """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML)."""
     out = ['<table class="kv"><tbody>']
