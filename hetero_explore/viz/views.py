@@ -118,7 +118,13 @@ def snapshot(ex, *, run_error: str = "", export_message: str = "", drawing: bool
                      compile_seconds=ex.compile_seconds if run is not None else 0.0, find=v.find, zoom=v.zoom,
                      expand=v.expand, tables=v.tables,
                      provenance={"reference": ex.reference_provider.name,
-                                 "inputs": getattr(ex, "_inputs_source", None)})
+                                 "inputs": getattr(ex, "_inputs_source", None),
+                                 "date": _utc(ex.history[idx].when) + " (planned)" if idx is not None else ""})
+
+
+def _utc(t: float) -> str:
+    import datetime
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 # -- the registry ----------------------------------------------------------------------------------
@@ -288,8 +294,9 @@ def _about(s: ViewState) -> str:
     plan, run, diff, prov = s.plan, s.run, s.diff, s.provenance
     made = prov.get("command") or ("hetero_explore: Plan.to_html(...) / Explorer.export_html(...) from Python"
                                    if s.medium == "report" else "hetero_explore: explore(...).show()")
-    date = prov.get("date") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    rows = [("date", date), ("made by", made)]
+    date = prov.get("date") or (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+                                if s.medium == "report" else "")  # the app's views stay pure
+    rows = ([("date", date)] if date else []) + [("made by", made)]
     rows += [(f"{k} version", v) for k, v in versions().items()]
     rows.append(("providers (priority order)", ", ".join(p.name for p in plan.providers)))
     rows.append(("placement policy", plan.policy))
