@@ -51,6 +51,8 @@ def is_na(v) -> bool:
 
 def cell(col: str, v) -> tuple[str, str | None, tuple[str, ...]]:
     """``(text shown, sort key or None, css classes)`` of one cell of column ``col``."""
+    if type(v) is str:  # most cells: the fast way out
+        return v, None, ()
     if isinstance(v, np.generic):
         v = v.item()
     if is_na(v):
