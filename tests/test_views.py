@@ -13,7 +13,6 @@ pytest.importorskip("ipywidgets")
 import hetero_explore as hx  # noqa: E402
 from explorer_fixtures import cnn_model  # noqa: E402
 from hetero_explore.viz import views as V  # noqa: E402
-from hetero_explore.viz import widget as W  # noqa: E402
 
 VIZ = Path(hx.__file__).parent / "viz"
 
@@ -161,6 +160,18 @@ def test_following_the_explorer_writes_nothing_back(app, ex, monkeypatch):
     assert calls == []
     assert app.level_dropdown.value == "partition" and app.table_controls["Placement"]["sort"].value == "name"
     assert ex.view_options.table("Placement").page == 1  # the sort menu's rebuild did not reset the page
+
+
+def test_the_apps_setters_write_to_the_explorer(app, ex):
+    app.order = ["cpu", "gpu"]
+    app.enabled = {"gpu": False}
+    app.denied = {"cpu": ["Relu"]}
+    app.level = "partition"
+    app.tables = {"Transfers": {"sort": "bytes", "descending": True}}
+    assert ex.provider_names == ["cpu", "gpu"] and not ex.is_enabled("gpu") and ex.denied("cpu") == ("Relu",)
+    assert ex.view_options.level == "partition"
+    assert ex.view_options.table("Transfers") == hx.explorer.TableOptions(sort="bytes", descending=True)
+    assert ex.plan.provider_names == ["cpu", "unplaced"]  # Relu: denied on the only enabled provider
 
 
 def test_two_apps_on_one_explorer_show_the_same_state(ex):

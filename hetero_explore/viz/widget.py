@@ -203,6 +203,13 @@ class ExplorerApp(widgets.VBox):
         return {v: {"query": o.query, "sort": o.sort, "descending": o.descending, "page": o.page}
                 for v, o in self.explorer.view_options.tables}
 
+    @tables.setter
+    def tables(self, options: dict) -> None:
+        def apply():
+            for view, o in options.items():
+                self.explorer.set_table(view, **dict(o))
+        self._guard(apply)
+
     def __init__(self, explorer, **kwargs):
         super().__init__(**kwargs)
         self.add_class("hx-app")
