@@ -31,7 +31,7 @@ from traitlets import Bool, Int, Unicode, observe
 from ..errors import RunCancelled
 from ..explorer import LEVELS, TableOptions  # noqa: F401  (TableOptions: re-exported)
 from . import views as _views
-from .html import esc as _esc, table_page
+from .html import esc, table_page
 from .views import (TABLE_VIEWS, ViewState, diff_verdict, error_box as _error_box, graph_boxes,  # noqa: F401
                     main_table, render_changes, snapshot)
 
@@ -333,9 +333,9 @@ class ExplorerApp(widgets.VBox):
         self.tabs.add_class("hx-tabs")
         self.tabs.observe(self._on_tab, names="selected_index")
 
-        header = widgets.HTML(STYLE + f"<b>hetero_explore</b> \u2014 {_esc(ex.graph.name)}: "
+        header = widgets.HTML(STYLE + f"<b>hetero_explore</b> \u2014 {esc(ex.graph.name)}: "
                               f"{len(ex.graph.nodes)} node(s), {len(ops)} op type(s); reference "
-                              f"{_esc(ex.reference_provider.name)}")
+                              f"{esc(ex.reference_provider.name)}")
         header.add_class("hx-header")
         order_box = widgets.VBox([self.order_select, widgets.HBox([self.up_button, self.down_button])])
         self.enable_box = widgets.VBox()
@@ -464,7 +464,7 @@ class ExplorerApp(widgets.VBox):
         self._layout_provider_controls()
 
     def _deny_row(self, n: str):
-        return widgets.HBox([widgets.HTML(f"<code>{_esc(n)}</code>", layout=widgets.Layout(width="90px")),
+        return widgets.HBox([widgets.HTML(f"<code>{esc(n)}</code>", layout=widgets.Layout(width="90px")),
                              self.deny_selects[n]])
 
     # -- errors never kill the widget -------------------------------------------------------
@@ -631,10 +631,10 @@ class ExplorerApp(widgets.VBox):
         if s.plan is not None:
             cur = "" if s.plan_is_current else " (last plan that worked)"
             self.summary_html.value = (f"<div class='hx-note'><b>plan #{s.plan_index}{cur}</b>: "
-                                       f"{_esc(s.plan.summary())}</div>")
+                                       f"{esc(s.plan.summary())}</div>")
         else:
             self.summary_html.value = ""
-        self.status_label.value = f"<span class='hx-note'>{_esc(self.status)}</span>"
+        self.status_label.value = f"<span class='hx-note'>{esc(self.status)}</span>"
         self.execute_button.disabled = self.busy or s.plan is None or not s.plan_is_current
         self.cancel_button.disabled = not self.busy
         visible = self.view_names[self.tabs.selected_index or 0]
@@ -721,7 +721,7 @@ class ExplorerApp(widgets.VBox):
 
     @observe("status")
     def _status_changed(self, change) -> None:
-        self.status_label.value = f"<span class='hx-note'>{_esc(change['new'])}</span>"
+        self.status_label.value = f"<span class='hx-note'>{esc(change['new'])}</span>"
 
     def execute(self, wait: bool = True) -> None:
         """What the Execute button does (with ``wait=False``): run the current plan in a worker
@@ -803,14 +803,14 @@ class ExplorerApp(widgets.VBox):
         try:
             written = self.explorer.export_html(path)
             size = os.path.getsize(written)
-            msg = (f"<div class='hx-export-result hx-ok'>wrote <code>{_esc(written)}</code> "
+            msg = (f"<div class='hx-export-result hx-ok'>wrote <code>{esc(written)}</code> "
                    f"({size:,d} bytes)</div>")
             if size <= MAX_DOWNLOAD_BYTES:
                 with open(written, "rb") as f:
                     b64 = base64.b64encode(f.read()).decode("ascii")
                 fname = os.path.basename(written)
-                msg += (f"<a class='hx-download' download='{_esc(fname)}' "
-                        f"href='data:text/html;base64,{b64}'>download {_esc(fname)}</a>")
+                msg += (f"<a class='hx-download' download='{esc(fname)}' "
+                        f"href='data:text/html;base64,{b64}'>download {esc(fname)}</a>")
         except Exception as e:
             written = None
             msg = _error_box(f"export failed: {type(e).__name__}: {e}", "hx-export-error")
