@@ -647,6 +647,8 @@ def _diff(s: ViewState) -> str:
 @register("Changes", "Changes since the previous plan")
 def _changes(s: ViewState) -> str:
     if s.previous is None:
-        return "<div class='hx-note note'>No earlier plan to compare with yet.</div>"
+        return ("<div class='hx-note note'>No earlier plan to compare with yet.</div>" if s.medium == "app" else
+                "<p class='note'>No earlier plan to compare with (a report written by Explorer.export_html "
+                "shows what changed since the explorer's previous plan).</p>")
     from ..plandiff import compare_plans
     return render_changes(compare_plans(s.previous, s.plan))
