@@ -307,9 +307,8 @@ class RunResult:
         return f"RunResult({self.summary()})"
 
     def _repr_html_(self) -> str:
-        import html
-        return (f"<div><b>RunResult</b>: {html.escape(self.summary())}</div>"
-                + self.timings_df().to_html(index=False, escape=True))
+        from .viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
+        return repr_html("RunResult", self.summary(), self.timings_df())
 
 
 # -- a plan -------------------------------------------------------------------------

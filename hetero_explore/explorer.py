@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -140,6 +140,48 @@ class Step:
         return f"#{self.index}: [{', '.join(self.order)}]" + (f" ({deny})" if deny else "") + pol
 
 
+# -- how the views show it (part of the state: every view and every app on this explorer agree) ----
+#: graph levels a view can draw
+LEVELS = ("auto", "node", "partition", "scope")
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """How a view's main table is shown: filtered, sorted, one page of it."""
+
+    query: str = ""
+    """Rows whose shown text contains this (case-insensitive); '' keeps every row."""
+    sort: str = ""
+    """Column sorted by ('' keeps the plan's order)."""
+    descending: bool = False
+    """Sort descending."""
+    page: int = 0
+    """0-based page (clamped to the pages there are)."""
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """What the views show of the state: the graph's level, open scopes, search and zoom, and
+    each main table's options. Held by the :class:`Explorer` (so a second ``show()``, the
+    report and a script see the same), changed with :meth:`Explorer.set_view`."""
+
+    level: str = "auto"
+    """Graph level: auto, node, partition or scope."""
+    expand: tuple[str, ...] = ()
+    """Scope level: the name scopes drawn open (the others are one box each)."""
+    find: str = ""
+    """Graph view: the box to find and show."""
+    zoom: str = "100%"
+    """Graph view: ``fit`` (to the width) or a percentage of the drawn size."""
+    draw_big: bool = False
+    """Draw the graph even when it has more boxes than the live limit."""
+    tables: tuple = ()
+    """``(view, TableOptions)`` pairs of the views' main tables."""
+
+    def table(self, view: str) -> TableOptions:
+        return dict(self.tables).get(view, TableOptions())
+
+
 # -- the explorer ----------------------------------------------------------------------
 class Explorer:
     """What-if state over one model: providers, their order, enable flags and op
@@ -160,6 +202,7 @@ class Explorer:
         self._enabled: dict[str, bool] = {n: True for n in self._base}
         self._denied: dict[str, frozenset] = {n: frozenset() for n in self._base}
         self._policy = "priority"
+        self._view = ViewOptions()
         self.reference_provider = self._resolve_reference(reference)
         self.history: list[Step] = []
         self._plan_cache: OrderedDict = OrderedDict()
@@ -604,7 +647,9 @@ class Explorer:
         prov = {"command": "hetero_explore: explore(...).export_html(...) from Python",
                 "reference": self.reference_provider.name,
                 "inputs": getattr(self, "_inputs_source", None)}
-        plan.to_html(path, run=self.run, diff=self.diff, provenance=prov)
+        v = self._view  # the views' options are the explorer's: the report draws what the app shows
+        plan.to_html(path, run=self.run, diff=self.diff, provenance=prov, level=v.level, expand=v.expand,
+                     previous=self.previous_plan())
         return os.fspath(path)
 
     def show(self):
@@ -612,9 +657,59 @@ class Explorer:
         from .viz.widget import ExplorerApp
         return ExplorerApp(self)
 
+    # -- view options (what the views show; not part of a plan) -------------------------
+    @property
+    def view_options(self) -> ViewOptions:
+        """The views' options: graph level, open scopes, find, zoom, table options."""
+        return self._view
+
+    def set_view(self, **changes) -> "Explorer":
+        """Change the views' options (``level=``, ``expand=``, ``find=``, ``zoom=``,
+        ``draw_big=``; see :class:`ViewOptions`); observers hear ``"view"`` when anything changed."""
+        unknown = set(changes) - {"level", "expand", "find", "zoom", "draw_big"}
+        if unknown:
+            raise ArgumentValueError(f"no view option {sorted(unknown)}; options are level, expand, find, "
+                                     "zoom, draw_big (tables: set_table)")
+        if "level" in changes and changes["level"] not in LEVELS:
+            raise ArgumentValueError(f"level {changes['level']!r}: levels are {', '.join(LEVELS)}")
+        if "zoom" in changes:
+            z = str(changes["zoom"])
+            try:
+                ok = z == "fit" or (z.endswith("%") and float(z[:-1]) > 0)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ArgumentValueError(f"zoom {z!r}: 'fit' or a percentage such as '50%'")
+            changes["zoom"] = z
+        if "expand" in changes:
+            changes["expand"] = tuple(str(x) for x in changes["expand"])
+        if "find" in changes:
+            changes["find"] = str(changes["find"])
+        if "draw_big" in changes:
+            changes["draw_big"] = bool(changes["draw_big"])
+        return self._set_view(replace(self._view, **changes))
+
+    def set_table(self, view: str, **changes) -> "Explorer":
+        """Change the options of ``view``'s main table (``query=``, ``sort=``, ``descending=``,
+        ``page=``; see :class:`TableOptions`)."""
+        o = replace(self._view.table(view), **changes)
+        tables = dict(self._view.tables)
+        tables[view] = o
+        return self._set_view(replace(self._view, tables=tuple(tables.items())))
+
+    def _set_view(self, new: ViewOptions) -> "Explorer":
+        if new != self._view:
+            self._view = new
+            self._notify("view")
+        return self
+
     # -- listeners (the widget follows scripted changes) ------------------------------
     def observe(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(event)`` after every re-plan (``"plan"``) and run (``"run"``)."""
+        """Call ``callback(event)`` after every re-plan (``"plan"``), run (``"run"``) and change of
+        the view options (``"view"``). A plain list of callbacks rather than traitlets on the
+        explorer: the explorer stays free of the widget stack (the CLI and scripts import it
+        without ipywidgets), and its configuration methods (``order()``, ``denied()``) would
+        clash with trait names."""
         self._listeners.append(callback)
 
     def unobserve(self, callback) -> None:
@@ -634,10 +729,9 @@ class Explorer:
         return f"Explorer({self.graph.name!r}, providers={self._order}, {state})"
 
     def _repr_html_(self) -> str:
-        import html
-        return (f"<div><b>Explorer</b> {html.escape(self.graph.name)}: {len(self.graph.nodes)} nodes; "
-                f"providers {html.escape(', '.join(self._order))}</div>"
-                + self.providers_df().to_html(index=False, escape=True))
+        from .viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
+        return repr_html("Explorer", f"{self.graph.name}: {len(self.graph.nodes)} nodes; providers "
+                         f"{', '.join(self._order)}", self.providers_df())
 
 
 class _RunWatch:

@@ -79,7 +79,7 @@ class PlanComparison:
         return f"PlanComparison({self.summary()})"
 
     def _repr_html_(self) -> str:
-        from .viz.widget import render_changes
+        from .viz.views import render_changes
         return render_changes(self)
 
 

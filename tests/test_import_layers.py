@@ -46,8 +46,12 @@ KNOWN_UPWARD = {
     ("hetero_explore.planner.plan", "hetero_explore.viz.graph"): "Plan.to_graphviz",
     ("hetero_explore.planner.plan", "hetero_explore.viz.model_explorer"): "Plan.to_model_explorer",
     ("hetero_explore.planner.plan", "hetero_explore.viz.report"): "Plan.to_html",
-    ("hetero_explore.plandiff", "hetero_explore.viz.widget"): "PlanComparison._repr_html_",
+    ("hetero_explore.plandiff", "hetero_explore.viz.views"): "PlanComparison._repr_html_",
     ("hetero_explore.explorer", "hetero_explore.viz.widget"): "Explorer.show",
+    # a notebook's display of these objects is a view: drawn by the views' one escaper and table renderer
+    ("hetero_explore.planner.plan", "hetero_explore.viz.html"): "Plan._repr_html_",
+    ("hetero_explore.executor", "hetero_explore.viz.html"): "RunResult._repr_html_",
+    ("hetero_explore.explorer", "hetero_explore.viz.html"): "Explorer._repr_html_",
 }
 
 

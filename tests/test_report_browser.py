@@ -199,7 +199,7 @@ def test_report_of_a_large_model_uses_the_partition_view():
                  VirtualProvider("cpu", "cpu:0", ops=["Softmax", "Relu"])])
     page = p.to_html(max_rows=500)
     assert "partition view" in page
-    assert "showing the first 500 of 2,000 rows" in page
+    assert "showing the first 500 of 2,000 nodes" in page
 
 
 # -- in a browser ------------------------------------------------------------------------

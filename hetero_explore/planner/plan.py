@@ -545,9 +545,8 @@ class Plan:
         return f"Plan({self.summary()})"
 
     def _repr_html_(self) -> str:
-        import html
-        return (f"<div><b>Plan</b>: {html.escape(self.summary())}</div>"
-                + self.partitions_df().to_html(index=False, escape=True))
+        from ..viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
+        return repr_html("Plan", self.summary(), self.partitions_df())
 
 
 def _nested_df(plan, method: str):

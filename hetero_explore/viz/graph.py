@@ -10,7 +10,6 @@ structure or the SVG that ``dot`` writes.
 from __future__ import annotations
 
 import functools
-import html
 import math
 import re
 import shutil
@@ -20,6 +19,7 @@ import graphviz
 
 from ..errors import GraphvizNotFoundError, HeteroExploreError  # noqa: F401
 from ..units import human_bytes  # noqa: F401  (re-exported: viz.graph.human_bytes)
+from .html import CTRL, esc  # the views' one escaper
 from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, lighter,
                      provider_colors)
 
@@ -115,7 +115,7 @@ def add_svg_titles(svg: str) -> str:
 
 
 # -- escaping ----------------------------------------------------------------------------
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # C0, DEL, C1, lone surrogates
+_CTRL = CTRL  # control characters, shown as U+FFFD
 
 
 def _truncate(s: str, limit: int | None) -> str:
@@ -153,8 +153,7 @@ def _tooltip(lines) -> str:
 
 def _html_text(s, limit: int | None = MAX_LABEL) -> str:
     """``s`` escaped for text inside a DOT HTML-like label."""
-    s = _CTRL.sub("\ufffd", _truncate(str(s), limit)).replace("\n", " ").replace("\r", " ")
-    return html.escape(s, quote=True)
+    return esc(_truncate(str(s), limit).replace("\n", " ").replace("\r", " "))
 
 
 # -- formatting (units: hetero_explore.units) ------------------------------------------

@@ -3,35 +3,24 @@
 One file: inline CSS, the DAG as inline SVG, one small inline script (table
 filtering, sorting and paging, 200 rows a page; the DAG's pan, zoom and search) pinned by a Content-Security-Policy
 hash, no network fetches, so it opens offline. Every string that comes from
-the model or a provider is escaped with :func:`html.escape`; model data never
-enters the script.
+the model or a provider is escaped with :func:`~hetero_explore.viz.html.esc`; model data never
+enters the script. The sections are the registered views (:mod:`hetero_explore.viz.views`),
+rendered for the report: the same views as the app's tabs.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import html
-import math
-import numbers
 import os
-import re
 import stat
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from ..about import versions
-from ..units import human_bytes, human_seconds, is_byte_column, is_second_column
+from ..units import human_bytes
 from .colors import provider_colors
-from .graph import GraphvizNotFoundError, fmt_shape, plan_to_graphviz
-
-#: Columns whose cells take their provider's colour.
-PROVIDER_COLUMNS = frozenset({"provider", "from_provider", "to_provider", "src_provider", "dst_provider",
-                              "blamed_provider"})
-#: Tables longer than this are cut (with a note); the data stays in the plan's DataFrames.
-MAX_ROWS = 20000
+from .html import MAX_ROWS, esc, table_html  # noqa: F401  (MAX_ROWS, table_html: re-exported)
+from .views import PROVIDER_COLUMNS, ViewState, registered
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --soft:#f6f8fa; --ok:#1a7f37;
@@ -313,394 +302,9 @@ _SCRIPT = ("/* svg-pan-zoom 3.6.2, Copyright 2009-2010 Andrea Leofreddi and cont
            + _vendored("svg-pan-zoom.min.js") + "\n" + _JS)
 
 
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # C0, DEL, C1, lone surrogates
-
-
-def _e(s) -> str:
-    """``s`` escaped for HTML text or a quoted attribute (control characters become U+FFFD)."""
-    return html.escape(_CTRL.sub("\ufffd", "" if s is None else str(s)), quote=True)
-
-
-# -- tables ------------------------------------------------------------------------------
-def _is_na(v) -> bool:
-    """None, NaN, pandas' NA and NaT (never raises on lists or arrays)."""
-    if v is None:
-        return True
-    if isinstance(v, float):
-        return math.isnan(v)
-    if isinstance(v, (str, bytes, list, tuple, dict, set, frozenset)) or hasattr(v, "__len__"):
-        return False
-    import pandas as pd
-
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def _cell(col: str, v, cell_class=None) -> str:
-    """One escaped ``<td>``."""
-    import numpy as np
-
-    classes: list[str] = []
-    sort = None
-    if isinstance(v, np.generic):
-        v = v.item()
-    extra = cell_class(col, v) if cell_class else None
-    if extra:
-        classes.append(extra)
-    if _is_na(v):
-        text = "—"
-        classes.append("na")
-    elif isinstance(v, bool):
-        text = "✓ True" if v else "✗ False"
-        sort = "1" if v else "0"
-    elif isinstance(v, numbers.Real) and is_byte_column(col):
-        text = human_bytes(v)
-        sort = str(int(v))
-        classes.append("num")
-    elif isinstance(v, numbers.Real) and is_second_column(col):
-        text = human_seconds(v)
-        sort = repr(float(v))
-        classes.append("num")
-    elif isinstance(v, numbers.Integral):
-        text = str(int(v))
-        classes.append("num")
-    elif isinstance(v, numbers.Real):
-        text = f"{float(v):.6g}"
-        sort = repr(float(v))
-        classes.append("num")
-    elif isinstance(v, dict):
-        text = "; ".join(f"{k}: {x}" for k, x in v.items())
-    elif isinstance(v, tuple) and col == "shape":
-        text = fmt_shape(v)
-    elif isinstance(v, (list, tuple, set, frozenset)):
-        text = ", ".join(str(x) for x in v)
-    else:
-        text = str(v)
-    attrs = ""
-    if classes:
-        attrs += f' class="{" ".join(classes)}"'
-    if sort is not None:
-        attrs += f' data-sort="{_e(sort)}"'
-    return f"<td{attrs}>{_e(text)}</td>"
-
-
-def _table(df, table_id: str, *, cell_class=None, max_rows: int = MAX_ROWS, filter: bool = False,
-           index: bool = False) -> str:
-    """An escaped, sortable HTML table of a DataFrame."""
-    if df is None or len(df.columns) == 0:
-        return '<p class="note">(nothing)</p>'
-    if index:
-        df = df.reset_index()
-    cols = [str(c) for c in df.columns]
-    n = len(df)
-    out = []
-    if filter and n > 1:
-        out.append(f'<input class="filter" type="search" placeholder="filter rows…" '
-                   f'data-table="{_e(table_id)}" aria-label="filter {_e(table_id)}">')
-    out.append(f'<div class="tablewrap"><table class="data" id="{_e(table_id)}"><thead><tr>')
-    out.extend(f"<th>{_e(c)}</th>" for c in cols)
-    out.append("</tr></thead><tbody>")
-    for row in df.head(max_rows).itertuples(index=False, name=None):
-        out.append("<tr>" + "".join(_cell(c, v, cell_class) for c, v in zip(cols, row)) + "</tr>")
-    out.append("</tbody></table></div>")
-    if n == 0:
-        out.append('<p class="note">(no rows)</p>')
-    elif n > max_rows:
-        out.append(f'<p class="note">showing the first {max_rows:,} of {n:,} rows</p>')
-    return "".join(out)
-
-
-def _kv(rows) -> str:
-    """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML)."""
-    out = ['<table class="kv"><tbody>']
-    for r in rows:
-        k, v = r[0], r[1]
-        raw = len(r) > 2 and r[2]
-        out.append(f"<tr><th>{_e(k)}</th><td>{v if raw else _e(v)}</td></tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _as_df(obj):
-    import pandas as pd
-
-    if obj is None:
-        return None
-    if isinstance(obj, pd.DataFrame):
-        return obj
-    for attr in ("timings_df", "to_df", "to_frame"):
-        f = getattr(obj, attr, None)
-        if callable(f):
-            return f()
-    try:
-        return pd.DataFrame(obj)
-    except Exception:
-        return None
-
-
-# -- sections ----------------------------------------------------------------------------
-def _provider_section(plan) -> str:
-    counts = plan.placement_counts()
-    rows = ['<div class="tablewrap"><table class="data" id="he-providers"><thead><tr>'
-            "<th>priority</th><th>provider</th><th>device</th><th>type</th><th>executes</th>"
-            "<th>capability</th><th>mask</th><th>nodes placed</th></tr></thead><tbody>"]
-    for i, p in enumerate(plan.providers):
-        inner = getattr(p, "inner", p)
-        kind = type(p).__name__ if inner is p else f"{type(p).__name__} over {type(inner).__name__}"
-        mask = []
-        deny = getattr(p, "deny", None)
-        allow = getattr(p, "allow", None)
-        if inner is not p:
-            if deny:
-                mask.append("deny: " + ", ".join(sorted(map(str, deny))))
-            if allow is not None:
-                mask.append("allow only: " + ", ".join(sorted(map(str, allow))))
-            if getattr(p, "check", None) is not None:
-                mask.append("custom capability check")
-        ops = getattr(inner, "ops", None)
-        cap = getattr(inner, "capability", None)
-        if cap is not None:
-            capability = f"the op table of {getattr(cap, 'name', type(cap).__name__)}"
-        elif isinstance(ops, dict) and ops:
-            capability = f"{len(ops)} op(s): " + ", ".join(sorted(map(str, ops)))
-        elif ops is not None and not isinstance(ops, dict):
-            capability = ", ".join(sorted(map(str, ops)))
-        else:
-            capability = "its kernel registry"
-        try:
-            executes = bool(getattr(p, "can_execute"))
-        except Exception:
-            executes = None
-        rows.append(
-            f'<tr><td class="num">{i}</td><td class="prov-{i}">'
-            f'{_e(p.name)}</td><td>{_e(p.device)}</td><td>{_e(kind)}</td>'
-            f'{_cell("executes", executes)}<td>{_e(capability)}</td><td>{_e("; ".join(mask) or "—")}</td>'
-            f'<td class="num">{counts.get(p.name, 0)}</td></tr>')
-    rows.append("</tbody></table></div>")
-    return "".join(rows)
-
-
-def _optimizations_text(graph) -> str:
-    from ..optimize import summary_text
-    recs = list(getattr(graph, "optimizations", ()))
-    if not recs:
-        return "none"
-    each = "; ".join(f"{r['node']} ← {', '.join(r['removed'])}" if r["rule"] == "conv_bn" else
-                     f"{', '.join(r['removed'])} → {r['node']}" if r["rule"] == "matmul_add_gemm" else
-                     f"{r['node']} removed" for r in recs[:200])
-    return summary_text(recs) + f" ({each}{' …' if len(recs) > 200 else ''})"
-
-
-def _model_section(plan) -> str:
-    import pandas as pd
-
-    graph = plan.graph
-    info = dict(graph.info or {})
-    n_init = sum(1 for v in graph.values.values() if v.kind == "initializer")
-    init_bytes = sum((v.nbytes or 0) for v in graph.values.values() if v.kind == "initializer")
-    rows = [("graph name", graph.name)]
-    rows += [(k.replace("_", " "), v) for k, v in info.items() if v not in (None, "")]
-    rows.append(("opset imports", ", ".join(f"{d or 'ai.onnx'}: {v}" for d, v in graph.opset_imports.items())))
-    rows.append(("nodes", f"{len(graph.nodes):,}"))
-    rows.append(("initializers", f"{n_init:,} ({human_bytes(init_bytes)})"))
-    rows.append(("op types", ", ".join(graph.op_types())))
-    if graph.functions:
-        rows.append(("model-local functions", ", ".join(f"{d}::{n}" if d else n for d, n in graph.functions)))
-    rows.append(("inlined functions", ", ".join(plan.inlined_functions) or "none"))
-    rows.append(("folded nodes", (f"{len(graph.folded_nodes)}: " + ", ".join(graph.folded_nodes[:200])
-                                  + (" …" if len(graph.folded_nodes) > 200 else ""))
-                 if graph.folded_nodes else "none"))
-    rows.append(("load-time optimisations", _optimizations_text(graph)))
-    if graph.symbolic_values:
-        rows.append(("symbolic / unknown shapes", ", ".join(graph.symbolic_values[:200])))
-    out = [_kv(rows)]
-
-    io = [{"role": "input", "name": n, "dtype": _dt(graph, n), "shape": _shape(graph, n)} for n in graph.inputs]
-    io += [{"role": "output", "name": n, "dtype": _dt(graph, n), "shape": _shape(graph, n)} for n in graph.outputs]
-    out.append("<h3>Inputs and outputs</h3>")
-    out.append(_table(pd.DataFrame(io, columns=["role", "name", "dtype", "shape"]), "he-io"))
-    if graph.metadata:
-        out.append("<h3>Metadata</h3>")
-        out.append(_table(pd.DataFrame([{"key": k, "value": v} for k, v in graph.metadata.items()],
-                                       columns=["key", "value"]), "he-metadata"))
-    if graph.doc_string:
-        out.append("<h3>Doc string</h3>")
-        out.append(f"<pre>{_e(graph.doc_string)}</pre>")
-    out.append("<h3>Execution blockers</h3>")
-    if plan.execution_blockers:
-        out.append(_table(plan.blockers_df(), "he-blockers"))
-    else:
-        out.append('<p class="note">none: the plan can be executed as planned</p>')
-    if plan.convexity_splits:
-        out.append("<h3>Convexity splits</h3><p class=\"note\">same-provider neighbours kept apart "
-                   "because a path leaves and re-enters</p>")
-        out.append(_table(pd.DataFrame([{"from_partition": s.a, "to_partition": s.b, "path": list(s.path)}
-                                        for s in plan.convexity_splits]), "he-splits"))
-    return "".join(out)
-
-
-def _dt(graph, name):
-    v = graph.values.get(name)
-    return None if v is None or v.dtype is None else v.dtype.name
-
-
-def _shape(graph, name):
-    v = graph.values.get(name)
-    return None if v is None else v.shape
-
-
-#: a report of a model with name scopes also carries its node view up to this many nodes
-REPORT_NODE_VIEW_MAX = 5000
-
-
-def _render(plan, **kw):
-    """``(svg or None, html of a warning or '', the PlanGraph or None)``."""
-    try:
-        dot = plan_to_graphviz(plan, **kw)
-    except Exception as e:  # building the DOT never needs dot; still, never lose the report
-        return None, f'<p class="warn">the DAG could not be built: {_e(type(e).__name__)}: {_e(e)}</p>', None
-    try:
-        return dot.svg(), "", dot
-    except GraphvizNotFoundError as e:
-        return None, (f'<p class="warn">{_e(e)}</p><details><summary>DOT source</summary>'
-                      f"<pre>{_e(dot.source)}</pre></details>"), dot
-    except Exception as e:
-        return None, (f'<p class="warn">Graphviz failed to render the DAG: {_e(type(e).__name__)}: {_e(e)}</p>'
-                      f"<details><summary>DOT source</summary><pre>{_e(dot.source)}</pre></details>"), dot
-
-
-_VIEW_TEXT = {"node": "one box per node, one cluster per partition",
-              "partition": "one box per partition; edges carry the bytes that cross them",
-              "scope": "the exporter's name scopes, one box each (striped by provider share); "
-                       "click one to open it in the node view"}
-
-
-def _dag_section(plan, level: str, layout: str) -> str:
-    from .scopes import model_scopes
-
-    svg, warn, dot = _render(plan, level=level, layout=layout)
-    if svg is None:
-        return warn
-    pictures = [(dot.level, "he-dag-box", svg)]
-    n = len(plan.graph.nodes)
-    if n > 1 and model_scopes(plan.graph):  # the other views of a scoped model, for its view buttons
-        extra = {"node": ["scope"], "partition": ["scope", "node"], "scope": ["partition", "node"]}[dot.level]
-        for lv in extra:
-            if lv == "node" and n > REPORT_NODE_VIEW_MAX:
-                continue
-            more, _warn, _dot = _render(plan, level=lv)
-            if more is not None:
-                pictures.append((lv, f"he-dag-{lv}s", more))
-    buttons = ""
-    if len(pictures) > 1:
-        buttons = "view: " + "".join(
-            f'<button class="dag-view" type="button" data-target="{bid}" aria-pressed="false">{_e(lv)}s</button> '
-            for lv, bid, _svg in pictures)
-    notes = "; ".join(f"{_e(lv)} view: {_e(_VIEW_TEXT[lv])}" for lv, _bid, _svg in pictures)
-    boxes = "".join(f'<div class="dag" id="{bid}" data-view="{_e(lv)}"{" hidden" if k else ""}>{pic}</div>'
-                    for k, (lv, bid, pic) in enumerate(pictures))
-    return (f'<p class="note">{notes}. Hover for op, shapes and dtypes; drag to '
-            'pan, scroll or the +/\u2212 buttons to zoom.</p><p>' + buttons +
-            '<button class="fit" type="button" data-target="he-dag-box">actual size</button> '
-            '<input id="he-node-search" class="node-search" type="search" '
-            'placeholder="find a node, scope or partition by name\u2026" aria-label="find a node by name"> '
-            '<span id="he-node-found" class="note" aria-live="polite"></span></p>' + boxes)
-
-
-def _run_section(run, cell_class=None) -> str:
-    df = _as_df(run)
-    out = []
-    for attr in ("summary",):
-        f = getattr(run, attr, None)
-        if callable(f):
-            try:
-                out.append(f'<p>{_e(f())}</p>')
-            except Exception:
-                pass
-    if getattr(run, "events", None):
-        from .timeline import timeline_svg
-        out.append("<h3>Timeline</h3>" + timeline_svg(run))
-    if df is None:
-        out.append(f"<pre>{_e(repr(run))}</pre>")
-    else:
-        out.append(_table(df, "he-timings", cell_class=cell_class, filter=True))
-    return "".join(out)
-
-
-def _diff_section(diff, cell_class=None) -> tuple[str, str]:
-    """(badge html, section html)."""
-    df = _as_df(diff)
-    if df is None:
-        return "", f"<pre>{_e(repr(diff))}</pre>"
-    badge = ""
-    if "byte_identical" in df.columns and len(df):
-        ok = df["byte_identical"].astype(bool)
-        if bool(ok.all()):
-            badge = f'<span class="badge ok">all {len(df)} output(s) byte-identical</span>'
-        else:
-            badge = f'<span class="badge bad">{int((~ok).sum())} of {len(df)} output(s) differ</span>'
-
-    def cls(col, v):
-        if col == "byte_identical" and isinstance(v, bool):
-            return "ok" if v else "bad"
-        return cell_class(col, v) if cell_class else None
-
-    return badge, ((f"<p>{badge}</p>" if badge else "") + f'<p class="note">{_e(DIFF_MEANING)}</p>'
-                   + _table(df, "he-diff", cell_class=cls))
-
-
-#: what a byte-identity verdict means, spelled out in the report
-DIFF_MEANING = (
-    "Each row is one graph output. byte_identical is True when the heterogeneous run's output has exactly "
-    "the bytes of the single-provider reference run's output (same dtype, same shape, every element's bit "
-    "pattern equal, NaN payloads included) — not merely close within a tolerance. When it is False, n_diff "
-    "counts the elements that differ, max_abs and max_ulp measure the largest difference, and the first "
-    "differing index and the node or transfer blamed for it say where to look.")
-
-
-def _about_section(plan, run, diff, provenance: dict) -> str:
-    """Date, how the report was made, versions, the inputs and the reference: what a colleague
-    needs to trust (or reproduce) what the report shows."""
-    import datetime
-
-    import pandas as pd
-
-    made = provenance.get("command") or "hetero_explore: Plan.to_html(...) / Explorer.export_html(...) from Python"
-    date = provenance.get("date") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    rows = [("date", date),
-            ("made by", made)]
-    rows += [(f"{k} version", v) for k, v in versions().items()]
-    rows.append(("providers (priority order)", ", ".join(p.name for p in plan.providers)))
-    rows.append(("placement policy", plan.policy))
-    if diff is not None:
-        rows.append(("reference run", f"single provider {provenance.get('reference', 'cpu')!s}, same inputs"))
-    if provenance.get("not_run"):
-        rows.append(("execution", f"nothing was executed: {provenance['not_run']}"))
-    elif run is None:
-        rows.append(("execution", "not executed (plan only)"))
-    out = [_kv(rows)]
-    inputs = getattr(run, "inputs", None) if run is not None else None
-    if inputs:
-        source = provenance.get("inputs") or "given by the caller"
-        out.append(f"<h3>Inputs</h3><p class=\"note\">{_e(source)}</p>")
-        recs = []
-        for name, a in inputs.items():
-            a = np.asarray(a)
-            rec = {"input": name, "dtype": a.dtype.name, "shape": str(tuple(a.shape)), "elements": int(a.size)}
-            if a.size and a.dtype.kind in "fiub":
-                rec.update(min=float(a.min()), max=float(a.max()))
-            else:
-                rec.update(min=None, max=None)
-            recs.append(rec)
-        out.append(_table(pd.DataFrame(recs, columns=["input", "dtype", "shape", "elements", "min", "max"]),
-                          "he-inputs"))
-    return "".join(out)
-
-
 def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = None, level: str = "auto",
-                 layout: str = "auto", max_rows: int = MAX_ROWS, provenance: dict | None = None):
+                 layout: str = "auto", max_rows: int = MAX_ROWS, provenance: dict | None = None,
+                 previous=None, expand=()):
     """Write a self-contained HTML report of ``plan`` (return the HTML when ``path`` is None).
 
     Args:
@@ -718,6 +322,8 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
             inputs came from, e.g. "seeded random inputs, seed 0"), ``reference`` (the
             reference provider's name), ``not_run`` (why nothing was executed) and ``date``
             (default: now, UTC).
+        previous: an earlier plan of the same model, for the Changes section.
+        expand: at the scope level, the scopes drawn open.
 
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
@@ -743,48 +349,38 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
          else f'<span class="badge bad">execution blocked ({len(plan.execution_blockers)})</span>'),
         f'<span class="badge">{len(graph.nodes):,} nodes</span>',
         f'<span class="badge">{len(plan.partitions):,} partitions</span>',
-        f'<span class="badge">{len(plan.transfers):,} transfers · {_e(human_bytes(tb))}</span>',
+        f'<span class="badge">{len(plan.transfers):,} transfers · {esc(human_bytes(tb))}</span>',
         f'<span class="badge">planned in {plan.plan_seconds * 1000:.1f} ms</span>',
-        f'<span class="badge">policy: {_e(plan.policy)}</span>',
+        f'<span class="badge">policy: {esc(plan.policy)}</span>',
     ]
-    diff_badge, diff_html = ("", "")
-    if diff is not None:
-        diff_badge, diff_html = _diff_section(diff, prov_cls)
-    sections = [
-        ("about", "About this report", _about_section(plan, run, diff, dict(provenance or {}))),
-        ("providers", "Providers (priority order)", _provider_section(plan)),
-        ("ops", "Ops per provider", _table(plan.ops_df(), "he-ops", cell_class=prov_cls, max_rows=max_rows,
-                                           filter=True)),
-        ("model", "Model", _model_section(plan)),
-        ("dag", "DAG", _dag_section(plan, level, layout)),
-        ("placement", "Placement", _table(plan.placement_df(), "he-placement", cell_class=prov_cls,
-                                          max_rows=max_rows, filter=True)),
-        ("partitions", "Partitions", _table(plan.partitions_df(), "he-partitions", cell_class=prov_cls,
-                                            max_rows=max_rows, filter=True)),
-        ("transfers", "Transfers", _table(plan.transfers_df(), "he-transfers", cell_class=prov_cls,
-                                          max_rows=max_rows, filter=True)
-         if plan.transfers else '<p class="note">no cross-provider transfers</p>'),
-    ]
-    if run is not None:
-        sections.append(("run", "Run timings", _run_section(run, prov_cls)))
-    if diff is not None:
-        sections.append(("diff", "Byte-identity diff", diff_html))
+    diff_badge = ""
+    if diff is not None and "byte_identical" in getattr(diff, "columns", ()) and len(diff):
+        ok = diff["byte_identical"].astype(bool)
+        diff_badge = (f'<span class="badge ok">all {len(diff)} output(s) byte-identical</span>' if bool(ok.all())
+                      else f'<span class="badge bad">{int((~ok).sum())} of {len(diff)} output(s) differ</span>')
+    prov = dict(provenance or {})
+    state = ViewState(plan=plan, plan_is_current=True, plan_index=None, previous=previous, run=run, diff=diff,
+                      reference=str(prov.get("reference", "cpu")), error="", run_error="", level=level,
+                      expand=tuple(expand), medium="report", layout=layout, max_rows=max_rows, provenance=prov,
+                      cell_class=prov_cls)
+    executed = run is not None or diff is not None
+    sections = [(v.section, v.title, v.render(state)) for v in registered() if executed or not v.needs_run]
 
     script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
            f"script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'")
-    nav = "".join(f'<a href="#sec-{sid}">{_e(name)}</a>' for sid, name, _ in sections)
-    body = "".join(f'<section id="sec-{sid}"><h2>{_e(name)}</h2>{content}</section>'
+    nav = "".join(f'<a href="#sec-{sid}">{esc(name)}</a>' for sid, name, _ in sections)
+    body = "".join(f'<section id="sec-{sid}"><h2>{esc(name)}</h2>{content}</section>'
                    for sid, name, content in sections)
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}{prov_css}</style></head><body>"
-        f"<header><h1>{_e(title)}</h1><div class=\"summary\">{_e(plan.summary())}</div>"
+        f"<title>{esc(title)}</title><style>{_CSS}{prov_css}</style></head><body>"
+        f"<header><h1>{esc(title)}</h1><div class=\"summary\">{esc(plan.summary())}</div>"
         f"<div>{''.join(badges)}{diff_badge}</div></header>"
         f"<nav>{nav}</nav><main>{body}</main>"
-        f"<footer>generated by hetero_explore {_e(__version__)}; self-contained, works offline</footer>"
+        f"<footer>generated by hetero_explore {esc(__version__)}; self-contained, works offline</footer>"
         f"<script>{_SCRIPT}</script></body></html>\n")
     if path is None:
         return page

@@ -13,7 +13,8 @@ import datetime
 
 from ..units import human_bytes
 from ..about import versions
-from .report import _CSS, _e, _table, write_text_safely
+from .html import esc, table_html
+from .report import _CSS, write_text_safely
 
 #: the sweep columns shown in the page's table (the digest and nested dicts stay in the data)
 TABLE_COLUMNS = ["name", "providers", "mask", "ok", "error_type", "nodes", "partitions", "transfers",
@@ -30,18 +31,18 @@ def bar_chart(labels, values, fmt=str, title: str = "", unit_max=None) -> str:
     vals = [None if v is None or v != v else float(v) for v in values]
     top = unit_max if unit_max is not None else max([v for v in vals if v is not None] or [0]) or 1.0
     h = BAR_H * len(vals) + 24
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(title)}" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(title)}" '
            f'width="{LABEL_W + CHART_W + 120}" height="{h}" class="he-bars">'
-           f'<text x="0" y="12" font-size="12" font-weight="bold">{_e(title)}</text>']
+           f'<text x="0" y="12" font-size="12" font-weight="bold">{esc(title)}</text>']
     for i, (lab, v) in enumerate(zip(labels, vals)):
         y = 20 + i * BAR_H
-        out.append(f'<text x="{LABEL_W - 6}" y="{y + 12}" font-size="11" text-anchor="end">{_e(lab)}</text>')
+        out.append(f'<text x="{LABEL_W - 6}" y="{y + 12}" font-size="11" text-anchor="end">{esc(lab)}</text>')
         if v is None:
             out.append(f'<text x="{LABEL_W + 4}" y="{y + 12}" font-size="11" fill="#888">n/a</text>')
             continue
         w = max(1.0, CHART_W * v / top) if v > 0 else 0.0
         out.append(f'<rect x="{LABEL_W}" y="{y + 2}" width="{w:.1f}" height="{BAR_H - 4}" fill="#6baed6"/>'
-                   f'<text x="{LABEL_W + w + 4:.1f}" y="{y + 12}" font-size="11">{_e(fmt(v))}</text>')
+                   f'<text x="{LABEL_W + w + 4:.1f}" y="{y + 12}" font-size="11">{esc(fmt(v))}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -68,17 +69,17 @@ def sweep_to_html(df, path=None, *, comparison=None, title: str = "hetero_explor
              ("rows", f"{len(recs):,} ({n_err:,} failed)"),
              ("models", f"{df['name'].nunique():,}"), ("provider lists", ", ".join(dict.fromkeys(df["providers"])))]
     about += [(f"{k} version", v) for k, v in versions().items()]
-    about_html = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in about)
-    table = _table(df[[c for c in TABLE_COLUMNS if c in df.columns]], "he-sweep")
+    about_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in about)
+    table = table_html(df[[c for c in TABLE_COLUMNS if c in df.columns]], "he-sweep")
     cmp_html = ""
     if comparison is not None:
         cmp_html = ("<section id=\"sec-compare\"><h2>Compared with the earlier sweep</h2>"
-                    + _table(pd.DataFrame(comparison), "he-sweep-compare") + "</section>")
+                    + table_html(pd.DataFrame(comparison), "he-sweep-compare") + "</section>")
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">'
-            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
-            f"<header><h1>{_e(title)}</h1></header><main>"
+            f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
+            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+            f"<header><h1>{esc(title)}</h1></header><main>"
             f"<section id=\"sec-about\"><h2>About this sweep</h2><table class=\"kv\"><tbody>{about_html}"
             "</tbody></table></section>"
             f"<section id=\"sec-charts\"><h2>Per model</h2>{charts}</section>"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..units import human_bytes, human_seconds
 from .colors import TRANSFER_COLORS, provider_colors
-from .report import _e   # the one HTML escaper of the views
+from .html import esc  # the one HTML escaper of the views
 
 LANE_H = 22
 LABEL_W = 90
@@ -32,7 +32,7 @@ def timeline_svg(run, width: int = WIDTH) -> str:
            f'aria-label="timeline of the run: {len(events)} steps on {len(lanes)} device(s)">']
     for i, dev in enumerate(lanes):
         y = 4 + i * LANE_H
-        out.append(f'<text x="{LABEL_W - 6}" y="{y + 15}" font-size="11" text-anchor="end">{_e(dev)}</text>'
+        out.append(f'<text x="{LABEL_W - 6}" y="{y + 15}" font-size="11" text-anchor="end">{esc(dev)}</text>'
                    f'<line x1="{LABEL_W}" x2="{width - 10}" y1="{y + LANE_H - 1}" y2="{y + LANE_H - 1}" '
                    'stroke="#eee"/>')
     for e in events:
@@ -49,12 +49,12 @@ def timeline_svg(run, width: int = WIDTH) -> str:
             fill = "#bbb"
             label = f"read back {e.value} · {human_bytes(e.bytes)}"
         tip = f"{label} · start {human_seconds(e.start)} · {human_seconds(e.seconds)}"
-        out.append(f'<rect class="he-step he-{_e(e.kind)}" x="{x:.2f}" y="{y + 3}" width="{w:.2f}" '
-                   f'height="{LANE_H - 8}" fill="{_e(fill)}" stroke="#555" stroke-width="0.5">'
-                   f'<title>{_e(tip)}</title></rect>')
+        out.append(f'<rect class="he-step he-{esc(e.kind)}" x="{x:.2f}" y="{y + 3}" width="{w:.2f}" '
+                   f'height="{LANE_H - 8}" fill="{esc(fill)}" stroke="#555" stroke-width="0.5">'
+                   f'<title>{esc(tip)}</title></rect>')
     y = 4 + len(lanes) * LANE_H + 14
     out.append(f'<text x="{LABEL_W}" y="{y}" font-size="10">0</text>'
-               f'<text x="{width - 10}" y="{y}" font-size="10" text-anchor="end">{_e(human_seconds(end))}</text>')
+               f'<text x="{width - 10}" y="{y}" font-size="10" text-anchor="end">{esc(human_seconds(end))}</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -1,43 +1,50 @@
 """The ipywidgets app over an :class:`~hetero_explore.explorer.Explorer`.
 
-State lives in traitlets on :class:`ExplorerApp` (provider order, enable
-flags, denied ops, graph level, plan and run versions, errors); the controls
-write those traits, an observer pushes them into the explorer and re-plans,
-and one pure function, :func:`render`, turns a :class:`ViewState` into the
-HTML of each view. Only the visible tab is rendered on a change (the others
-when they are opened), so re-planning stays live on big models.
+The explorer is the only state: provider order, enable flags, denied ops and the views'
+options (graph level, open scopes, find, zoom, table filter/sort/page) live there. The
+app's controls write to the explorer; the explorer notifies the app (``"plan"``, ``"run"``,
+``"view"``), which then sets its controls from the explorer and redraws. A control set that
+way writes nothing back, because a handler first compares the control with the explorer and
+does nothing when they agree. The views are the registered ones of
+:mod:`hetero_explore.viz.views` (the report's sections are the same views); only the visible
+tab is rendered on a change (the others when they are opened), so re-planning stays live on
+big models.
 
-Every handler catches its errors and shows them in the app (an op no
-provider supports, a fail-closed execution, a missing ``dot``): the widget
-never dies. Tests drive it through its traits and read ``get_state()``; no
-browser is needed.
+Every handler catches its errors and shows them in the app (a fail-closed execution, a
+missing ``dot``): the widget never dies. Tests drive it through its controls and read
+``get_state()``; no browser is needed.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import os
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import replace
 
 import ipywidgets as widgets
-from traitlets import Bool, Dict, Int, List, Unicode, observe
+from traitlets import Bool, Int, Unicode, observe
 
 from ..errors import RunCancelled
+from ..explorer import LEVELS, TableOptions  # noqa: F401  (TableOptions: re-exported)
+from . import views as _views
+from .html import esc, table_page
+from .views import (TABLE_VIEWS, ViewState, diff_verdict, error_box as _error_box, graph_boxes,  # noqa: F401
+                    main_table, render_changes, snapshot)
 
-#: views, in tab order
-VIEWS = ("Graph", "Placement", "Partitions", "Transfers", "Run", "Diff", "Changes", "Export")
-#: rows shown per table (the full table is one DataFrame call away)
-MAX_ROWS = 300
+#: the app-only tab after the registered views
+EXPORT = "Export"
+#: views, in tab order (the registered views, then Export)
+VIEWS = _views.view_names() + (EXPORT,)
+#: rows shown per table page
+MAX_ROWS = _views.APP_PAGE_ROWS
 #: most boxes (nodes or partitions) drawn live; above it the Graph view asks first (node views
 #: above ``graph.DOT_NODE_LIMIT`` nodes and big partition views are laid out in linear time:
 #: a 2,000-node node view is on screen in about 1-2 s, drawn in the background)
-MAX_DRAW = 2500
+MAX_DRAW = _views.MAX_DRAW
 #: pictures with more boxes are laid out in the background (the rest of the app stays live)
 SYNC_DRAW_BOXES = 50
 #: largest report offered as an in-page download link
@@ -49,7 +56,12 @@ STYLE = """<style>
 .hx-app table.hx-table th, .hx-app table.hx-table td {border: 1px solid #ddd; padding: 2px 6px;
   text-align: left; vertical-align: top; max-width: 40em; overflow-wrap: break-word;}
 .hx-app table.hx-table th {background: #f3f3f3; white-space: nowrap; position: sticky; top: 0;}
-.hx-app .hx-note {color: #555; font-size: 12px; margin: 4px 0;}
+.hx-app table.hx-table td.num {text-align: right; font-variant-numeric: tabular-nums;}
+.hx-app table.hx-table td.na {color: #777;}
+.hx-app table.hx-table td.ok {color: #1a7f37; font-weight: bold;}
+.hx-app table.hx-table td.bad {color: #b42318; font-weight: bold;}
+.hx-app table.kv th {text-align: left; padding-right: 12px;}
+.hx-app .hx-note, .hx-app .note {color: #555; font-size: 12px; margin: 4px 0;}
 .hx-app .hx-ok {color: #1a7f37; font-weight: bold;}
 .hx-app .hx-bad {color: #b42318; font-weight: bold;}
 .hx-app .hx-error-box {background: #fdecea; border: 1px solid #f5c2c0; color: #611a15; padding: 6px 8px;
@@ -60,16 +72,17 @@ STYLE = """<style>
 </style>"""
 
 
+def render(view: str, s: ViewState) -> str:
+    """The HTML of one tab: a registered view (:func:`~.views.render`) or Export. Pure."""
+    if view == EXPORT:
+        return s.export_message or ("<div class='hx-note'>Write the self-contained HTML report of the "
+                                    "current plan (with its last run and diff).</div>")
+    return _views.render(view, s)
+
+
 def _css_name(name: str) -> str:
     """A CSS-class-safe form of a provider name."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
-
-
-def _esc(x) -> str:
-    """``x`` escaped for HTML text or a quoted attribute; control characters become U+FFFD
-    (the report's escaping: one rule for every HTML view of a model string)."""
-    from .report import _e
-    return _e(x)
 
 
 def _descendants(w) -> list:
@@ -104,367 +117,103 @@ def close_tree(w, keep=()) -> None:
             widgets.Widget.close(x)  # the base close: ExplorerApp.close calls close_tree itself
 
 
-@dataclass(frozen=True)
-class TableOptions:
-    """How the app shows a view's main table: filtered, sorted, one page of it."""
-
-    query: str = ""
-    """Rows whose shown text contains this (case-insensitive); '' keeps every row."""
-    sort: str = ""
-    """Column sorted by ('' keeps the plan's order)."""
-    descending: bool = False
-    """Sort descending."""
-    page: int = 0
-    """0-based page (clamped to the pages there are)."""
-
-
-#: views whose main table has filter / sort / page controls in the app
-TABLE_VIEWS = ("Placement", "Partitions", "Transfers")
-
-
-def main_table(view: str, plan):
-    """The DataFrame of ``view``'s main table (the one the app pages, sorts and filters)."""
-    if view == "Placement":
-        return plan.placement_df()
-    if view == "Partitions":
-        return plan.partitions_df()
-    if view == "Transfers":
-        return plan.transfers_df()
-    raise ValueError(f"{view!r} has no main table; those that do: {TABLE_VIEWS}")
-
-
-def table_page(df, opts: TableOptions, page_rows: int = MAX_ROWS):
-    """``(rows shown, rows matching, page, pages)`` of ``df`` under ``opts`` (pandas does the work:
-    the app's HTML widgets run no script, so sorting, filtering and paging happen here)."""
-    import pandas as pd
-    n = len(df)
-    if opts.query and n:
-        q = opts.query.lower()
-        text = df.map(_cell)
-        hit = text.apply(lambda col: col.str.lower().str.contains(q, regex=False)).any(axis=1)
-        df = df[hit.to_numpy()]
-    if opts.sort and opts.sort in df.columns and len(df):
-        col = df[opts.sort]
-        if pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
-            key = None
-        else:  # mixed objects (lists, None, numbers): by the text shown
-            def key(c):
-                return c.map(_cell).str.lower()
-        df = df.sort_values(opts.sort, ascending=not opts.descending, kind="stable", key=key,
-                            na_position="last")
-    m = len(df)
-    pages = max(1, -(-m // page_rows))
-    page = min(max(int(opts.page), 0), pages - 1)
-    return df.iloc[page * page_rows:(page + 1) * page_rows], m, page, pages
-
-
-def _table(df, max_rows: int = MAX_ROWS, what: str = "rows", opts: TableOptions | None = None) -> str:
-    """A DataFrame as an escaped HTML table, at most ``max_rows`` rows (a plain loop:
-    several times faster than ``DataFrame.to_html`` on the tables the app redraws live).
-    With ``opts`` the table is filtered, sorted and cut into pages of ``max_rows``."""
-    if df is None:
-        return ""
-    n = len(df)
-    if n == 0:
-        return f"<div class='hx-note'>(no {what})</div>"
-    note = ""
-    if opts is not None:
-        total = n
-        df, n, page, pages = table_page(df, opts, max_rows)
-        first = page * max_rows
-        where = f" matching <code>{_esc(opts.query)}</code>" if opts.query else ""
-        order = (f", sorted by <code>{_esc(opts.sort)}</code> {'descending' if opts.descending else 'ascending'}"
-                 if opts.sort and opts.sort in df.columns else "")
-        note = (f"<div class='hx-note hx-table-page'>{what} {first + 1 if n else 0:,d}\u2013"
-                f"{min(first + max_rows, n):,d} of {n:,d}{where}"
-                + (f" (of {total:,d})" if n != total else "") + order
-                + f"; page {page + 1} of {pages}</div>")
-        if n == 0:
-            return note + f"<div class='hx-note'>(no {what}{where})</div>"
-        max_rows = len(df)
-    cols = [str(c) for c in df.columns]
-    parts = ["<div class='hx-table-wrap'><table class='hx-table'><thead><tr>"]
-    parts += [f"<th>{_esc(c)}</th>" for c in cols]
-    parts.append("</tr></thead><tbody>")
-    for row in df.head(max_rows).itertuples(index=False, name=None):
-        parts.append("<tr>" + "".join(f"<td>{_esc(_cell(v))}</td>" for v in row) + "</tr>")
-    parts.append("</tbody></table></div>")
-    if opts is None and n > max_rows:
-        parts.append(f"<div class='hx-note'>showing {max_rows} of {n} {what}</div>")
-    return note + "".join(parts)
-
-
-def _cell(v) -> str:
-    if v is None or type(v).__name__ in ("NAType", "NaTType"):  # pandas' missing values
-        return ""
-    if isinstance(v, float):
-        return "" if v != v else f"{v:.6g}"
-    if isinstance(v, dict):
-        return "; ".join(f"{k}: {x}" for k, x in v.items())
-    if isinstance(v, (list, tuple)):
-        return ", ".join(str(x) for x in v)
-    return str(v)
-
-
-def _error_box(text: str, css: str) -> str:
-    return f"<div class='hx-error-box {css}'>{_esc(text)}</div>" if text else ""
-
-
-# -- the pure redraw function ------------------------------------------------------------
-@dataclass(frozen=True)
-class ViewState:
-    """Everything a view is drawn from."""
-
-    plan: Any
-    """The plan shown (the current one, or the last that worked when the current fails)."""
-    plan_is_current: bool
-    """False when the current configuration failed and ``plan`` is an older one."""
-    plan_index: int | None
-    """History index of the shown plan."""
-    previous: Any
-    """The plan before it (for the Changes view), or None."""
-    run: Any
-    """The last run of the shown plan, or None."""
-    diff: Any
-    """Its comparison with the reference run, or None."""
-    reference: str
-    """Reference provider name."""
-    error: str
-    """Why the current configuration cannot be planned ('' when it can)."""
-    run_error: str
-    """Why the last execution failed ('' when it did not)."""
-    level: str = "auto"
-    """Graph level: auto, node or partition."""
-    svg: Callable[[Any, str], str] | None = None
-    """``svg(plan, level) -> str`` (cached by the explorer)."""
-    export_message: str = ""
-    """HTML of the last export's result."""
-    max_draw: int = MAX_DRAW
-    """Most boxes drawn without asking (0: no limit)."""
-    drawing: bool = False
-    """The picture is being laid out in the background: show a placeholder."""
-    compile_seconds: float = 0.0
-    """Seconds the last run spent compiling kernels (inside its timings)."""
-    find: str = ""
-    """Graph view: the box to find and show (see :func:`~.graph.focus_svg`)."""
-    zoom: str = "100%"
-    """Graph view: ``fit`` or a percentage."""
-    expand: tuple = ()
-    """Scope level: the scopes drawn open."""
-    tables: tuple = ()
-    """``(view, TableOptions)`` pairs for the main tables of :data:`TABLE_VIEWS`."""
-
-    def table_options(self, view: str) -> TableOptions:
-        return dict(self.tables).get(view, TableOptions())
-
-
-def graph_boxes(plan, level: str, expand=()) -> tuple[str, int]:
-    """(level drawn, number of boxes) for ``level`` (``auto`` resolved as the graph view does)."""
-    from .graph import auto_level
-    n = len(plan.graph.nodes)
-    if level == "auto":
-        level = auto_level(plan)
-    if level == "scope":
-        from .scopes import ScopeView
-        return level, ScopeView(plan, expand=expand).n_boxes
-    return level, (n if level == "node" else len(plan.partitions))
-
-
-def render(view: str, s: ViewState) -> str:
-    """The HTML of one view. Pure: depends only on ``s``."""
-    if view == "Export":
-        return s.export_message or ("<div class='hx-note'>Write the self-contained HTML report of the "
-                                    "current plan (with its last run and diff).</div>")
-    if s.plan is None:
-        return f"<div class='hx-note'>No plan: {_esc(s.error or 'nothing planned yet')}</div>"
-    p = s.plan
-    stale = "" if s.plan_is_current else (
-        "<div class='hx-warn-box'>The current configuration cannot be planned (see the error above); "
-        f"showing plan #{s.plan_index}, the last one that worked.</div>")
-    if view == "Graph":
-        head = (f"<div class='hx-graph-caption'>plan #{s.plan_index}: {_esc(p.summary())}</div>")
-        drawn, boxes = graph_boxes(p, s.level, s.expand)
-        if s.max_draw and boxes > s.max_draw:
-            return stale + head + (
-                f"<div class='hx-warn-box hx-graph-skipped'>The {drawn}-level picture has {boxes:,d} boxes, "
-                f"more than the live limit ({s.max_draw}); laying it out takes a while. Tick "
-                "<b>draw big graphs</b>, pick another level, or call <code>plan.to_graphviz()</code> "
-                "in a cell.</div>")
-        if s.drawing:
-            return stale + head + (f"<div class='hx-note hx-graph-drawing'>laying out the {drawn}-level "
-                                   f"picture ({boxes:,d} boxes)\u2026</div>")
-        try:
-            if s.level == "scope":
-                svg = (s.svg(p, s.level, s.expand) if s.svg is not None
-                       else p.to_graphviz(level="scope", expand=s.expand).svg())
-            else:
-                svg = s.svg(p, s.level) if s.svg is not None else p.to_graphviz(level=s.level).svg()
-            note = ""
-            if s.find.strip() or s.zoom != "100%":
-                from .graph import focus_svg
-                svg, note = focus_svg(svg, s.find, None if s.zoom == "fit" else float(s.zoom.rstrip("%")) / 100)
-            body = ((f"<div class='hx-note hx-find-result'>find <code>{_esc(s.find)}</code>: {_esc(note)}</div>"
-                     if note else "") + f"<div class='hx-svg'>{svg}</div>")
-        except Exception as e:
-            body = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}", "hx-graph-error")
-        return stale + head + body
-    if view == "Placement":
-        df = main_table(view, p)
-        return stale + (f"<div class='hx-note'>{len(df)} node(s); <code>declined_by</code> lists each "
-                        "higher-priority provider's reason</div>") + _table(df, what="nodes",
-                                                                            opts=s.table_options(view))
-    if view == "Partitions":
-        body = _table(main_table(view, p), what="partitions", opts=s.table_options(view))
-        if p.convexity_splits:
-            body += ("<div class='hx-note'>Same-provider partitions kept apart to stay convex:</div>"
-                     + _table(_splits_df(p), what="splits"))
-        if p.execution_blockers:
-            body += ("<div class='hx-note hx-bad'>Execution blockers (fail closed):</div>"
-                     + _table(p.blockers_df(), what="blockers"))
-        return stale + body
-    if view == "Transfers":
-        tb = p.transfer_bytes
-        head = (f"<div class='hx-note'>{len(p.transfers)} transfer(s), "
-                f"{'unknown' if tb is None else f'{tb:,d}'} byte(s), one per (value, destination)</div>")
-        return stale + head + _table(main_table(view, p), what="transfers", opts=s.table_options(view))
-    if view == "Run":
-        return stale + _render_run(s)
-    if view == "Diff":
-        return stale + _render_diff(s)
-    if view == "Changes":
-        if s.previous is None:
-            return stale + "<div class='hx-note'>No earlier plan to compare with yet.</div>"
-        from ..explorer import compare_plans
-        return stale + render_changes(compare_plans(s.previous, p))
-    raise ValueError(f"unknown view {view!r}; views are {VIEWS}")
-
-
-def _splits_df(p):
-    import pandas as pd
-    return pd.DataFrame([{"upstream": c.a, "downstream": c.b, "path": " → ".join(c.path)}
-                         for c in p.convexity_splits], columns=["upstream", "downstream", "path"])
-
-
-def _render_run(s: ViewState) -> str:
-    err = _error_box(s.run_error, "hx-run-error")
-    if s.run is None:
-        return err + "<div class='hx-note'>Not executed yet: press <b>Execute</b>.</div>"
-    r = s.run
-    bits = []
-    for attr in ("total_seconds", "wall_seconds", "seconds"):
-        v = getattr(r, attr, None)
-        if isinstance(v, (int, float)):
-            bits.append(f"wall {v * 1e3:.2f} ms")
-            break
-    peak = getattr(r, "peak_bytes", None)
-    if peak is not None:
-        bits.append("peak memory " + (", ".join(f"{k}: {v:,d} B" for k, v in peak.items())
-                                      if isinstance(peak, dict) else f"{peak:,d} B"))
-    tp = getattr(r, "transfers_performed", None)
-    if tp is not None:
-        n = tp if isinstance(tp, int) else len(tp)
-        bits.append(f"{n} transfer(s) performed (plan lists {len(s.plan.transfers)})")
-    if s.compile_seconds >= 0.05:
-        bits.append(f"of which compiling kernels {s.compile_seconds:.1f} s (a first run; the next is warm)")
-    head = f"<div class='hx-note hx-run-summary'>{_esc('; '.join(bits))}</div>" if bits else ""
-    try:
-        from .timeline import timeline_svg  # the report's renderer: one timeline for both
-        chart = f"<div class='hx-timeline'>{timeline_svg(r)}</div>"
-    except Exception as e:
-        chart = _error_box(f"no timeline: {type(e).__name__}: {e}", "hx-timeline-error")
-    try:
-        table = _table(r.timings_df(), what="timings")
-    except Exception as e:
-        table = _error_box(f"no timings: {type(e).__name__}: {e}", "")
-    return err + head + chart + table
-
-
-def diff_verdict(diff, reference: str) -> tuple[bool | None, str]:
-    """(all identical?, one line) for a comparison DataFrame."""
-    if diff is None:
-        return None, "not executed yet"
-    n = len(diff)
-    same = int(diff["byte_identical"].sum()) if "byte_identical" in diff else 0
-    if n and same == n:
-        return True, f"byte-identical: all {n} output(s) equal the reference run on {reference}, byte for byte"
-    return False, f"NOT byte-identical: {n - same} of {n} output(s) differ from the reference run on {reference}"
-
-
-def _render_diff(s: ViewState) -> str:
-    err = _error_box(s.run_error, "hx-run-error")
-    if s.diff is None:
-        return err + "<div class='hx-note'>Not executed yet: press <b>Execute</b> to compare the plan's " \
-                     f"outputs with a run of the whole graph on {_esc(s.reference)}.</div>"
-    ok, line = diff_verdict(s.diff, s.reference)
-    css = "hx-ok" if ok else "hx-bad"
-    mark = "\u2714" if ok else "\u2718"
-    df = s.diff
-    if ok:  # nothing to blame: leave the empty blame columns out
-        df = df[[c for c in df.columns if not (str(c).startswith("blame") or c == "transfers_on_way")]]
-    return (err + f"<div class='hx-verdict {css}'>{mark} {_esc(line)}</div>"
-            + _table(df, what="outputs"))
-
-
-def render_changes(c) -> str:
-    """HTML of a :class:`~hetero_explore.explorer.PlanComparison`."""
-    out = [f"<div class='hx-changes-summary'><b>Changes:</b> {_esc(c.summary())}</div>"]
-    if c.changed:
-        for title, df, what in (("Nodes that moved", c.moved, "moved nodes"),
-                                ("Partitions added", c.partitions_added, "partitions added"),
-                                ("Partitions removed", c.partitions_removed, "partitions removed"),
-                                ("Transfers added", c.transfers_added, "transfers added"),
-                                ("Transfers removed", c.transfers_removed, "transfers removed")):
-            if len(df):
-                out.append(f"<div class='hx-note'><b>{title}</b> ({len(df)})</div>" + _table(df, what=what))
-    return "".join(out)
-
-
 # -- the app -----------------------------------------------------------------------------
 class ExplorerApp(widgets.VBox):
     """The explorer as an app: reorder, enable and deny, re-plan live, execute,
     and read the plan's views. ``ExplorerApp(explorer)`` or ``explorer.show()``."""
 
-    order = List(Unicode()).tag(sync=True)
-    """All provider names in priority order."""
-    enabled = Dict().tag(sync=True)
-    """Provider name → enabled."""
-    denied = Dict().tag(sync=True)
-    """Provider name → sorted list of denied op types."""
-    level = Unicode("auto").tag(sync=True)
-    """Graph level: auto, node, partition or scope."""
-    expand = List(Unicode()).tag(sync=True)
-    """Scope level: the name scopes drawn open (the others are one box each)."""
-    draw_big = Bool(False).tag(sync=True)
-    """Draw the graph even when it has more than MAX_DRAW boxes."""
+    # What the app itself did (not the explorer's state: that is read from the explorer).
     plan_version = Int(0).tag(sync=True)
-    """Bumped on every re-plan."""
+    """Bumped on every re-plan the explorer reports."""
     run_version = Int(0).tag(sync=True)
     """Bumped on every execution (or failed one)."""
-    error = Unicode("").tag(sync=True)
-    """Why the current configuration cannot be planned ('' when it can)."""
     run_error = Unicode("").tag(sync=True)
-    """Why the last execution failed."""
+    """Why the last execution started here failed."""
     action_error = Unicode("").tag(sync=True)
     """What the last control action raised ('' when it did not)."""
     status = Unicode("").tag(sync=True)
     """One line: what just happened."""
     busy = Bool(False).tag(sync=True)
     """True while executing."""
-    find = Unicode("").tag(sync=True)
-    """Graph view: outline the first box whose name contains this and show the picture around it."""
-    zoom = Unicode("100%").tag(sync=True)
-    """Graph view: ``fit`` (to the width) or a percentage of the drawn size."""
-    tables = Dict().tag(sync=True)
-    """View → its main table's options (``query``, ``sort``, ``descending``, ``page``; see
-    :class:`TableOptions`)."""
+
+    # The explorer's state, read from it and written to it (never copied here).
+    @property
+    def order(self) -> list[str]:
+        """All provider names in priority order (the explorer's)."""
+        return self.explorer.provider_names
+
+    @order.setter
+    def order(self, names) -> None:
+        names = list(names)
+        self._guard(self._configure, lambda ex: ex.order([n for n in names if n in set(ex.provider_names)]))
+
+    @property
+    def enabled(self) -> dict[str, bool]:
+        """Provider name → enabled (the explorer's)."""
+        ex = self.explorer
+        return {n: ex.is_enabled(n) for n in ex.provider_names}
+
+    @enabled.setter
+    def enabled(self, flags: dict) -> None:
+        def apply(ex):
+            for n, on in flags.items():
+                (ex.enable if on else ex.disable)(n)
+        self._guard(self._configure, apply)
+
+    @property
+    def denied(self) -> dict[str, list[str]]:
+        """Provider name → sorted list of denied op types (the explorer's)."""
+        ex = self.explorer
+        return {n: list(ex.denied(n)) for n in ex.provider_names}
+
+    @denied.setter
+    def denied(self, ops: dict) -> None:
+        def apply(ex):
+            for n in ex.provider_names:
+                ex.set_denied(n, ops.get(n, ()))
+        self._guard(self._configure, apply)
+
+    @property
+    def error(self) -> str:
+        """Why the current configuration cannot be planned ('' when it can)."""
+        step = self.explorer.current
+        return (step.error or "") if step is not None else ""
+
+    def _view_option(name: str, doc: str):  # noqa: N805  (a property factory, used in the class body)
+        def get(self):
+            v = getattr(self.explorer.view_options, name)
+            return list(v) if name == "expand" else v
+
+        def put(self, value):
+            self._guard(self.explorer.set_view, **{name: value})
+        return property(get, put, doc=doc)
+
+    level = _view_option("level", "Graph level: auto, node, partition or scope (the explorer's view option).")
+    expand = _view_option("expand", "Scope level: the name scopes drawn open (the others are one box each).")
+    draw_big = _view_option("draw_big", "Draw the graph even when it has more than MAX_DRAW boxes.")
+    find = _view_option("find", "Graph view: outline the first box whose name contains this and show the "
+                                "picture around it.")
+    zoom = _view_option("zoom", "Graph view: ``fit`` (to the width) or a percentage of the drawn size.")
+    del _view_option
+
+    @property
+    def tables(self) -> dict[str, dict]:
+        """View → its main table's options (``query``, ``sort``, ``descending``, ``page``; the
+        explorer's, see :class:`~hetero_explore.explorer.TableOptions`)."""
+        return {v: {"query": o.query, "sort": o.sort, "descending": o.descending, "page": o.page}
+                for v, o in self.explorer.view_options.tables}
+
+    @tables.setter
+    def tables(self, options: dict) -> None:
+        def apply():
+            for view, o in options.items():
+                self.explorer.set_table(view, **dict(o))
+        self._guard(apply)
 
     def __init__(self, explorer, **kwargs):
         super().__init__(**kwargs)
         self.add_class("hx-app")
         self.explorer = ex = explorer
-        self._syncing = False
-        self._table_syncing = False
-        self._self_call = False
         self._rendered: dict[str, tuple] = {}
         self._export_message = ""
         self.last_redraw_seconds = 0.0
@@ -516,13 +265,14 @@ class ExplorerApp(widgets.VBox):
         self.summary_html = widgets.HTML("")
         self.summary_html.add_class("hx-summary")
 
-        self.level_dropdown = widgets.Dropdown(options=["auto", "node", "partition", "scope"], value=self.level,
+        vo = ex.view_options
+        self.level_dropdown = widgets.Dropdown(options=list(LEVELS), value=vo.level,
                                                description="level", layout=widgets.Layout(width="200px"))
         self.level_dropdown.add_class("hx-level")
-        self.level_dropdown.observe(self._on_level, names="value")
-        self.draw_big_box = widgets.Checkbox(value=False, description="draw big graphs", indent=False)
+        self.level_dropdown.observe(lambda ch: self._on_view_control("level", ch["new"]), names="value")
+        self.draw_big_box = widgets.Checkbox(value=vo.draw_big, description="draw big graphs", indent=False)
         self.draw_big_box.add_class("hx-draw-big")
-        self.draw_big_box.observe(lambda ch: setattr(self, "draw_big", bool(ch["new"])), names="value")
+        self.draw_big_box.observe(lambda ch: self._on_view_control("draw_big", bool(ch["new"])), names="value")
 
         # scope level: open or close a name scope (kernel-side: the picture is laid out again)
         from .scopes import model_scopes
@@ -539,18 +289,22 @@ class ExplorerApp(widgets.VBox):
                                               layout=widgets.Layout(width="80px"))
         self.collapse_button.add_class("hx-collapse")
         self.collapse_button.on_click(lambda _b: self._guard(self.collapse_scope, self.scope_pick.value))
-        self.find_box = widgets.Text(value="", placeholder="find a node or partition by name\u2026",
+        self.find_box = widgets.Text(value=vo.find, placeholder="find a node or partition by name\u2026",
                                      continuous_update=False, layout=widgets.Layout(width="260px"))
         self.find_box.add_class("hx-find")
-        self.find_box.observe(lambda ch: setattr(self, "find", ch["new"]), names="value")
-        self.zoom_dropdown = widgets.Dropdown(options=["fit", "25%", "50%", "100%", "200%"], value="100%",
-                                              description="zoom", layout=widgets.Layout(width="160px"))
+        self.find_box.observe(lambda ch: self._on_view_control("find", ch["new"]), names="value")
+        zooms = ["fit", "25%", "50%", "100%", "200%"]
+        self.zoom_dropdown = widgets.Dropdown(options=zooms + ([vo.zoom] if vo.zoom not in zooms else []),
+                                              value=vo.zoom, description="zoom", layout=widgets.Layout(width="160px"))
         self.zoom_dropdown.add_class("hx-zoom")
-        self.zoom_dropdown.observe(lambda ch: setattr(self, "zoom", ch["new"]), names="value")
+        self.zoom_dropdown.observe(lambda ch: self._on_view_control("zoom", ch["new"]), names="value")
         self.table_controls: dict[str, dict] = {}
         self._table_columns: dict[str, tuple] = {}
+        self._sort_handlers: dict[str, object] = {}
+        #: the tabs: every registered view (see hetero_explore.viz.views.register), then Export
+        self.view_names = _views.view_names() + (EXPORT,)
         self.views: dict[str, widgets.HTML] = {}
-        for v in VIEWS:
+        for v in self.view_names:
             h = widgets.HTML("")
             h.add_class(f"hx-view-{v.lower()}")
             self.views[v] = h
@@ -561,7 +315,7 @@ class ExplorerApp(widgets.VBox):
         self.export_button.on_click(lambda _b: self._guard(self.export))
 
         pages = []
-        for v in VIEWS:
+        for v in self.view_names:
             if v == "Graph":
                 rows = [widgets.HBox([self.level_dropdown, self.draw_big_box, self.find_box, self.zoom_dropdown])]
                 rows.append(widgets.HBox([self.scope_pick, self.expand_button, self.collapse_button],
@@ -574,13 +328,14 @@ class ExplorerApp(widgets.VBox):
                 pages.append(widgets.VBox([self._make_table_controls(v), self.views[v]]))
             else:
                 pages.append(self.views[v])
-        self.tabs = widgets.Tab(children=pages, titles=list(VIEWS))
+        self.tabs = widgets.Tab(children=pages, titles=list(self.view_names),
+                                selected_index=self.view_names.index("Graph") if "Graph" in self.view_names else 0)
         self.tabs.add_class("hx-tabs")
         self.tabs.observe(self._on_tab, names="selected_index")
 
-        header = widgets.HTML(STYLE + f"<b>hetero_explore</b> \u2014 {_esc(ex.graph.name)}: "
+        header = widgets.HTML(STYLE + f"<b>hetero_explore</b> \u2014 {esc(ex.graph.name)}: "
                               f"{len(ex.graph.nodes)} node(s), {len(ops)} op type(s); reference "
-                              f"{_esc(ex.reference_provider.name)}")
+                              f"{esc(ex.reference_provider.name)}")
         header.add_class("hx-header")
         order_box = widgets.VBox([self.order_select, widgets.HBox([self.up_button, self.down_button])])
         self.enable_box = widgets.VBox()
@@ -595,52 +350,58 @@ class ExplorerApp(widgets.VBox):
         self._read_model()
         ex.observe(self._on_model)
         self._guard(self._replan)
+        if self.plan_version == 0:  # planned before the app existed: no notification came
+            self._read_model()
+            self.status = self._plan_status(ex.current)
+            self.plan_version += 1
 
     # -- construction helpers ---------------------------------------------------------
     def _make_table_controls(self, view: str):
         """Filter box, sort column, direction and page buttons of ``view``'s main table."""
         v = view.lower()
-        q = widgets.Text(value="", placeholder="filter rows\u2026", layout=widgets.Layout(width="240px"))
+        o = self.explorer.view_options.table(view)
+        q = widgets.Text(value=o.query, placeholder="filter rows\u2026", layout=widgets.Layout(width="240px"))
         sort = widgets.Dropdown(options=[("(plan order)", "")], value="", description="sort by",
                                 layout=widgets.Layout(width="260px"))
-        desc = widgets.ToggleButton(value=False, description="descending", icon="sort-amount-desc",
+        desc = widgets.ToggleButton(value=o.descending, description="descending", icon="sort-amount-desc",
                                     layout=widgets.Layout(width="120px"))
         prev = widgets.Button(description="\u25c0 prev", layout=widgets.Layout(width="80px"))
         nxt = widgets.Button(description="next \u25b6", layout=widgets.Layout(width="80px"))
         for w, css in ((q, "filter"), (sort, "sort"), (desc, "desc"), (prev, "prev"), (nxt, "next")):
             w.add_class(f"hx-table-{css}")
             w.add_class(f"hx-{css}-{v}")
-        q.observe(lambda ch: self._guard(self._set_table, view, query=ch["new"], page=0), names="value")
-        sort.observe(lambda ch: self._guard(self._set_table, view, sort=ch["new"], page=0), names="value")
-        desc.observe(lambda ch: self._guard(self._set_table, view, descending=bool(ch["new"]), page=0),
-                     names="value")
+        q.observe(lambda ch: self._on_table_control(view, "query", ch["new"]), names="value")
+        on_sort = (lambda ch: self._on_table_control(view, "sort", ch["new"]))
+        sort.observe(on_sort, names="value")
+        desc.observe(lambda ch: self._on_table_control(view, "descending", bool(ch["new"])), names="value")
         prev.on_click(lambda _b: self._guard(self._turn_page, view, -1))
         nxt.on_click(lambda _b: self._guard(self._turn_page, view, +1))
         self.table_controls[view] = {"query": q, "sort": sort, "descending": desc, "prev": prev, "next": nxt}
+        self._sort_handlers[view] = on_sort
         box = widgets.HBox([q, sort, desc, prev, nxt])
         box.add_class("hx-table-controls")
         return box
 
     def _options(self, view: str) -> TableOptions:
-        return TableOptions(**self.tables.get(view, {}))
+        return self.explorer.view_options.table(view)
 
-    def _set_table(self, view: str, **changes) -> None:
-        if self._table_syncing:
+    def _on_table_control(self, view: str, key: str, value) -> None:
+        """A table control changed: a new filter, sort or direction goes to the explorer (back to
+        page 1); one that shows what the explorer holds already does nothing."""
+        if getattr(self._options(view), key) == value:
             return
-        o = replace(self._options(view), **changes)
-        self.tables = {**self.tables, view: {"query": o.query, "sort": o.sort, "descending": o.descending,
-                                             "page": o.page}}
+        self._guard(self.explorer.set_table, view, **{key: value, "page": 0})
 
     def _turn_page(self, view: str, delta: int) -> None:
         s = self.view_state()
         if s.plan is None:
             return
         o = self._options(view)
-        _rows, _m, page, pages = table_page(main_table(view, s.plan), o)
-        self._set_table(view, page=min(max(page + delta, 0), pages - 1))
+        _rows, _m, page, pages = table_page(main_table(view, s.plan), o, MAX_ROWS)
+        self.explorer.set_table(view, page=min(max(page + delta, 0), pages - 1))
 
     def _sync_table_controls(self, view: str, plan) -> None:
-        """The sort menu lists the columns of the table shown; the controls show the options."""
+        """The sort menu lists the columns of the table shown; the controls show the explorer's options."""
         c = self.table_controls.get(view)
         if c is None or plan is None:
             return
@@ -650,30 +411,32 @@ class ExplorerApp(widgets.VBox):
             self._table_columns[view] = cols
         opts = [("(plan order)", "")] + [(x, x) for x in cols[1]]
         o = self._options(view)
-        self._table_syncing = True
-        try:
-            if list(c["sort"].options) != opts:
+        want = o.sort if o.sort in cols[1] else ""
+        if list(c["sort"].options) != opts:
+            # ipywidgets selects the first option whenever the options change (Selection.
+            # _propagate_options): that is no user's choice, so the menu is not listened to meanwhile
+            c["sort"].unobserve(self._sort_handlers[view], names="value")
+            try:
                 c["sort"].options = opts
-            if c["sort"].value != (o.sort if o.sort in cols[1] else ""):
-                c["sort"].value = o.sort if o.sort in cols[1] else ""
-            if c["query"].value != o.query:
-                c["query"].value = o.query
-            if c["descending"].value != o.descending:
-                c["descending"].value = o.descending
-        finally:
-            self._table_syncing = False
+                c["sort"].value = want
+            finally:
+                c["sort"].observe(self._sort_handlers[view], names="value")
+        elif c["sort"].value != want:
+            c["sort"].value = want
+        c["query"].value = o.query
+        c["descending"].value = o.descending
 
     def _make_provider_controls(self, n: str, ops) -> None:
         cb = widgets.Checkbox(value=True, description=n, indent=False)
         cb.add_class("hx-enable-toggle")
         cb.add_class(f"hx-enable-{_css_name(n)}")
-        cb.observe(lambda ch, n=n: self._guard(self._set_enabled, n, ch["new"]), names="value")
+        cb.observe(lambda ch, n=n: self._on_enable(n, bool(ch["new"])), names="value")
         self.enable_boxes[n] = cb
         sel = widgets.SelectMultiple(options=list(ops), value=(), rows=min(max(len(ops), 2), 5),
                                      layout=widgets.Layout(width="200px"))
         sel.add_class("hx-deny-select")
         sel.add_class(f"hx-deny-{_css_name(n)}")
-        sel.observe(lambda ch, n=n: self._guard(self._set_denied, n, ch["new"]), names="value")
+        sel.observe(lambda ch, n=n: self._on_deny(n, ch["new"]), names="value")
         self.deny_selects[n] = sel
 
     def _layout_provider_controls(self) -> None:
@@ -701,7 +464,7 @@ class ExplorerApp(widgets.VBox):
         self._layout_provider_controls()
 
     def _deny_row(self, n: str):
-        return widgets.HBox([widgets.HTML(f"<code>{_esc(n)}</code>", layout=widgets.Layout(width="90px")),
+        return widgets.HBox([widgets.HTML(f"<code>{esc(n)}</code>", layout=widgets.Layout(width="90px")),
                              self.deny_selects[n]])
 
     # -- errors never kill the widget -------------------------------------------------------
@@ -721,29 +484,46 @@ class ExplorerApp(widgets.VBox):
                 self.error_html.value = _error_box(self.action_error, "hx-action-error")
             return None
 
-    # -- control → trait handlers ----------------------------------------------------------
+    # -- controls → the explorer (a control that shows the explorer's state already does nothing) -----
+    def _configure(self, change) -> None:
+        """Apply ``change(explorer)`` and re-plan; the explorer's notification redraws."""
+        change(self.explorer)
+        self._replan()
+
     def _move(self, delta: int) -> None:
         name = self.order_select.value
         if name is None:
             self.status = "select a provider first, then move it"
             return
-        order = list(self.order)
+        order = self.explorer.provider_names
         i = order.index(name)
         j = i + delta
         if not 0 <= j < len(order):
             return
         order[i], order[j] = order[j], order[i]
-        self.order = order
+        self._configure(lambda ex: ex.order(order))
 
-    def _set_enabled(self, name: str, value: bool) -> None:
-        if self._syncing:
+    def _on_enable(self, name: str, value: bool) -> None:
+        ex = self.explorer
+        if name not in ex.provider_names or ex.is_enabled(name) == value:
             return
-        self.enabled = {**self.enabled, name: bool(value)}
+        self._guard(self._configure, lambda ex: (ex.enable if value else ex.disable)(name))
 
-    def _set_denied(self, name: str, value) -> None:
-        if self._syncing:
+    def _on_deny(self, name: str, value) -> None:
+        ex = self.explorer
+        if name not in ex.provider_names:
             return
-        self.denied = {**self.denied, name: sorted(value)}
+        shown = set(self.deny_selects[name].options)
+        # op types the menu does not list (denied by a script, absent from the model) stay denied
+        new = tuple(sorted((set(ex.denied(name)) - shown) | set(value)))
+        if new == ex.denied(name):
+            return
+        self._guard(self._configure, lambda ex: ex.set_denied(name, new))
+
+    def _on_view_control(self, key: str, value) -> None:
+        if getattr(self.explorer.view_options, key) == value:
+            return
+        self._guard(self.explorer.set_view, **{key: value})
 
     def expand_scope(self, scope: str) -> None:
         """Draw ``scope`` (``"/encoder/layer.0"``) open in the scope view (and switch to it)."""
@@ -751,145 +531,97 @@ class ExplorerApp(widgets.VBox):
         if scope not in self.scope_names:
             raise ValueError(f"no node of this model is in scope {scope!r}; scopes look like "
                              f"{', '.join(self.scope_names[:3]) or '(none: node names have no /scope/ part)'}")
-        if scope not in self.expand:
-            self.expand = [*self.expand, scope]
-        self.level = "scope"
+        ex = self.explorer
+        expand = ex.view_options.expand
+        ex.set_view(expand=expand if scope in expand else (*expand, scope), level="scope")
 
     def collapse_scope(self, scope: str = "") -> None:
         """Draw ``scope`` and the scopes under it as one box again ('' or '/': collapse all)."""
         scope = "/" + "/".join(x for x in str(scope).split("/") if x)
-        self.expand = [] if scope == "/" else [x for x in self.expand
-                                              if x != scope and not x.startswith(scope + "/")]
-        self.level = "scope"
-
-    def _on_level(self, change) -> None:
-        if not self._syncing:
-            self.level = change["new"]
+        ex = self.explorer
+        ex.set_view(expand=() if scope == "/" else [x for x in ex.view_options.expand
+                                                   if x != scope and not x.startswith(scope + "/")],
+                    level="scope")
 
     def _on_tab(self, change) -> None:
         self._guard(self._redraw)
 
-    # -- trait observers: push into the explorer, re-plan, redraw ---------------------------
-    @observe("order", "enabled", "denied")
-    def _config_changed(self, change) -> None:
-        if self._syncing:
-            return
-        self._guard(self._push_and_replan)
-
-    def _push_and_replan(self) -> None:
-        ex = self.explorer
-        self._syncing = True  # the explorer's notifications must not write back mid-push
-        try:
-            known = set(ex.provider_names)
-            ex.order([n for n in self.order if n in known])
-            for n, on in self.enabled.items():
-                if n in known:
-                    (ex.enable if on else ex.disable)(n)
-            for n in ex.provider_names:
-                ex.set_denied(n, self.denied.get(n, ()))
-        finally:
-            self._syncing = False
-        self._replan()
-
+    # -- the explorer → the controls and the views ---------------------------------------------
     def _replan(self) -> None:
         t0 = time.perf_counter()
-        self._self_call = True
+        v = self.plan_version
         try:
             self.explorer.replan()
         except Exception:
-            pass  # the explorer recorded it; _read_model shows it
-        finally:
-            self._self_call = False
-        self._read_model()
-        self.status = self._plan_status(time.perf_counter() - t0)
-        self.plan_version += 1
+            pass  # the explorer recorded it (and notified): the app shows it
+        if self.plan_version != v:  # a new plan was reported: say how long it took here
+            self.status = self._plan_status(self.explorer.current, time.perf_counter() - t0)
 
-    def _plan_status(self, seconds: float) -> str:
-        step = self.explorer.current
+    @staticmethod
+    def _plan_status(step, seconds: float | None = None) -> str:
         if step is None:
             return ""
         if step.plan is None:
             return f"plan #{step.index} failed"
-        return f"plan #{step.index} in {seconds * 1e3:.1f} ms"
+        return f"plan #{step.index} in {(step.seconds if seconds is None else seconds) * 1e3:.1f} ms"
 
     def _on_model(self, event: str) -> None:
-        """The explorer changed under us (a scripted call in another cell)."""
-        if self._syncing or self._self_call or threading.current_thread() is self._run_thread:
-            return
+        """The explorer changed (a control here, or a scripted call in another cell)."""
+        if threading.current_thread() is self._run_thread:
+            return  # the run's own thread: its end is shown by execute()
+        self._guard(self._follow, event)
+
+    def _follow(self, event: str) -> None:
         self._read_model()
         if event == "run":
             self.run_version += 1
-        else:
+        elif event == "plan":
+            self.status = self._plan_status(self.explorer.current)
             self.plan_version += 1
+        else:
+            self._redraw()
 
     def _read_model(self) -> None:
-        """Traits and controls from the explorer's state."""
+        """The controls from the explorer's state (each handler then finds nothing to do)."""
         ex = self.explorer
-        self._syncing = True
-        try:
-            self.order = ex.provider_names
-            self.enabled = {n: ex.is_enabled(n) for n in ex.provider_names}
-            self.denied = {n: list(ex.denied(n)) for n in ex.provider_names}
-            step = ex.current
-            self.error = (step.error or "") if step is not None else ""
-            self._sync_controls()
-        finally:
-            self._syncing = False
-
-    def _sync_controls(self) -> None:
         self._match_providers()
         sel = self.order_select.value
+        order = ex.provider_names
         labels = []
-        for i, n in enumerate(self.order):
-            p = self.explorer.providers[n]
-            off = "" if self.enabled.get(n, True) else " (off)"
+        for i, n in enumerate(order):
+            p = ex.providers[n]
+            off = "" if ex.is_enabled(n) else " (off)"
             labels.append((f"{i + 1}. {n} ({p.device}){off}", n))
         if list(self.order_select.options) != labels:
             self.order_select.options = labels
-            self.order_select.value = sel if sel in self.order else None
+            self.order_select.value = sel if sel in order else None
         for n, cb in self.enable_boxes.items():
-            cb.value = bool(self.enabled.get(n, True))
+            cb.value = ex.is_enabled(n)
         for n, s in self.deny_selects.items():
-            want = tuple(o for o in s.options if o in set(self.denied.get(n, ())))
+            denied = set(ex.denied(n))
+            want = tuple(o for o in s.options if o in denied)
             if tuple(s.value) != want:
                 s.value = want
-        if self.level_dropdown.value != self.level:
-            self.level_dropdown.value = self.level
+        vo = ex.view_options
+        self.level_dropdown.value = vo.level
+        self.draw_big_box.value = vo.draw_big
+        self.find_box.value = vo.find
+        if vo.zoom not in self.zoom_dropdown.options:
+            self.zoom_dropdown.options = [*self.zoom_dropdown.options, vo.zoom]
+        self.zoom_dropdown.value = vo.zoom
 
-    @observe("plan_version", "run_version", "level", "busy", "draw_big", "tables", "find", "zoom", "expand")
+    @observe("plan_version", "run_version", "busy")
     def _state_changed(self, change) -> None:
         self._guard(self._redraw)
 
     # -- one redraw ---------------------------------------------------------------------------
     def view_state(self) -> ViewState:
-        ex = self.explorer
-        step = ex.current
-        plan, current, idx = None, False, None
-        if step is not None and step.plan is not None:
-            plan, current, idx = step.plan, True, step.index
-        else:
-            for s in reversed(ex.history):
-                if s.plan is not None:
-                    plan, idx = s.plan, s.index
-                    break
-        previous = None
-        if idx is not None:
-            for s in reversed(ex.history[:idx]):
-                if s.plan is not None and s.plan is not plan:
-                    previous = s.plan
-                    break
-        run = ex.run if current else None
-        diff = ex.diff if current else None
-        return ViewState(plan=plan, plan_is_current=current, plan_index=idx, previous=previous,
-                         run=run, diff=diff, reference=ex.reference_provider.name, error=self.error,
-                         run_error=self.run_error, level=self.level, svg=ex.svg,
-                         export_message=self._export_message, max_draw=0 if self.draw_big else MAX_DRAW,
-                         compile_seconds=ex.compile_seconds if run is not None else 0.0,
-                         tables=tuple((v, self._options(v)) for v in TABLE_VIEWS), find=self.find,
-                         zoom=self.zoom, expand=tuple(self.expand))
+        """The snapshot the views are drawn from: the explorer's state and what the app last did."""
+        return snapshot(self.explorer, run_error=self.run_error, export_message=self._export_message,
+                        max_draw=MAX_DRAW)
 
     def _redraw(self) -> None:
-        """Redraw the summary, the error box and the visible view from the traits."""
+        """Redraw the summary, the error box and the visible view."""
         t0 = time.perf_counter()
         s = self.view_state()
         self.error_html.value = _error_box(
@@ -899,13 +631,13 @@ class ExplorerApp(widgets.VBox):
         if s.plan is not None:
             cur = "" if s.plan_is_current else " (last plan that worked)"
             self.summary_html.value = (f"<div class='hx-note'><b>plan #{s.plan_index}{cur}</b>: "
-                                       f"{_esc(s.plan.summary())}</div>")
+                                       f"{esc(s.plan.summary())}</div>")
         else:
             self.summary_html.value = ""
-        self.status_label.value = f"<span class='hx-note'>{_esc(self.status)}</span>"
+        self.status_label.value = f"<span class='hx-note'>{esc(self.status)}</span>"
         self.execute_button.disabled = self.busy or s.plan is None or not s.plan_is_current
         self.cancel_button.disabled = not self.busy
-        visible = VIEWS[self.tabs.selected_index or 0]
+        visible = self.view_names[self.tabs.selected_index or 0]
         if visible == "Graph":
             s = self._maybe_draw_later(s)
         self._render_view(visible, s)
@@ -961,7 +693,8 @@ class ExplorerApp(widgets.VBox):
         """A background layout finished: show it if that plan is still on screen."""
         try:
             s = self.view_state()
-            if s.plan is plan and s.level == level and s.expand == tuple(expand) and VIEWS[self.tabs.selected_index or 0] == "Graph":
+            if s.plan is plan and s.level == level and s.expand == tuple(expand) and \
+                    self.view_names[self.tabs.selected_index or 0] == "Graph":
                 self._render_view("Graph", s)
         except Exception as e:  # never let a worker thread die silently with a stale view
             self.views["Graph"].value = _error_box(f"cannot draw the graph: {type(e).__name__}: {e}",
@@ -977,18 +710,18 @@ class ExplorerApp(widgets.VBox):
     def redraw_all(self) -> None:
         """Render every view now (tests and exports; the app renders lazily)."""
         s = self.view_state()
-        for v in VIEWS:
+        for v in self.view_names:
             self.views[v].value = render(v, s)
         self._redraw()
 
     # -- actions -------------------------------------------------------------------------------
     def select(self, view: str) -> None:
         """Open a tab by name (``"Graph"``, ``"Diff"``, ...)."""
-        self.tabs.selected_index = VIEWS.index(view)
+        self.tabs.selected_index = self.view_names.index(view)
 
     @observe("status")
     def _status_changed(self, change) -> None:
-        self.status_label.value = f"<span class='hx-note'>{_esc(change['new'])}</span>"
+        self.status_label.value = f"<span class='hx-note'>{esc(change['new'])}</span>"
 
     def execute(self, wait: bool = True) -> None:
         """What the Execute button does (with ``wait=False``): run the current plan in a worker
@@ -1070,14 +803,14 @@ class ExplorerApp(widgets.VBox):
         try:
             written = self.explorer.export_html(path)
             size = os.path.getsize(written)
-            msg = (f"<div class='hx-export-result hx-ok'>wrote <code>{_esc(written)}</code> "
+            msg = (f"<div class='hx-export-result hx-ok'>wrote <code>{esc(written)}</code> "
                    f"({size:,d} bytes)</div>")
             if size <= MAX_DOWNLOAD_BYTES:
                 with open(written, "rb") as f:
                     b64 = base64.b64encode(f.read()).decode("ascii")
                 fname = os.path.basename(written)
-                msg += (f"<a class='hx-download' download='{_esc(fname)}' "
-                        f"href='data:text/html;base64,{b64}'>download {_esc(fname)}</a>")
+                msg += (f"<a class='hx-download' download='{esc(fname)}' "
+                        f"href='data:text/html;base64,{b64}'>download {esc(fname)}</a>")
         except Exception as e:
             written = None
             msg = _error_box(f"export failed: {type(e).__name__}: {e}", "hx-export-error")
