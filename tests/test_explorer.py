@@ -240,6 +240,11 @@ def test_execute_proves_byte_identity_and_records_it(ex):
     stages = []
     run = ex.execute(progress=lambda i, n, label: stages.append((i, n, label)))
     k = len(ex.plan.partitions)
+    # a cold numba cache adds "<step>: compiling kernels" ticks, each at the step it interrupts
+    for j, (i, n, label) in enumerate(stages):
+        if label.endswith(": compiling kernels"):
+            assert j > 0 and stages[j - 1][:2] == (i, n) and label == f"{stages[j - 1][2]}: compiling kernels"
+    stages = [s for s in stages if not s[2].endswith(": compiling kernels")]
     assert [(i, n) for i, n, _ in stages] == [(i, k + 3) for i in range(k + 4)]
     assert [lab for _, _, lab in stages[1:k + 1]] == [f"partition {j + 1}/{k} on {p.provider}"
                                                       for j, p in enumerate(ex.plan.partitions)]

@@ -28,9 +28,9 @@ from __future__ import annotations
 import types
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
-from .target import CPU, CUDA, LazyKernel, Target, get_target, kernel_pair  # noqa: F401
+from .target import CPU, CUDA, LazyKernel, Target, _CudaModule, cuda, get_target, kernel_pair  # noqa: F401
 
 
 class Dual:
@@ -66,6 +66,8 @@ def _retarget(fn, target: str):
         v = fn.__globals__.get(k)
         if isinstance(v, Dual) and v.py is not fn:
             g[k] = v.cpu if target == "cpu" else v.cuda
+        elif isinstance(v, _CudaModule):  # the kernel calls cuda.grid & co.: the compiler needs the module
+            g[k] = v.load()
     new = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
     new.__module__ = fn.__module__
     new.__qualname__ = fn.__qualname__

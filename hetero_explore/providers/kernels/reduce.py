@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
 from ...errors import KernelError
 from .common import prod as _prod  # noqa: F401

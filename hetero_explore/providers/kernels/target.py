@@ -45,7 +45,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docs: threads that sleep when idle
 
@@ -112,6 +112,7 @@ _OWN = contextvars.ContextVar("hetero_explore_own_compilation", default=False)
 @contextlib.contextmanager
 def own_compilation():
     """Mark CUDA compilations in this block as this project's (NVVM gets ``-fma=0``)."""
+    cuda.load()  # imports numba.cuda and installs the NVVM option, if nothing has yet
     tok = _OWN.set(True)
     try:
         yield
@@ -141,7 +142,30 @@ def _install_nvvm_option() -> None:
     nvvm.compile_ir = compile_ir
 
 
-_install_nvvm_option()
+class _CudaModule:
+    """``numba.cuda``, imported on first use.
+
+    Importing it costs about 0.4 s (numba-cuda's typing and driver modules), which a
+    process that only plans or runs on the CPU never needs. Kernel sources name this
+    object as ``cuda``; :func:`.common._retarget` hands ``cuda.jit`` the real module."""
+
+    _module = None
+
+    def load(self):
+        if _CudaModule._module is None:
+            from numba import cuda as module
+            _install_nvvm_option()
+            _CudaModule._module = module
+        return _CudaModule._module
+
+    def __getattr__(self, name):
+        return getattr(self.load(), name)
+
+    def __repr__(self) -> str:
+        return "<numba.cuda, imported on first use>" if _CudaModule._module is None else repr(_CudaModule._module)
+
+
+cuda = _CudaModule()
 
 # --------------------------------------------------------------------------------------------
 # lazily compiled kernels and the targets
