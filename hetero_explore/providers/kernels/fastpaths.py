@@ -724,6 +724,285 @@ def _conv_gemm(x, w, bias, has_b, p, out):
             _conv_gemm_block(it, x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct)
 
 
+#: wide columns per block of _conv_wide (a multiple of _MK_W): small, so that a block's
+#: output scratch (Mg x _CW_T floats) stays in L1/L2 and two threads get several blocks
+_CW_T = 128
+#: k block of _conv_wide: the taps of one panel (_CW_KC rows of _MK_W floats) stay in L1
+_CW_KC = 256
+#: _conv_wide is taken while its wide columns (rounded up to _MK_W) are at most this many
+#: times the output pixels (the garbage columns are computed and discarded)
+_CW_WASTE = 1.5
+
+
+def _mk_ix_of(R):
+    """The register micro-kernel of _mk_tile with B rows at a table of offsets (see _mk_ix_codegen)."""
+
+    def tile(typingctx, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume):
+        return _mk_ix_codegen(R, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume)
+
+    tile.__name__ = tile.__qualname__ = f"_mk_ix_r{R}"
+    return intrinsic(tile)
+
+
+def _mk_ix_codegen(R, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume):
+    """CPU only, compiled inline: _mk_tile_codegen's micro-kernel (R rows x _MK_W columns of
+    accumulators in registers, acc = acc + a*b step by step with k ascending: fmul then fadd,
+    each rounded, no FMA), except that B's row k starts at b[bo + koff[ko + k]] (an
+    indirect GEMM: Conv taps read straight from the padded input). No bounds checks: the
+    caller guarantees the ranges."""
+    sig = types.void(a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume)
+
+    def codegen(context, builder, signature, args):
+        a_, ao_, sam_, sak_, b_, bo_, koff_, ko_, K_, out_, oo_, som_, resume_ = args
+        ap = context.make_array(signature.args[0])(context, builder, a_).data
+        bp = context.make_array(signature.args[4])(context, builder, b_).data
+        kp = context.make_array(signature.args[6])(context, builder, koff_).data
+        op = context.make_array(signature.args[9])(context, builder, out_).data
+        i32 = llvm_ir.IntType(32)
+        i64 = llvm_ir.IntType(64)
+        vt = llvm_ir.VectorType(llvm_ir.FloatType(), _MK_W)
+        undef = llvm_ir.Constant(vt, llvm_ir.Undefined)
+        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, _MK_W), [0] * _MK_W)
+
+        def vptr(base, idx):
+            return builder.bitcast(builder.gep(base, [idx]), vt.as_pointer())
+
+        def out_row(r):
+            return builder.add(oo_, builder.mul(llvm_ir.Constant(i64, r), som_))
+
+        accs = []
+        for r in range(R):
+            slot = cgutils.alloca_once(builder, vt)
+            builder.store(llvm_ir.Constant(vt, [0.0] * _MK_W), slot)
+            accs.append(slot)
+        with builder.if_then(builder.icmp_signed("!=", resume_, llvm_ir.Constant(resume_.type, 0))):
+            for r in range(R):
+                builder.store(builder.load(vptr(op, out_row(r)), align=4), accs[r])
+        with cgutils.for_range(builder, K_) as loop:
+            k = loop.index
+            kv = builder.load(builder.gep(kp, [builder.add(ko_, k)]))
+            bv = builder.load(vptr(bp, builder.add(bo_, kv)), align=4)
+            ak = builder.add(ao_, builder.mul(k, sak_))
+            for r in range(R):
+                av = builder.load(builder.gep(ap, [builder.add(ak, builder.mul(llvm_ir.Constant(i64, r), sam_))]))
+                av = builder.shuffle_vector(builder.insert_element(undef, av, llvm_ir.Constant(i32, 0)), undef, splat)
+                builder.store(builder.fadd(builder.load(accs[r]), builder.fmul(av, bv)), accs[r])
+        for r in range(R):
+            builder.store(builder.load(accs[r]), vptr(op, out_row(r)), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_mk_ix = _mk_ix_of(_MK_R)
+_mk_ix2 = _mk_ix_of(2)
+_mk_ix1 = _mk_ix_of(1)
+
+
+@njit(**_JIT)
+def _conv_wide_dims(p):
+    """(Hq, Wq, PH, NWp, S) of _conv_wide: phase plane Hq x Wq, floats per input channel
+    (sh*sw phases), wide columns OH*Wq rounded up to _MK_W, floats per (image, group) of
+    the padded input (its channels, then NWp + _MK_W zeros that the garbage columns read)."""
+    C, KH, KW, OH, OW, sh, sw, dh, dw, G = p[1], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[15]
+    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
+    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
+    PH = sh * sw * Hq * Wq
+    NWp = (OH * Wq + _MK_W - 1) // _MK_W * _MK_W
+    return Hq, Wq, PH, NWp, (C // G) * PH + NWp + _MK_W
+
+
+@njit(**_JIT)
+def _conv_wide_ok(p):
+    """Whether _conv_wide suits a 2-D Conv: its garbage columns cost at most _CW_WASTE."""
+    C, KH, KW, OH, OW, G = p[1], p[5], p[6], p[7], p[8], p[15]
+    if C // G <= 0 or OH <= 0 or OW <= 0 or KH * KW <= 1:
+        return False
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    return NWp <= _CW_WASTE * OH * OW
+
+
+@njit(**_JIT)
+def _conv_wide_pack(x, p, xq, ch):
+    """Input channel plane ``ch`` (of N*C) into xq as _conv_direct_cpu's zero-padded phases,
+    at its (image, group)'s block of S floats (the block's zero tail with its last channel)."""
+    C, H, W, sh, sw, pt, pl, G = p[1], p[2], p[3], p[9], p[10], p[13], p[14], p[15]
+    Cg = C // G
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    ng = ch // Cg
+    c = ch - ng * Cg
+    o = ng * S + c * PH
+    _phase_rows(x, ch * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq[o:o + PH])
+    if c == Cg - 1:
+        xq[o + PH:(ng + 1) * S] = np.float32(0)
+
+
+@njit(**_JIT)
+def _conv_wide_koff(p):
+    """koff[k], k = (c*KH + kh)*KW + kw: where tap (c, kh, kw) of wide column 0 lies in an
+    (image, group)'s padded phases (tap (kh, kw) of wide column j = oh*Wq + ow reads phase
+    ((kh*dh) % sh, (kw*dw) % sw) at (oh + kh*dh // sh)*Wq + ow + kw*dw // sw)."""
+    C, KH, KW, sh, sw, dh, dw, G = p[1], p[5], p[6], p[9], p[10], p[11], p[12], p[15]
+    Cg = C // G
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    PQ = Hq * Wq
+    koff = np.empty(Cg * KH * KW, dtype=np.int64)
+    for c in range(Cg):
+        for kh in range(KH):
+            r0 = kh * dh
+            for kw in range(KW):
+                c0 = kw * dw
+                koff[(c * KH + kh) * KW + kw] = c * PH + ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
+    return koff
+
+
+@njit(**_JIT)
+def _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt):
+    """Block ``it`` of _conv_wide: (image, group) it // nwt, wide columns from (it % nwt) * _CW_T."""
+    C, M, OH, OW, G = p[1], p[4], p[7], p[8], p[15]
+    Cg = C // G
+    Mg = M // G
+    K = koff.shape[0]
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    ng = it // nwt
+    t = it - ng * nwt
+    g = ng % G
+    j0 = t * _CW_T
+    nc = min(_CW_T, NWp - j0)   # a multiple of _MK_W
+    acc = np.empty(Mg * nc, dtype=np.float32)
+    MF = Mg - Mg % _MK_R
+    M2 = Mg - Mg % 2
+    wb = g * Mg * K
+    xb = ng * S + j0
+    for k0 in range(0, K, _CW_KC):
+        kc = min(_CW_KC, K - k0)
+        for jp in range(0, nc, _MK_W):
+            for mb in range(0, MF, _MK_R):
+                _mk_ix(w, wb + mb * K + k0, K, 1, xq, xb + jp, koff, k0, kc, acc, mb * nc + jp, nc, k0)
+            for mb in range(MF, M2, 2):
+                _mk_ix2(w, wb + mb * K + k0, K, 1, xq, xb + jp, koff, k0, kc, acc, mb * nc + jp, nc, k0)
+            if M2 < Mg:
+                _mk_ix1(w, wb + M2 * K + k0, K, 1, xq, xb + jp, koff, k0, kc, acc, M2 * nc + jp, nc, k0)
+    # the valid columns (ow < OW, oh < OH) to the output, + bias (the generated epilogue)
+    NN = OH * OW
+    oh0 = j0 // Wq
+    oh1 = min(OH, (j0 + nc + Wq - 1) // Wq)
+    for mm in range(Mg):
+        m = g * Mg + mm
+        bv = bias[m] if has_b else np.float32(0)
+        ob = ((ng // G) * M + m) * NN
+        for oh in range(oh0, oh1):
+            s = max(oh * Wq, j0)
+            e = min(oh * Wq + OW, j0 + nc)
+            if e <= s:
+                continue
+            src = acc[mm * nc + s - j0:mm * nc + e - j0]
+            dst = out[ob + s - oh * Wq + oh * OW:ob + e - oh * Wq + oh * OW]
+            if has_b:
+                for j in range(e - s):
+                    dst[j] = src[j] + bv
+            else:
+                for j in range(e - s):
+                    dst[j] = src[j]
+
+
+@njit(**_PAR)
+def _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, nch, nblocks):
+    for cu in prange(nch):
+        _conv_wide_pack(x, p, xq, np.int64(cu))
+    for iu in prange(nblocks):
+        _conv_wide_block(np.int64(iu), xq, w, bias, has_b, p, out, koff, nwt)
+
+
+@njit(**_JIT)
+def _conv_wide(x, w, bias, has_b, p, out):
+    """CPU only: 2-D Conv with a k x k kernel (any stride, pad, dilation) as an indirect GEMM
+    without im2col. Each input plane is copied once into zero-padded phases (as
+    _conv_direct_cpu's, sh x sw phases); output pixel (oh, ow) is wide column
+    j = oh*Wq + ow of a phase-plane-wide grid (the Wq - OW columns right of each row are
+    garbage, computed and dropped), and tap k = (c, kh, kw) of every column is the padded
+    phases at koff[k] + j: one vector load per tap. The register micro-kernel
+    (_mk_ix: 6 rows x 16 columns, then row pairs and an odd row) runs acc = acc + w * xv
+    over k ascending from 0.0f (padding taps multiply 0.0f), k blocks resuming from the
+    stored accumulators, then + bias: the generated sequence per element. Blocks of
+    (image, group, _CW_T wide columns) run in parallel when the Conv is large; the blocking
+    does not depend on the thread count."""
+    N, C, M, OH, OW, G = p[0], p[1], p[4], p[7], p[8], p[15]
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    koff = _conv_wide_koff(p)
+    xq = np.empty(N * G * S, dtype=np.float32)
+    nwt = (NWp + _CW_T - 1) // _CW_T
+    nblocks = N * G * nwt
+    if N * M * OH * OW * koff.shape[0] >= _PAR_WORK:
+        _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, N * C, nblocks)
+    else:
+        for ch in range(N * C):
+            _conv_wide_pack(x, p, xq, ch)
+        for it in range(nblocks):
+            _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt)
+
+
+@njit(**_JIT)
+def _conv_gemv(x, w, bias, has_b, p, out):
+    """CPU only: 1x1 stride-1 unpadded Conv with fewer than _MK_W output pixels (the
+    squeeze-excite Convs on 1x1 maps, where the GEMM has no full column panel): for each
+    output pixel, output channels eight at a time, each a scalar dot product with its own
+    register accumulator (eight independent chains hide the add latency): acc = acc + w * x
+    over the input channels ascending from 0.0f, then + bias: the generated sequence."""
+    N, C, H, W, M, G = p[0], p[1], p[2], p[3], p[4], p[15]
+    Cg = C // G
+    Mg = M // G
+    NN = H * W
+    zero = np.float32(0)
+    for ng in range(N * G):
+        n = ng // G
+        g = ng - n * G
+        for j in range(NN):
+            xb = (n * C + g * Cg) * NN + j
+            for m0 in range(0, Mg, 8):
+                m = g * Mg + m0
+                ob = (n * M + m) * NN + j
+                if m0 + 8 <= Mg:
+                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
+                    w0 = m * Cg
+                    for k in range(Cg):
+                        xv = x[xb + k * NN]
+                        a0 += w[w0 + k] * xv
+                        a1 += w[w0 + Cg + k] * xv
+                        a2 += w[w0 + 2 * Cg + k] * xv
+                        a3 += w[w0 + 3 * Cg + k] * xv
+                        a4 += w[w0 + 4 * Cg + k] * xv
+                        a5 += w[w0 + 5 * Cg + k] * xv
+                        a6 += w[w0 + 6 * Cg + k] * xv
+                        a7 += w[w0 + 7 * Cg + k] * xv
+                    if has_b:
+                        a0 = a0 + bias[m]
+                        a1 = a1 + bias[m + 1]
+                        a2 = a2 + bias[m + 2]
+                        a3 = a3 + bias[m + 3]
+                        a4 = a4 + bias[m + 4]
+                        a5 = a5 + bias[m + 5]
+                        a6 = a6 + bias[m + 6]
+                        a7 = a7 + bias[m + 7]
+                    out[ob] = a0
+                    out[ob + NN] = a1
+                    out[ob + 2 * NN] = a2
+                    out[ob + 3 * NN] = a3
+                    out[ob + 4 * NN] = a4
+                    out[ob + 5 * NN] = a5
+                    out[ob + 6 * NN] = a6
+                    out[ob + 7 * NN] = a7
+                else:
+                    for r in range(Mg - m0):
+                        a = zero
+                        w0 = (m + r) * Cg
+                        for k in range(Cg):
+                            a += w[w0 + k] * x[xb + k * NN]
+                        if has_b:
+                            a = a + bias[m + r]
+                        out[ob + r * NN] = a
+
+
 @cpu_kernel
 def _conv_cpu(x, w, bias, has_b, p, out):
     if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
@@ -740,6 +1019,13 @@ def _conv_cpu(x, w, bias, has_b, p, out):
         return
     if G > 1 and Mg <= _DIRECT_MG:
         _conv_direct_cpu(x, w, bias, has_b, p, out)
+        return
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W \
+            and OH * OW < _MK_W:
+        _conv_gemv(x, w, bias, has_b, p, out)
+        return
+    if _conv_wide_ok(p):
+        _conv_wide(x, w, bias, has_b, p, out)
         return
     _conv_gemm(x, w, bias, has_b, p, out)
 
