@@ -3,8 +3,9 @@
 Each op's kernels are generated from one per-item statement (see
 :func:`.target.kernel_pair`); the CUDA kernel runs that statement once per
 thread. Where a plain loop over it is slow on a CPU, a function here computes
-the same values faster -- a register-blocked GEMM, im2col Conv, rows of
-accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
+the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
+on padded phases (im2col where that does not fit), depthwise Conv in register
+blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
 and :func:`install` sets it as the pair's ``cpu_fast``. A fast path may
 reorder *which* output elements are computed when (blocking, vectorising
 across elements) but gives every element exactly the sequence of float32
