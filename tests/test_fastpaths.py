@@ -131,6 +131,29 @@ def case_conv(rng):
              dilations=[d, 1], pads=[pd, pd // 2, pd // 2 + 1, pd], group=C)
 
 
+    # the wide indirect-GEMM path (_conv_wide: k x k kernels of dense and grouped Conv with more
+    # than 4 outputs per group): every row tail (M % 6 = 0..5: row pairs, an odd last row),
+    # k blocks (K = Cg*KH*KW > 256), several column blocks (OH*Wq > 128), strides, dilations,
+    # asymmetric pads, batch 2, bias or not, a 7x7/2 stem, a 4x4/4 patchify, 1-D, odd sizes
+    for M in range(6, 14):
+        same("Conv", [rnd(rng, 1, 3, 9, 8), rnd(rng, M, 3, 3, 3), rnd(rng, M)], const_inputs=(1, 2),
+             pads=[1, 1, 1, 1])
+    for xs, ws, at, bias in (((2, 30, 13, 11), (7, 30, 3, 3), dict(pads=[1, 0, 2, 1]), True),
+                             ((1, 5, 23, 19), (9, 5, 3, 3), dict(strides=[2, 1], dilations=[1, 2]), False),
+                             ((1, 3, 27, 26), (8, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), True),
+                             ((1, 3, 17, 16), (10, 3, 4, 4), dict(strides=[4, 4]), True),
+                             ((2, 12, 10, 9), (10, 6, 3, 2), dict(group=2, pads=[1, 0, 1, 1]), True),
+                             ((1, 4, 40), (7, 4, 5), dict(pads=[2, 2], strides=[3]), True)):
+        ins = [rnd(rng, *xs), rnd(rng, *ws)] + ([rnd(rng, ws[0])] if bias else [])
+        same("Conv", ins, const_inputs=(1, 2) if bias else (1,), **at)
+
+    # 1x1 Conv on maps of fewer than 16 pixels (_conv_gemv: channels 8 at a time and a tail),
+    # squeeze-excite style (1x1 maps), groups, batch 2, bias or not
+    for xs, M, g, bias in (((1, 37, 1, 1), 20, 1, True), ((2, 8, 3, 5), 7, 1, False), ((1, 12, 2, 2), 9, 3, True),
+                           ((1, 200, 1, 1), 17, 1, True)):
+        ins = [rnd(rng, *xs), rnd(rng, M * g, xs[1] // g, 1, 1)] + ([rnd(rng, M * g)] if bias else [])
+        same("Conv", ins, const_inputs=(1, 2) if bias else (1,), group=g)
+
 def case_convt(rng):
     for _ in range(4):
         C, M = (int(v) for v in rng.integers(1, 4, 2))

@@ -3,8 +3,9 @@
 Each op's kernels are generated from one per-item statement (see
 :func:`.target.kernel_pair`); the CUDA kernel runs that statement once per
 thread. Where a plain loop over it is slow on a CPU, a function here computes
-the same values faster -- a register-blocked GEMM, im2col Conv, rows of
-accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
+the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
+on padded phases (im2col where that does not fit), depthwise Conv in register
+blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
 and :func:`install` sets it as the pair's ``cpu_fast``. A fast path may
 reorder *which* output elements are computed when (blocking, vectorising
 across elements) but gives every element exactly the sequence of float32
@@ -536,10 +537,13 @@ def _conv_direct_cpu(x, w, bias, has_b, p, out):
 
 
 @njit(**_JIT)
-def _phase_rows(x, xb, H, W, sh, sw, pt, pl, Hq, Wq, xq):
+def _phase_rows(x, xb, H, W, sh, sw, pt, pl, Hq, Wq, xq, clear):
     """Input plane x[xb:xb + H*W] into zero-padded phase scratch: padded row r, column c go to
     phase (r % sh, c % sw) at (r // sh, c // sw) of xq (phases Hq x Wq, one after another).
-    Each row is zeros left and right of one contiguous (or strided) copy (pure data movement)."""
+    Each phase row is one contiguous (or strided) copy between zeros; ``clear`` False: the
+    zeros are there already (scratch zeroed once and reused for planes of one geometry:
+    the padding positions are the same for each), so only the copies run (pure data
+    movement, plain index loops)."""
     zero = np.float32(0)
     PQ = Hq * Wq
     for ph in range(sh):
@@ -554,55 +558,107 @@ def _phase_rows(x, xb, H, W, sh, sw, pt, pl, Hq, Wq, xq):
                 lo = hi = Wq
             for rq in range(Hq):
                 ih = rq * sh + ph - pt
-                row = xq[pb + rq * Wq:pb + (rq + 1) * Wq]
+                rb = pb + rq * Wq
                 if ih < 0 or ih >= H:
-                    row[:] = zero
+                    if clear:
+                        for j in range(Wq):
+                            xq[rb + j] = zero
                     continue
-                row[:lo] = zero
-                row[hi:] = zero
-                if hi > lo:
-                    st = xb + ih * W + lo * sw + pw - pl
-                    dseg = row[lo:hi]
-                    if sw == 1:
-                        src = x[st:st + hi - lo]
-                        for j in range(hi - lo):
-                            dseg[j] = src[j]
-                    else:
-                        src = x[st:st + (hi - lo - 1) * sw + 1]
-                        for j in range(hi - lo):
-                            dseg[j] = src[j * sw]
+                if clear:
+                    for j in range(lo):
+                        xq[rb + j] = zero
+                    for j in range(hi, Wq):
+                        xq[rb + j] = zero
+                st = xb + ih * W + lo * sw + pw - pl
+                d = rb + lo
+                if sw == 1:
+                    for j in range(hi - lo):
+                        xq[d + j] = x[st + j]
+                else:
+                    for j in range(hi - lo):
+                        xq[d + j] = x[st + j * sw]
+
+
+#: output rows per call of the depthwise micro-kernel (_dw_rows: _DW_R rows x 8 columns)
+_DW_R = 4
+
+
+@intrinsic
+def _dw_rows(typingctx, xq, xo, rs, toff, T, w, wo, acc, ao, ast):
+    """CPU only, compiled inline: for r < _DW_R, j < 8,
+    acc[ao + r*ast + j] = sum_t w[wo + t] * xq[xo + r*rs + toff[t] + j]
+    with t ascending from 0.0f, step by step (acc = acc + w*x: fmul then fadd, each
+    rounded, no FMA); the _DW_R x 8 accumulators live in registers over the taps. No
+    bounds checks: the caller guarantees the ranges."""
+    sig = types.void(xq, xo, rs, toff, T, w, wo, acc, ao, ast)
+    VW = 8
+
+    def codegen(context, builder, signature, args):
+        xq_, xo_, rs_, toff_, T_, w_, wo_, acc_, ao_, ast_ = args
+        xp = context.make_array(signature.args[0])(context, builder, xq_).data
+        tp = context.make_array(signature.args[3])(context, builder, toff_).data
+        wp = context.make_array(signature.args[5])(context, builder, w_).data
+        op = context.make_array(signature.args[7])(context, builder, acc_).data
+        i32 = llvm_ir.IntType(32)
+        i64 = llvm_ir.IntType(64)
+        vt = llvm_ir.VectorType(llvm_ir.FloatType(), VW)
+        undef = llvm_ir.Constant(vt, llvm_ir.Undefined)
+        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, VW), [0] * VW)
+
+        def vptr(base, idx):
+            return builder.bitcast(builder.gep(base, [idx]), vt.as_pointer())
+
+        accs = []
+        for r in range(_DW_R):
+            slot = cgutils.alloca_once(builder, vt)
+            builder.store(llvm_ir.Constant(vt, [0.0] * VW), slot)
+            accs.append(slot)
+        with cgutils.for_range(builder, T_) as loop:
+            t = loop.index
+            base = builder.add(xo_, builder.load(builder.gep(tp, [t])))
+            wv = builder.load(builder.gep(wp, [builder.add(wo_, t)]))
+            wv = builder.shuffle_vector(builder.insert_element(undef, wv, llvm_ir.Constant(i32, 0)), undef, splat)
+            for r in range(_DW_R):
+                xv = builder.load(vptr(xp, builder.add(base, builder.mul(llvm_ir.Constant(i64, r), rs_))), align=4)
+                builder.store(builder.fadd(builder.load(accs[r]), builder.fmul(wv, xv)), accs[r])
+        for r in range(_DW_R):
+            builder.store(builder.load(accs[r]),
+                          vptr(op, builder.add(ao_, builder.mul(llvm_ir.Constant(i64, r), ast_))), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(**_JIT)
-def _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc):
-    """One output plane (n, m) of _conv_dw_cpu; ``xq``, ``acc``: the caller's scratch."""
+def _conv_dw_dims(p):
+    """(Hq, Wq, nseg, OHp) of _conv_dw_plane: phase plane Hq x Wq, 8-column segments per
+    output row, output rows rounded up to _DW_R."""
+    OH, OW, sh, sw, KH, KW, dh, dw = p[7], p[8], p[9], p[10], p[5], p[6], p[11], p[12]
+    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
+    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
+    return Hq, Wq, (OW + 7) // 8, (OH + _DW_R - 1) // _DW_R * _DW_R
+
+
+@njit(**_JIT)
+def _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff):
+    """One output plane (n, m) of _conv_dw_cpu; ``xq``, ``acc``, ``toff``: from _conv_dw_scratch."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
     Mg = M // G
-    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
-    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
-    PQ = Hq * Wq
-    na = OH * Wq
+    Hq, Wq, nseg, OHp = _conv_dw_dims(p)
+    W8 = nseg * 8
     n = q // M
     m = q - n * M
     g = m // Mg   # the one input channel of output channel m (Cg == 1)
-    _phase_rows(x, (n * C + g) * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq)
-    a = acc[:na]
-    a[:] = np.float32(0)
-    wb = m * KH * KW
-    for kh in range(KH):
-        r0 = kh * dh
-        for kw in range(KW):
-            c0 = kw * dw
-            wv = w[wb + kh * KW + kw]
-            off = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
-            src = xq[off:off + na]
-            for j in range(na):
-                a[j] += wv * src[j]
+    _phase_rows(x, (n * C + g) * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq, False)
+    KK = KH * KW
+    for sg in range(nseg):
+        for rb in range(0, OHp, _DW_R):
+            _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
     for oh in range(OH):
         o = (q * OH + oh) * OW
         dst = out[o:o + OW]
-        ar = acc[oh * Wq:oh * Wq + OW]
+        ar = acc[oh * W8:oh * W8 + OW]
         if has_b:
             bv = bias[m]
             for j in range(OW):
@@ -614,11 +670,19 @@ def _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc):
 
 @njit(**_JIT)
 def _conv_dw_scratch(p):
-    """(phase scratch, accumulator plane) of _conv_dw_plane."""
-    OH, OW, sh, sw, KH, KW, dh, dw = p[7], p[8], p[9], p[10], p[5], p[6], p[11], p[12]
-    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
-    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
-    return np.empty(sh * sw * Hq * Wq + Wq, dtype=np.float32), np.empty(OH * Wq, dtype=np.float32)
+    """(phase scratch, accumulator rows, tap offsets) of _conv_dw_plane. The phase scratch
+    has a zero tail that the garbage rows and columns of the last blocks read."""
+    KH, KW, sh, sw, dh, dw = p[5], p[6], p[9], p[10], p[11], p[12]
+    Hq, Wq, nseg, OHp = _conv_dw_dims(p)
+    PQ = Hq * Wq
+    toff = np.empty(KH * KW, dtype=np.int64)
+    for kh in range(KH):
+        r0 = kh * dh
+        for kw in range(KW):
+            c0 = kw * dw
+            toff[kh * KW + kw] = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
+    xq = np.zeros(sh * sw * PQ + OHp * Wq + nseg * 8 + 8, dtype=np.float32)
+    return xq, np.empty(OHp * nseg * 8, dtype=np.float32), toff
 
 
 @njit(**_PAR)
@@ -626,20 +690,21 @@ def _conv_dw_par(x, w, bias, has_b, p, out, planes, nchunk):
     # fixed chunks of planes (not thread-dependent), scratch per chunk
     for cu in prange(nchunk):
         c = np.int64(cu)
-        xq, acc = _conv_dw_scratch(p)
+        xq, acc, toff = _conv_dw_scratch(p)
         for q in range(c * planes // nchunk, (c + 1) * planes // nchunk):
-            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc)
+            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff)
 
 
 @njit(**_JIT)
 def _conv_dw_cpu(x, w, bias, has_b, p, out):
     """CPU only: depthwise Conv (one input channel per group, any channel multiplier), 2-D,
-    any stride/pad/dilation: _conv_direct_cpu's tap-by-tap walk over whole output planes
-    (for each tap (kh, kw) ascending every element of the plane takes ``acc += w * xv``
-    from 0.0f, a tap in the padding multiplying 0.0f; then + bias: the generated
-    sequence), with the zero-padded phase copy done as row copies between zeroed edges and
-    the scratch allocated once per chunk of planes. Chunks of planes run in parallel when
-    the Conv is large (_PAR_WORK)."""
+    any stride/pad/dilation. Each input plane is copied into zero-padded phases (as
+    _conv_direct_cpu's: every tap reads one phase contiguously); then blocks of _DW_R output
+    rows x 8 columns go through a register micro-kernel (_dw_rows) that runs, for each tap
+    (kh, kw) ascending, ``acc = acc + w * xv`` from 0.0f (a tap in the padding multiplies
+    0.0f); then + bias: the generated sequence. Rows and columns past the plane's edge are
+    computed on padding and dropped. Chunks of planes run in parallel when the Conv is large
+    (_PAR_WORK)."""
     N, M, KH, KW, OH, OW = p[0], p[4], p[5], p[6], p[7], p[8]
     if OH <= 0 or OW <= 0:
         return
@@ -647,9 +712,9 @@ def _conv_dw_cpu(x, w, bias, has_b, p, out):
     if planes * OH * OW * KH * KW >= _PAR_WORK and planes > 1:
         _conv_dw_par(x, w, bias, has_b, p, out, planes, min(planes, 64))
     else:
-        xq, acc = _conv_dw_scratch(p)
+        xq, acc, toff = _conv_dw_scratch(p)
         for q in range(planes):
-            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc)
+            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff)
 
 
 @njit(**_JIT)
@@ -724,6 +789,305 @@ def _conv_gemm(x, w, bias, has_b, p, out):
             _conv_gemm_block(it, x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct)
 
 
+#: wide columns per block of _conv_wide (a multiple of _MK_W): small, so that a block's
+#: output scratch (Mg x _CW_T floats) stays in L1/L2 and two threads get several blocks
+_CW_T = 128
+#: k block of _conv_wide: the taps of one panel (_CW_KC rows of _MK_W floats) stay in L1
+_CW_KC = 256
+#: _conv_wide is taken while its wide columns (rounded up to _MK_W) are at most this many
+#: times the output pixels (the garbage columns are computed and discarded)
+_CW_WASTE = 1.5
+
+
+def _mk_ix_of(R):
+    """The register micro-kernel of _mk_tile with B rows at a table of offsets (see _mk_ix_codegen)."""
+
+    def tile(typingctx, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume):
+        return _mk_ix_codegen(R, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume)
+
+    tile.__name__ = tile.__qualname__ = f"_mk_ix_r{R}"
+    return intrinsic(tile)
+
+
+def _mk_ix_codegen(R, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume):
+    """CPU only, compiled inline: _mk_tile_codegen's micro-kernel (R rows x _MK_W columns of
+    accumulators in registers, acc = acc + a*b step by step with k ascending: fmul then fadd,
+    each rounded, no FMA), except that B's row k starts at b[bo + koff[ko + k]] (an
+    indirect GEMM: Conv taps read straight from the padded input). No bounds checks: the
+    caller guarantees the ranges."""
+    sig = types.void(a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume)
+
+    def codegen(context, builder, signature, args):
+        a_, ao_, sam_, sak_, b_, bo_, koff_, ko_, K_, out_, oo_, som_, resume_ = args
+        ap = context.make_array(signature.args[0])(context, builder, a_).data
+        bp = context.make_array(signature.args[4])(context, builder, b_).data
+        kp = context.make_array(signature.args[6])(context, builder, koff_).data
+        op = context.make_array(signature.args[9])(context, builder, out_).data
+        i32 = llvm_ir.IntType(32)
+        i64 = llvm_ir.IntType(64)
+        vt = llvm_ir.VectorType(llvm_ir.FloatType(), _MK_W)
+        undef = llvm_ir.Constant(vt, llvm_ir.Undefined)
+        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, _MK_W), [0] * _MK_W)
+
+        def vptr(base, idx):
+            return builder.bitcast(builder.gep(base, [idx]), vt.as_pointer())
+
+        def out_row(r):
+            return builder.add(oo_, builder.mul(llvm_ir.Constant(i64, r), som_))
+
+        accs = []
+        for r in range(R):
+            slot = cgutils.alloca_once(builder, vt)
+            builder.store(llvm_ir.Constant(vt, [0.0] * _MK_W), slot)
+            accs.append(slot)
+        with builder.if_then(builder.icmp_signed("!=", resume_, llvm_ir.Constant(resume_.type, 0))):
+            for r in range(R):
+                builder.store(builder.load(vptr(op, out_row(r)), align=4), accs[r])
+        with cgutils.for_range(builder, K_) as loop:
+            k = loop.index
+            kv = builder.load(builder.gep(kp, [builder.add(ko_, k)]))
+            bv = builder.load(vptr(bp, builder.add(bo_, kv)), align=4)
+            ak = builder.add(ao_, builder.mul(k, sak_))
+            for r in range(R):
+                av = builder.load(builder.gep(ap, [builder.add(ak, builder.mul(llvm_ir.Constant(i64, r), sam_))]))
+                av = builder.shuffle_vector(builder.insert_element(undef, av, llvm_ir.Constant(i32, 0)), undef, splat)
+                builder.store(builder.fadd(builder.load(accs[r]), builder.fmul(av, bv)), accs[r])
+        for r in range(R):
+            builder.store(builder.load(accs[r]), vptr(op, out_row(r)), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_mk_ix = _mk_ix_of(_MK_R)
+_mk_ix2 = _mk_ix_of(2)
+_mk_ix1 = _mk_ix_of(1)
+
+
+@njit(**_JIT)
+def _conv_wide_dims(p):
+    """(Hq, Wq, PH, NWp, S) of _conv_wide: phase plane Hq x Wq, floats per input channel
+    (sh*sw phases), wide columns OH*Wq rounded up to _MK_W, floats per (image, group) of
+    the padded input (its channels, then NWp + _MK_W zeros that the garbage columns read)."""
+    C, KH, KW, OH, OW, sh, sw, dh, dw, G = p[1], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[15]
+    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
+    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
+    PH = sh * sw * Hq * Wq
+    NWp = (OH * Wq + _MK_W - 1) // _MK_W * _MK_W
+    return Hq, Wq, PH, NWp, (C // G) * PH + NWp + _MK_W
+
+
+@njit(**_JIT)
+def _conv_wide_ok(p):
+    """Whether _conv_wide suits a 2-D Conv: its garbage columns cost at most _CW_WASTE."""
+    C, KH, KW, OH, OW, G = p[1], p[5], p[6], p[7], p[8], p[15]
+    if C // G <= 0 or OH <= 0 or OW <= 0 or KH * KW <= 1:
+        return False
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    return NWp <= _CW_WASTE * OH * OW
+
+
+@njit(**_JIT)
+def _conv_wide_pack(x, p, xq, ch):
+    """Input channel plane ``ch`` (of N*C) into xq (zeroed) as _conv_direct_cpu's
+    zero-padded phases, at its (image, group)'s block of S floats."""
+    C, H, W, sh, sw, pt, pl, G = p[1], p[2], p[3], p[9], p[10], p[13], p[14], p[15]
+    Cg = C // G
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    ng = ch // Cg
+    c = ch - ng * Cg
+    o = ng * S + c * PH
+    _phase_rows(x, ch * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq[o:o + PH], False)
+
+
+@njit(**_JIT)
+def _conv_wide_koff(p):
+    """koff[k], k = (c*KH + kh)*KW + kw: where tap (c, kh, kw) of wide column 0 lies in an
+    (image, group)'s padded phases (tap (kh, kw) of wide column j = oh*Wq + ow reads phase
+    ((kh*dh) % sh, (kw*dw) % sw) at (oh + kh*dh // sh)*Wq + ow + kw*dw // sw)."""
+    C, KH, KW, sh, sw, dh, dw, G = p[1], p[5], p[6], p[9], p[10], p[11], p[12], p[15]
+    Cg = C // G
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    PQ = Hq * Wq
+    koff = np.empty(Cg * KH * KW, dtype=np.int64)
+    for c in range(Cg):
+        for kh in range(KH):
+            r0 = kh * dh
+            for kw in range(KW):
+                c0 = kw * dw
+                koff[(c * KH + kh) * KW + kw] = c * PH + ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
+    return koff
+
+
+@njit(**_JIT)
+def _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt):
+    """Block ``it`` of _conv_wide: (image, group) it // nwt, wide columns from (it % nwt) * _CW_T."""
+    C, M, OH, OW, G = p[1], p[4], p[7], p[8], p[15]
+    Cg = C // G
+    Mg = M // G
+    K = koff.shape[0]
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    ng = it // nwt
+    t = it - ng * nwt
+    g = ng % G
+    j0 = t * _CW_T
+    nc = min(_CW_T, NWp - j0)   # a multiple of _MK_W
+    acc = np.empty(Mg * nc, dtype=np.float32)
+    MF = Mg - Mg % _MK_R
+    M2 = Mg - Mg % 2
+    wb = g * Mg * K
+    xb = ng * S + j0
+    for k0 in range(0, K, _CW_KC):
+        kc = min(_CW_KC, K - k0)
+        for jp in range(0, nc, _MK_W):
+            for mb in range(0, MF, _MK_R):
+                _mk_ix(w, wb + mb * K + k0, K, 1, xq, xb + jp, koff, k0, kc, acc, mb * nc + jp, nc, k0)
+            for mb in range(MF, M2, 2):
+                _mk_ix2(w, wb + mb * K + k0, K, 1, xq, xb + jp, koff, k0, kc, acc, mb * nc + jp, nc, k0)
+            if M2 < Mg:
+                _mk_ix1(w, wb + M2 * K + k0, K, 1, xq, xb + jp, koff, k0, kc, acc, M2 * nc + jp, nc, k0)
+    # the valid columns (ow < OW, oh < OH) to the output, + bias (the generated epilogue)
+    NN = OH * OW
+    oh0 = j0 // Wq
+    oh1 = min(OH, (j0 + nc + Wq - 1) // Wq)
+    for mm in range(Mg):
+        m = g * Mg + mm
+        bv = bias[m] if has_b else np.float32(0)
+        ob = ((ng // G) * M + m) * NN
+        for oh in range(oh0, oh1):
+            s = max(oh * Wq, j0)
+            e = min(oh * Wq + OW, j0 + nc)
+            if e <= s:
+                continue
+            src = acc[mm * nc + s - j0:mm * nc + e - j0]
+            dst = out[ob + s - oh * Wq + oh * OW:ob + e - oh * Wq + oh * OW]
+            if has_b:
+                for j in range(e - s):
+                    dst[j] = src[j] + bv
+            else:
+                for j in range(e - s):
+                    dst[j] = src[j]
+
+
+@njit(**_PAR)
+def _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, nch, nblocks):
+    for cu in prange(nch):
+        _conv_wide_pack(x, p, xq, np.int64(cu))
+    for iu in prange(nblocks):
+        _conv_wide_block(np.int64(iu), xq, w, bias, has_b, p, out, koff, nwt)
+
+
+@njit(**_JIT)
+def _conv_wide(x, w, bias, has_b, p, out):
+    """CPU only: 2-D Conv with a k x k kernel (any stride, pad, dilation) as an indirect GEMM
+    without im2col. Each input plane is copied once into zero-padded phases (as
+    _conv_direct_cpu's, sh x sw phases); output pixel (oh, ow) is wide column
+    j = oh*Wq + ow of a phase-plane-wide grid (the Wq - OW columns right of each row are
+    garbage, computed and dropped), and tap k = (c, kh, kw) of every column is the padded
+    phases at koff[k] + j: one vector load per tap. The register micro-kernel
+    (_mk_ix: 6 rows x 16 columns, then row pairs and an odd row) runs acc = acc + w * xv
+    over k ascending from 0.0f (padding taps multiply 0.0f), k blocks resuming from the
+    stored accumulators, then + bias: the generated sequence per element. Blocks of
+    (image, group, _CW_T wide columns) run in parallel when the Conv is large; the blocking
+    does not depend on the thread count."""
+    N, C, M, OH, OW, G = p[0], p[1], p[4], p[7], p[8], p[15]
+    Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
+    koff = _conv_wide_koff(p)
+    xq = np.zeros(N * G * S, dtype=np.float32)
+    nwt = (NWp + _CW_T - 1) // _CW_T
+    nblocks = N * G * nwt
+    if N * M * OH * OW * koff.shape[0] >= _PAR_WORK:
+        _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, N * C, nblocks)
+    else:
+        for ch in range(N * C):
+            _conv_wide_pack(x, p, xq, ch)
+        for it in range(nblocks):
+            _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt)
+
+
+@njit(**_JIT)
+def _conv_gemv_block(b, x, w, bias, has_b, p, out):
+    """Block ``b`` of _conv_gemv: (image, group, output pixel, eight output channels)."""
+    N, C, H, W, M, G = p[0], p[1], p[2], p[3], p[4], p[15]
+    Cg = C // G
+    Mg = M // G
+    NN = H * W
+    nmb = (Mg + 7) // 8
+    zero = np.float32(0)
+    m0 = (b % nmb) * 8
+    t = b // nmb
+    j = t % NN
+    ng = t // NN
+    n = ng // G
+    g = ng - n * G
+    xb = (n * C + g * Cg) * NN + j
+    m = g * Mg + m0
+    ob = (n * M + m) * NN + j
+    if m0 + 8 <= Mg:
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
+        w0 = m * Cg
+        for k in range(Cg):
+            xv = x[xb + k * NN]
+            a0 += w[w0 + k] * xv
+            a1 += w[w0 + Cg + k] * xv
+            a2 += w[w0 + 2 * Cg + k] * xv
+            a3 += w[w0 + 3 * Cg + k] * xv
+            a4 += w[w0 + 4 * Cg + k] * xv
+            a5 += w[w0 + 5 * Cg + k] * xv
+            a6 += w[w0 + 6 * Cg + k] * xv
+            a7 += w[w0 + 7 * Cg + k] * xv
+        if has_b:
+            a0 = a0 + bias[m]
+            a1 = a1 + bias[m + 1]
+            a2 = a2 + bias[m + 2]
+            a3 = a3 + bias[m + 3]
+            a4 = a4 + bias[m + 4]
+            a5 = a5 + bias[m + 5]
+            a6 = a6 + bias[m + 6]
+            a7 = a7 + bias[m + 7]
+        out[ob] = a0
+        out[ob + NN] = a1
+        out[ob + 2 * NN] = a2
+        out[ob + 3 * NN] = a3
+        out[ob + 4 * NN] = a4
+        out[ob + 5 * NN] = a5
+        out[ob + 6 * NN] = a6
+        out[ob + 7 * NN] = a7
+    else:
+        for r in range(Mg - m0):
+            a = zero
+            w0 = (m + r) * Cg
+            for k in range(Cg):
+                a += w[w0 + k] * x[xb + k * NN]
+            if has_b:
+                a = a + bias[m + r]
+            out[ob + r * NN] = a
+
+
+@njit(**_PAR)
+def _conv_gemv_par(x, w, bias, has_b, p, out, nblocks):
+    for bu in prange(nblocks):
+        _conv_gemv_block(np.int64(bu), x, w, bias, has_b, p, out)
+
+
+@njit(**_JIT)
+def _conv_gemv(x, w, bias, has_b, p, out):
+    """CPU only: 1x1 stride-1 unpadded Conv with fewer than _MK_W output pixels (the
+    squeeze-excite Convs on 1x1 maps, where the GEMM has no full column panel): for each
+    output pixel, output channels eight at a time, each a scalar dot product with its own
+    register accumulator (eight independent chains hide the add latency): acc = acc + w * x
+    over the input channels ascending from 0.0f, then + bias: the generated sequence. The
+    blocks (image, group, pixel, eight channels) run in parallel when the Conv is large."""
+    N, C, H, W, M, G = p[0], p[1], p[2], p[3], p[4], p[15]
+    Mg = M // G
+    nblocks = N * G * H * W * ((Mg + 7) // 8)
+    if N * M * H * W * (C // G) >= _PAR_WORK and nblocks > 1:
+        _conv_gemv_par(x, w, bias, has_b, p, out, nblocks)
+    else:
+        for b in range(nblocks):
+            _conv_gemv_block(b, x, w, bias, has_b, p, out)
+
+
 @cpu_kernel
 def _conv_cpu(x, w, bias, has_b, p, out):
     if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
@@ -740,6 +1104,13 @@ def _conv_cpu(x, w, bias, has_b, p, out):
         return
     if G > 1 and Mg <= _DIRECT_MG:
         _conv_direct_cpu(x, w, bias, has_b, p, out)
+        return
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W \
+            and OH * OW < _MK_W:
+        _conv_gemv(x, w, bias, has_b, p, out)
+        return
+    if _conv_wide_ok(p):
+        _conv_wide(x, w, bias, has_b, p, out)
         return
     _conv_gemm(x, w, bias, has_b, p, out)
 

@@ -227,10 +227,12 @@ register("Gemm", dtypes=F32, since=7, check=_check_gemm,
 # where xv is the input value, or 0.0f for a tap in the zero padding (as the
 # ONNX spec pads with zeros; a padded tap still adds w * 0.0f); then
 # acc + bias[m].
-# CPU (2-D, and 1-D as 2-D): im2col (the (c, kh, kw) x (oh, ow) matrix of xv,
-# a pure copy), one column tile at a time into a cache-sized scratch, and the
-# blocked GEMM above on that tile, whose k order is (c, kh, kw) ascending; a
-# 1x1 stride-1 unpadded Conv multiplies the input directly. 3-D on the CPU and
+# CPU (2-D, and 1-D as 2-D; fastpaths.py): a k x k kernel runs as an indirect
+# GEMM on the zero-padded input split in stride phases (every tap (c, kh, kw)
+# of a row of output pixels is one contiguous vector load; k order (c, kh, kw)
+# ascending); depthwise Conv tap by tap over register blocks of output rows;
+# a 1x1 stride-1 unpadded Conv multiplies the input directly (a GEMV on maps of
+# under 16 pixels); the rest im2col + the blocked GEMM above. 3-D on the CPU and
 # every rank on CUDA: one output element per item, same sequence.
 # The walk (_conv_out, _conv_tap) is shared with ConvInteger/QLinearConv
 # (quant.py), which accumulate exact int64 products of the same taps.
