@@ -30,18 +30,20 @@ LEVELS = ("auto", "node", "partition", "scope")
 #: ``level="scope"`` without ``scope_depth``: the deepest scope level that shows at most this
 #: many boxes (at least the top level)
 SCOPE_BOXES = 60
-#: Partition views with more partitions than this are laid out on a serpentine grid
-#: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
-#: layout time grows quadratically (4-8 s at 733 partitions here, ~10 s at 1,300).
-#: ``layout="layered"`` lays them out in layers instead (linear too, but as tall as the
-#: DAG is deep: 52,588 pt for the 733 partitions of a 2,013-node transformer).
+#: Partition views with more partitions than this are laid out by :mod:`.layout` (linear-time
+#: layers, a long chain wrapped into side-by-side columns, drawn by Graphviz's ``nop2``)
+#: instead of by ``dot``, whose layout time grows quadratically (4-8 s at 733 partitions
+#: here, ~10 s at 1,300).
 DOT_PARTITION_LIMIT = 600
-LAYOUTS = ("auto", "dot", "grid", "layered")
+LAYOUTS = ("auto", "dot", "layered")
 #: Node views with more nodes than this are laid out by :mod:`.layout` (linear time, drawn by
 #: Graphviz's ``nop2``) instead of by ``dot`` (a 2,000-node view with partition clusters took
 #: 5-25 s in ``dot`` here, and about a second this way).
 DOT_NODE_LIMIT = 300
-_CELL_W, _STACK_H, _ZIG, _ROW_GAP = 230, 64, 36, 40
+#: The laid-out partition view wraps its layers into columns until the picture is at most
+#: this many times as tall as it is wide (a chain of 1,200 partitions would otherwise be
+#: ~90,000 pt tall and one box wide).
+PARTITION_ASPECT = 1.5
 #: Longest model string shown in a label (the tooltip has more).
 MAX_LABEL = 40
 #: Longest tooltip.
@@ -228,11 +230,11 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
             expanded (1: the top-level scopes); None: the deepest that keeps at most
             ``SCOPE_BOXES`` boxes.
         layout: ``"dot"``, ``"layered"`` (:mod:`.layout`'s linear-time layers, drawn by
-            ``nop2``; at node level the partitions are clusters), ``"grid"`` (partition level:
-            precomputed serpentine layers, linear time) or ``"auto"`` (node level:
-            ``layered`` above ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow
-            bodies are drawn; partition level: ``grid`` above ``DOT_PARTITION_LIMIT``
-            partitions).
+            ``nop2``; at node level the partitions are clusters; at partition level a long
+            chain of layers wraps into side-by-side columns, at most ``PARTITION_ASPECT``
+            times as tall as wide) or ``"auto"`` (node level: ``layered`` above
+            ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow bodies are drawn;
+            partition level: ``layered`` above ``DOT_PARTITION_LIMIT`` partitions).
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
@@ -245,18 +247,14 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         view = ScopeView(plan, expand=expand, depth=scope_depth)
         if layout == "auto":
             layout = "layered" if view.n_boxes > DOT_NODE_LIMIT else "dot"
-        elif layout == "grid":
-            layout = "dot"
     elif level == "node":
         if layout == "auto":
             big = len(plan.graph.nodes) > DOT_NODE_LIMIT
             layout = "layered" if big and not show_initializers and not getattr(plan, "children", None) else "dot"
-        elif layout == "grid" or getattr(plan, "children", None):
-            layout = "dot"  # the grid is a partition-level layout; control-flow bodies are laid out by dot
-    elif layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
-        layout = "dot"
+        elif getattr(plan, "children", None):
+            layout = "dot"  # control-flow bodies are laid out by dot
     elif layout == "auto":
-        layout = "grid"
+        layout = "layered" if len(plan.partitions) > DOT_PARTITION_LIMIT else "dot"
     colors = provider_colors(plan.provider_names)
     g = PlanGraph(name="plan", graph_attr={
         "rankdir": rankdir, "fontname": "Helvetica", "fontsize": "12", "labelloc": "t",
@@ -293,9 +291,6 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         _node_level(g, plan, colors, show_initializers, max_label, pos, bbs)
     else:
         agg, inp = _crossings(plan)
-        if layout == "grid":
-            pos = _grid_positions(plan, agg)
-            g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
         _io_nodes(g, plan, max_label, pos)
         _partition_level(g, plan, colors, max_label, agg, inp, pos)
     if legend:
@@ -384,6 +379,8 @@ def _layered_positions(plan, level, max_label, rankdir, legend, show_initializer
         if v is not None and v.producer is not None:
             edges.append((src(v.producer), f"out_{i}"))
     root = L.layout(L.Box("root", children=kids, label_h=0.0), edges)
+    if level != "node":  # a long chain of partitions wraps into columns (rows, left to right)
+        L.wrap(root, PARTITION_ASPECT)  # layout coordinates: with LR, the picture's width over height
     pos = {b.key: L.dot_pos(b, rankdir) for b in L.leaves(root)}
     bbs = {b.key: L.dot_bb(b, rankdir) for b in L.groups(root)}
     if legend:
@@ -595,44 +592,6 @@ def _crossings(plan):
                 continue
             agg.setdefault((np_[v.producer], part.id), []).append(name)
     return agg, inp
-
-
-def _grid_positions(plan, agg) -> dict[str, tuple[float, float]]:
-    """Longest-path layers laid out on a serpentine grid (row by row, alternating
-    direction, odd columns shifted down so edges that skip a layer miss the box between)."""
-    graph = plan.graph
-    parts = plan.partitions
-    layer = [1] * len(parts)
-    preds: dict[int, list[int]] = {}
-    for a, b in agg:
-        preds.setdefault(b, []).append(a)
-    for part in parts:  # partition ids are a topological order
-        ps = preds.get(part.id)
-        if ps:
-            layer[part.id] = 1 + max(layer[a] for a in ps)
-    items: dict[int, list[str]] = {0: [f"in_{i}" for i in range(len(graph.inputs))]}
-    for part in parts:
-        items.setdefault(layer[part.id], []).append(f"p{part.id}")
-    for i, name in enumerate(graph.outputs):
-        v = graph.values.get(name)
-        lay = 1 if v is None or v.producer is None else layer[plan.node_partition[v.producer]] + 1
-        items.setdefault(lay, []).append(f"out_{i}")
-    n_layers = max(items) + 1
-    k = n_layers if n_layers <= 8 else max(8, math.ceil(math.sqrt(0.9 * n_layers)))
-    n_rows = math.ceil(n_layers / k)
-    row_h = [max((len(items.get(lay, ())) for lay in range(r * k, min(n_layers, (r + 1) * k))), default=1)
-             * _STACK_H + _ZIG + _ROW_GAP for r in range(n_rows)]
-    pos: dict[str, tuple[float, float]] = {}
-    top = 0.0
-    for r in range(n_rows):
-        for c in range(k):
-            lay = r * k + c
-            col = c if r % 2 == 0 else k - 1 - c
-            for j, key in enumerate(items.get(lay, ())):
-                pos[key] = (col * _CELL_W, top - (_ZIG if c % 2 else 0) - j * _STACK_H)
-        top -= row_h[r]
-    pos["legend"] = (-1.3 * _CELL_W, 0.0)
-    return pos
 
 
 def _partition_lines(plan, part, max_label, ops_limit) -> list[str]:
