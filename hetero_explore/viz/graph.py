@@ -9,6 +9,7 @@ structure or the SVG that ``dot`` writes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import math
@@ -153,6 +154,86 @@ def _tooltip(lines) -> str:
     return graphviz.nohtml(dot_text(text, MAX_TOOLTIP, multiline=True))
 
 
+class _Html(str):
+    """An HTML-like DOT label (``<<TABLE ...>>``), written unquoted by :class:`_DotWriter`;
+    only for markup this module builds, its text escaped with :func:`_html_text`."""
+
+    __slots__ = ()
+
+
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset({"node", "edge", "graph", "digraph", "subgraph", "strict"})
+_QUOTE = re.compile(r'(?P<pairs>(?:\\\\)*)\\?"')
+
+
+def _dot_quote(s) -> str:
+    """``s`` as one DOT ID: an :class:`_Html` label as it is, anything else a double-quoted
+    string in which every ``"`` is escaped and a final odd backslash is doubled, so nothing
+    can end the string early or run into the next attribute. (Quoting only: what dot makes
+    of backslashes and ``&`` inside the string is :func:`dot_text`'s business.)"""
+    if isinstance(s, _Html):
+        return s
+    s = str(s)
+    if '"' in s:  # a quote after an odd run of backslashes is escaped already (graphviz's own rule)
+        s = _QUOTE.sub(r'\g<pairs>\\"', s)
+    if s.endswith("\\") and (len(s) - len(s.rstrip("\\"))) % 2:
+        s += "\\"
+    return f'"{s}"'
+
+
+def _dot_id(s: str) -> str:
+    """A node or subgraph id: the synthetic ids (``n17``, ``cluster_p3``) as they are, anything
+    else quoted."""
+    return s if _ID.fullmatch(s) and s.lower() not in _KEYWORDS else _dot_quote(s)
+
+
+def _attrs(label, attrs) -> str:
+    parts = [] if label is None else [f"label={_dot_quote(label)}"]
+    parts += [f"{k}={_dot_quote(v)}" for k, v in attrs.items() if v is not None]
+    return " ".join(parts)
+
+
+class _DotWriter:
+    """The DOT statements of a view, written straight to text (the ``graphviz`` package's
+    per-attribute quoting was most of the time spent building a 2,000-node view). It takes
+    the calls of :class:`graphviz.Digraph` this module makes (``node``, ``edge``, ``attr``,
+    ``subgraph``) and keeps the lines in ``body``, in the package's layout, to be appended
+    to a :class:`PlanGraph`'s body. Every model string goes through :func:`_dot_quote`."""
+
+    __slots__ = ("body", "_indent")
+
+    def __init__(self, indent: str = "\t"):
+        self.body: list[str] = []
+        self._indent = indent
+
+    def node(self, name: str, label=None, **attrs) -> None:
+        a = _attrs(label, attrs)
+        self.body.append(f"{self._indent}{_dot_id(name)} [{a}]\n" if a else f"{self._indent}{_dot_id(name)}\n")
+
+    def edge(self, tail: str, head: str, label=None, **attrs) -> None:
+        a = _attrs(label, attrs)
+        line = f"{self._indent}{_dot_id(tail)} -> {_dot_id(head)}"
+        self.body.append(f"{line} [{a}]\n" if a else line + "\n")
+
+    def attr(self, kw: str | None = None, **attrs) -> None:
+        if not attrs:
+            return
+        if kw is None:
+            self.body.append(f"{self._indent}{_attrs(None, attrs)}\n")
+        elif kw in ("graph", "node", "edge"):
+            self.body.append(f"{self._indent}{kw} [{_attrs(None, attrs)}]\n")
+        else:
+            raise ValueError(f"attr statement must target graph, node or edge, not {kw!r}")
+
+    @contextlib.contextmanager
+    def subgraph(self, name: str):
+        sub = _DotWriter(self._indent + "\t")
+        yield sub
+        self.body.append(f"{self._indent}subgraph {_dot_id(name)} {{\n")
+        self.body.extend(sub.body)
+        self.body.append(f"{self._indent}}}\n")
+
+
 def _html_text(s, limit: int | None = MAX_LABEL) -> str:
     """``s`` escaped for text inside a DOT HTML-like label."""
     s = _CTRL.sub("\ufffd", _truncate(str(s), limit)).replace("\n", " ").replace("\r", " ")
@@ -273,29 +354,31 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     g.attr(label=_label(*title))
     pos: dict[str, tuple[float, float]] = {}
     bbs: dict[str, str] = {}
+    w = _DotWriter()  # nodes, edges and clusters: written as text, appended to g's body at the end
     if level == "scope":
         if layout == "layered":
             pos, bbs = view.positions(max_label, rankdir)
             g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
             if legend:
                 pos["legend"] = "-150.0,-40.0"
-        _io_nodes(g, plan, max_label, pos)
-        view.draw(g, colors, max_label, pos, bbs)
+        _io_nodes(w, plan, max_label, pos)
+        view.draw(w, colors, max_label, pos, bbs)
     elif layout == "layered":
         pos, bbs = _layered_positions(plan, level, max_label, rankdir, legend, show_initializers)
         g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
     if level == "scope":
         pass
     elif level == "node":
-        _io_nodes(g, plan, max_label, pos)
-        _node_level(g, plan, colors, show_initializers, max_label, pos, bbs)
+        _io_nodes(w, plan, max_label, pos)
+        _node_level(w, plan, colors, show_initializers, max_label, pos, bbs)
     else:
         agg, inp = _crossings(plan)
-        _io_nodes(g, plan, max_label, pos)
-        _partition_level(g, plan, colors, max_label, agg, inp, pos)
+        _io_nodes(w, plan, max_label, pos)
+        _partition_level(w, plan, colors, max_label, agg, inp, pos)
     if legend:
         at = pos.get("legend")
-        _legend(g, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
+        _legend(w, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
+    g.body.extend(w.body)
     return g
 
 
@@ -668,9 +751,9 @@ def _legend(g, plan, colors, at=None):
         rows.append(f'<TR><TD><FONT COLOR="{TRANSFER_COLORS.get(k, "#d62728")}">&#10230;</FONT></TD>'
                     f'<TD ALIGN="LEFT">{_html_text(k)} transfer</TD></TR>')
     rows.append('<TR><TD>&#9711;</TD><TD ALIGN="LEFT">graph input (double: output)</TD></TR>')
-    table = ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
-             '<TR><TD COLSPAN="2"><B>providers (priority order)</B></TD></TR>'
-             + "".join(rows) + "</TABLE>>")
+    table = _Html('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
+                  '<TR><TD COLSPAN="2"><B>providers (priority order)</B></TD></TR>'
+                  + "".join(rows) + "</TABLE>>")
     g.node("legend", table, shape="plaintext", style="", fontsize="9",
            tooltip=graphviz.nohtml("legend"), **({"pos": f"{at[0]:.0f},{at[1]:.0f}"} if at else {}))
 
