@@ -23,6 +23,7 @@ columns, until the picture's height is at most a given multiple of its width.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 #: gap between layers, between boxes in a layer, and inside a group's border (points)
@@ -183,7 +184,9 @@ def wrap(root: Box, max_aspect: float = 1.5, gap: float = COLUMN_SEP) -> int:
         return [min(k - 1, int((t - first + h / 2) / per)) for t, h in rows]
 
     best = None
-    for k in range(2, len(rows) + 1):
+    # no k below this can fit: a column is at least span / k tall, the picture at most k (w + gap) wide
+    k0 = max(2, int(math.sqrt(span / (max_aspect * (root.w + gap)))))
+    for k in range(min(k0, len(rows)), len(rows) + 1):
         band = bands(k)
         tops: dict[int, float] = {}
         height = 0.0
