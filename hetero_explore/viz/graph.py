@@ -4,7 +4,10 @@ Node ids in the DOT are synthetic (``n17``, ``p3``, ``in_0``, ``out_1``,
 ``init_4``); names that come from the model appear only inside quoted labels
 and tooltips, escaped by :func:`dot_text`, so hostile names (quotes,
 backslashes, ``<script>``, DOT syntax, newlines) cannot change the graph's
-structure or the SVG that ``dot`` writes.
+structure or the SVG that ``dot`` writes. The node, edge and cluster statements
+are written as text by :class:`_DotWriter` (every value quoted by
+:func:`_dot_quote`) and appended to a :class:`PlanGraph` (a
+:class:`graphviz.Digraph`, which renders them).
 """
 
 from __future__ import annotations
@@ -133,8 +136,10 @@ def dot_text(s, limit: int | None = MAX_LABEL, multiline: bool = False) -> str:
     Backslashes are doubled (so ``\\N``, ``\\G``, ``\\l`` stay literal), ``&`` becomes
     ``&amp;`` (dot decodes entities in labels), control characters become U+FFFD and
     newlines become a DOT line break when ``multiline`` or a visible ``\\n`` otherwise.
-    Quotes are escaped by the graphviz package's quoting; wrap the final label with
-    :func:`graphviz.nohtml` so ``<...>`` is never taken for an HTML-like label."""
+    Quotes are escaped when the statement is written (:func:`_dot_quote`, which quotes every
+    value but an :class:`_Html` label, so ``<...>`` is never taken for an HTML-like label;
+    labels are still wrapped with :func:`graphviz.nohtml` for callers that hand them to the
+    graphviz package)."""
     s = _truncate(str(s), limit)
     s = s.replace("\\", "\\\\").replace("&", "&amp;")
     s = s.replace("\r\n", "\n").replace("\r", "\n")
