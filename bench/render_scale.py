@@ -7,7 +7,10 @@ runs), plans them on two VirtualProviders, and times
 * building the DOT (``plan.to_graphviz(level=...)``) and
 * rendering it to SVG with ``dot`` (``PlanGraph.svg()``),
 
-for the partition view at every size and the node view up to ``--node-max``.
+for the partition view at every size and the node view up to ``--node-max``, with the
+picture's size in points (views above ``DOT_PARTITION_LIMIT`` partitions or
+``DOT_NODE_LIMIT`` nodes are laid out by ``viz/layout.py``; a long partition chain wraps
+into columns). ``--fallback-every 4`` gives about a partition per three nodes.
 
 Usage::
 
@@ -17,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -81,7 +85,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     print(f"{'nodes':>7} {'partitions':>10} {'transfers':>9} {'level':>9} {'layout':>6} "
-          f"{'load+plan s':>11} {'build DOT s':>11} {'dot→SVG s':>10} {'SVG KiB':>8}")
+          f"{'load+plan s':>11} {'build DOT s':>11} {'dot→SVG s':>10} {'SVG KiB':>8} {'picture pt':>15}")
     for n in args.sizes:
         model = synthetic_model(n, args.fallback_every)
         t0 = time.perf_counter()
@@ -92,8 +96,10 @@ def main(argv=None):
         for level in levels:
             dot, t_build = timed(lambda: p.to_graphviz(level=level))
             svg, t_svg = timed(dot.svg)
+            m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+            size = f"{float(m.group(1)):.0f}x{float(m.group(2)):.0f}" if m else "?"
             print(f"{n:>7} {len(p.partitions):>10} {len(p.transfers):>9} {level:>9} {dot.layout:>6} "
-                  f"{t_plan:>11.2f} {t_build:>11.3f} {t_svg:>10.2f} {len(svg) / 1024:>8.0f}")
+                  f"{t_plan:>11.2f} {t_build:>11.3f} {t_svg:>10.2f} {len(svg) / 1024:>8.0f} {size:>15}")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,12 @@
                               [--input-shape x=1,3,224,224 ...] [--dim batch=1] [--json] [--full]
                               [--progress | --quiet]
     hetero-explore report MODEL -o report.html [same options] [--execute [--inputs FILE.npz | --seed N]]
-    hetero-explore demo [-o demo_report.html] [--no-execute]
+    hetero-explore demo [-o demo_report.html] [--no-execute] [--progress | --quiet]
     hetero-explore providers [--providers cpu,cuda,gpu]
-    hetero-explore warmup [--providers cpu]
+    hetero-explore warmup [--providers cpu] [--progress | --quiet]
     hetero-explore sweep MODELS... [--providers gpu,cpu --providers cpu ...] [--mask gpu:Softmax;cpu:Erf ...]
                          [--execute] [--scheduler ADDRESS | --workers N | --in-process] -o results.parquet
-                         [--html sweep.html] [--compare before.parquet]
+                         [--html sweep.html] [--compare before.parquet] [--progress | --quiet]
     hetero-explore --version
 """
 
@@ -175,6 +175,12 @@ def build_providers(names: str, deny: list[tuple[str, list[str]]], *, warn_unava
     return provs
 
 
+def _progress_flags(sp, quiet_help: str = "no progress bar"):
+    sp.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "
+                    "not a terminal (default: only on a terminal)")
+    sp.add_argument("--quiet", action="store_true", help=quiet_help)
+
+
 def _common(sp):
     sp.add_argument("--providers", default="gpu,cpu",
                     help="providers in priority order (default: gpu,cpu); names: cpu, cuda, gpu")
@@ -189,9 +195,7 @@ def _common(sp):
                     "elimination, Conv+BatchNormalization folding, MatMul+Add -> Gemm)")
     sp.add_argument("--strict", action="store_true", help="fail when a node no provider supports (default: "
                     "place it on the unplaced lane, show the rest and list it as an execution blocker)")
-    sp.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "
-                    "not a terminal (default: only on a terminal)")
-    sp.add_argument("--quiet", action="store_true", help="no progress bar")
+    _progress_flags(sp)
     sp.add_argument("--full", action="store_true", help="print every table row (default: the first "
                     f"{MAX_TABLE_ROWS} of each, and lists cut to fit the terminal)")
 
@@ -213,6 +217,7 @@ class Progress:
         self.step = 0
         self.label = ""
         self.drawn = False
+        self._last = (0.0, "")
 
     @classmethod
     def for_args(cls, args, total: int) -> "Progress":
@@ -232,9 +237,22 @@ class Progress:
         frac = (int(m.group(1)) / max(1, int(m.group(2)))) if m else 0.0
         self._draw(self.step - 1 + min(1.0, frac), f"{self.label}: {text}")
 
+    def say(self, text: str = "", file=None) -> None:
+        """Print a line (on stdout, or ``file``) above the bar: the bar's line is cleared first
+        and drawn again below it, so log lines and the bar never share a line."""
+        redraw = self.enabled and self.drawn
+        if redraw:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+        _say(text, file=file)
+        (file or sys.stdout).flush()
+        if redraw:
+            self._draw(*self._last)
+
     def _draw(self, done: float, label: str) -> None:
         if not self.enabled:
             return
+        self._last = (done, label)
         fill = int(round(self.WIDTH * done / self.total))
         bar = "#" * fill + "." * (self.WIDTH - fill)
         text = terminal_text(f"[{bar}] {self.step}/{self.total} {label}")[:200]
@@ -494,8 +512,12 @@ def cmd_demo(args) -> int:
     args.input_shape = demo_shape_args()
     args.dim = []
     args.no_fold = False
+    bar = Progress.for_args(args, 3 if args.no_execute else 5)
     t0 = time.perf_counter()
-    _, p = _load_and_plan(args, model=demo_model())
+    try:
+        _, p = _load_and_plan(args, model=demo_model(), progress=bar)
+    finally:
+        bar.close()
     _say(f"demo model planned on {terminal_text(args.providers)} in "
          f"{1000 * (time.perf_counter() - t0):.1f} ms")
     _say(terminal_text(p.summary()))
@@ -505,14 +527,17 @@ def cmd_demo(args) -> int:
         _say("\nexecuting heterogeneously and on the cpu reference (first run compiles kernels) ...")
         sys.stdout.flush()
         t0 = time.perf_counter()
-        run, diff = _execute(p, inputs=demo_inputs())
+        try:
+            run, diff = _execute(p, inputs=demo_inputs(), bar=bar)
+        finally:
+            bar.close()
         _say(f"done in {time.perf_counter() - t0:.1f} s")
         _say("\nByte identity vs the cpu reference:")
         _say(_table_text(diff))
     _say()
     rc = _write_report(p, args.output, run, diff,
                        {"command": command_line(args), "reference": "cpu",
-                        "inputs": "the demo's bundled inputs (hetero_explore.demo.demo_inputs)"})
+                        "inputs": "the demo's bundled inputs (hetero_explore.demo.demo_inputs)"}, bar=bar)
     if diff is not None and not bool(diff["byte_identical"].all()):
         _say("error: heterogeneous outputs differ from the reference", file=sys.stderr)
         return 1
@@ -535,7 +560,17 @@ def cmd_warmup(args) -> int:
     from .warmup import warmup
     t0 = time.perf_counter()
     providers = [n.strip() for n in args.providers.split(",") if n.strip()]
-    warmup(progress=lambda s: (_say(s), sys.stdout.flush()), providers=providers)
+    bar = Progress.for_args(args, 1)
+    bar.stage(f"compiling kernels on {', '.join(providers)}")
+
+    def progress(text: str) -> None:  # each job's line above the bar; the bar moves with its (k/N)
+        bar.say(text)
+        bar.detail(text)
+
+    try:
+        warmup(progress=progress, providers=providers)
+    finally:
+        bar.close()
     _say(f"kernels compiled into numba's cache in {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -573,16 +608,25 @@ def cmd_sweep(args) -> int:
     for m in args.mask:
         check_deny(list(m.items()))
     client = IN_PROCESS if args.in_process else args.scheduler
+    bar = Progress.for_args(args, 3 if args.html else 2)
+    bar.stage("sweeping" + (" (executing)" if args.execute else ""))
 
     def progress(done, total, row):
+        if args.quiet:
+            return
         state = "ok" if row["ok"] else f"{row['error_type']}"
-        _say(f"[{done}/{total}] {row['name']} on {row['providers']}"
-             + (f" [{row['mask']}]" if row["mask"] else "") + f": {state}", file=sys.stderr)
+        bar.say(f"[{done}/{total}] {row['name']} on {row['providers']}"
+                + (f" [{row['mask']}]" if row["mask"] else "") + f": {state}", file=sys.stderr)
+        bar.detail(f"rows done ({done}/{total})")
 
-    df = sweep(args.models, providers=args.providers or ["gpu,cpu"], masks=masks, execute=args.execute,
-               client=client, workers=args.workers, seed=args.seed, progress=progress,
-               optimize=not args.no_optimize)
-    path = save_sweep(df, args.output)
+    try:
+        df = sweep(args.models, providers=args.providers or ["gpu,cpu"], masks=masks, execute=args.execute,
+                   client=client, workers=args.workers, seed=args.seed, progress=progress,
+                   optimize=not args.no_optimize)
+        bar.stage(f"writing {terminal_text(args.output)}")
+        path = save_sweep(df, args.output)
+    finally:
+        bar.close()
     n_err = int((~df["ok"].astype(bool)).sum())
     _say(f"{len(df):,} row(s) ({n_err:,} failed) in {df.attrs['elapsed_seconds']:.1f} s on "
          f"{df.attrs['workers'] or 1} worker(s); written to {terminal_text(path)}")
@@ -597,7 +641,11 @@ def cmd_sweep(args) -> int:
     if args.html:
         from .viz.sweep_report import sweep_to_html
         try:
-            written = sweep_to_html(df, args.html, comparison=comparison, command=command_line(args))
+            bar.stage(f"writing {terminal_text(args.html)}")
+            try:
+                written = sweep_to_html(df, args.html, comparison=comparison, command=command_line(args))
+            finally:
+                bar.close()
         except OutputWriteError as e:
             _say(f"error: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
             return 2
@@ -644,12 +692,14 @@ def main(argv=None) -> int:
     sp.add_argument("--no-optimize", action="store_true", help="no load-time graph rewrites")
     sp.add_argument("-o", "--output", default="demo_report.html")
     sp.add_argument("--no-execute", action="store_true")
+    _progress_flags(sp)
     sp.set_defaults(fn=cmd_demo)
     sp = sub.add_parser("providers", help="print each provider's op table")
     sp.add_argument("--providers", default="cpu,cuda,gpu")
     sp.set_defaults(fn=cmd_providers)
     sp = sub.add_parser("warmup", help="compile the kernels into numba's on-disk cache (setup.sh runs this)")
     sp.add_argument("--providers", default="cpu", help="providers to warm (default cpu; add cuda on a GPU)")
+    _progress_flags(sp)
     sp.set_defaults(fn=cmd_warmup)
     sp = sub.add_parser("sweep", help="plan (and execute) many models x provider lists on Dask; one table back")
     sp.add_argument("models", nargs="+", help="model files, globs or directories (searched for *.onnx)")
@@ -668,6 +718,7 @@ def main(argv=None) -> int:
     sp.add_argument("--html", metavar="FILE.html", help="also write a self-contained sweep report")
     sp.add_argument("--compare", metavar="BEFORE", help="an earlier sweep's results file to diff against")
     sp.add_argument("--full", action="store_true", help="print every row")
+    _progress_flags(sp, "no progress bar and no per-row lines on stderr")
     sp.set_defaults(fn=cmd_sweep)
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)

@@ -391,3 +391,78 @@ def test_progress_bar_draws_on_a_terminal_and_moves_with_compile_counts():
     assert frames[1].startswith("[" + "#" * 6 + "." * 18 + "] 1/2 planning: compiling kernels (5/10)")
     assert frames[2].startswith("[" + "#" * 12 + "." * 12 + "] 2/2 writing")
     assert frames[-1] == "\x1b[K"
+
+
+def _frames(err: str) -> list[str]:
+    return [f for f in err.split("\r") if f.startswith("[")]
+
+
+def test_demo_progress_bar_forced_quiet_and_off(capsys, tmp_path):
+    out_html = str(tmp_path / "d.html")
+    rc, out, err = run_cli(capsys, "demo", "--no-execute", "-o", out_html, "--progress")
+    assert rc == 0, err
+    frames = _frames(err)
+    assert frames and all(re.match(r"\[[#.]{24}\] [1-3]/3 ", f) for f in frames), frames
+    labels = " | ".join(frames)
+    assert "1/3 loading the model" in labels and "2/3 planning" in labels and "3/3 writing the report" in labels
+    assert "\r\x1b[K" in err and "report written" in out and "\r" not in out
+    for extra in (["--quiet"], ["--progress", "--quiet"], []):  # not a terminal, or quiet: no bar
+        rc, out, err = run_cli(capsys, "demo", "--no-execute", "-o", out_html, *extra)
+        assert rc == 0 and "\r" not in err and "[#" not in err and "[." not in err, err
+        assert "report written" in out
+
+
+def test_demo_progress_bar_covers_execution(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, "demo", "-o", str(tmp_path / "d.html"), "--progress")
+    assert rc == 0, err
+    labels = " | ".join(_frames(err))
+    for want in ("1/5 loading", "2/5 planning", "3/5 executing", "4/5 cpu reference run", "5/5 writing the report"):
+        assert want in labels, labels
+    assert "Byte identity" in out and "\r" not in out
+
+
+def test_warmup_progress_bar_moves_with_the_jobs(capsys, monkeypatch):
+    import hetero_explore.warmup as W
+
+    def fake(progress=None, providers=("cpu",)):
+        for k in (1, 2, 3, 4):
+            progress(f"compiling kernels ({k}/4): job{k} on {providers[0]} 0.1 s")
+        return {}
+
+    monkeypatch.setattr(W, "warmup", fake)
+    rc, out, err = run_cli(capsys, "warmup", "--progress")
+    assert rc == 0
+    frames = _frames(err)
+    fills = [f.count("#") for f in frames if "compiling kernels (" in f]
+    assert fills == sorted(fills) and list(dict.fromkeys(fills)) == [6, 12, 18, 24], frames  # moves with (k/N)
+    assert frames[0].startswith("[" + "." * 24 + "] 1/1 compiling kernels on cpu")
+    assert [x for x in out.splitlines() if x.startswith("compiling")] == [
+        f"compiling kernels ({k}/4): job{k} on cpu 0.1 s" for k in (1, 2, 3, 4)]  # the log stays on stdout
+    assert "kernels compiled into numba's cache" in out and "\r" not in out
+    rc, out, err = run_cli(capsys, "warmup", "--quiet", "--progress")
+    assert rc == 0 and err == "" and out.count("compiling kernels (") == 4
+    rc, out, err = run_cli(capsys, "warmup")             # not a terminal: no bar
+    assert rc == 0 and err == "" and out.count("compiling kernels (") == 4
+
+
+def test_progress_say_prints_above_the_bar():
+    import io
+
+    from hetero_explore.cli import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    s, log = Tty(), io.StringIO()
+    bar = Progress(1, stream=s)
+    bar.stage("working")
+    bar.say("a log line", file=log)
+    assert log.getvalue() == "a log line\n"
+    frames = s.getvalue().split("\r")
+    assert frames[1].startswith("[" + "." * 24 + "] 1/1 working")
+    assert frames[2] == "\x1b[K"                           # cleared before the line is printed ...
+    assert frames[3] == frames[1]                          # ... and drawn again below it
+    quiet = Progress(1, enabled=False, stream=s)
+    quiet.say("plain", file=log)
+    assert log.getvalue().endswith("plain\n") and s.getvalue().count("\r") == 3

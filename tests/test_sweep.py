@@ -185,3 +185,25 @@ def test_execute_rows_are_byte_identical_in_process(model_dir):
     assert row["ok"] and bool(row["byte_identical"]) and row["warm_seconds"] > 0
     assert json.dumps(row["peak_bytes"])
     assert np.isfinite(row["plan_seconds"])
+
+
+def test_cli_sweep_progress_bar_forced_quiet_and_off(model_dir, tmp_path, capsys):
+    import re
+    out = str(tmp_path / "p.json")
+    argv = ["sweep", str(model_dir / "mlp.onnx"), str(model_dir / "cnn.onnx"), "--providers", "gpu,cpu",
+            "--in-process", "-o", out]
+    rc = main(argv + ["--progress", "--html", str(tmp_path / "p.html")])
+    o, e = capsys.readouterr()
+    assert rc == 0, e
+    frames = [f for f in e.split("\r") if f.startswith("[") and not f.startswith("[1/") and not f.startswith("[2/")]
+    assert frames and all(re.match(r"\[[#.]{24}\] [1-3]/3 ", f) for f in frames), frames
+    labels = " | ".join(frames)
+    assert "1/3 sweeping" in labels and "rows done (2/2)" in labels and "2/3 writing" in labels
+    assert "3/3 writing" in labels and "\r\x1b[K" in e
+    assert "[1/2] " in e and "[2/2] " in e and "\r" not in o and "written to" in o  # the per-row lines stay
+    rc = main(argv)                                       # not a terminal: the lines, no bar
+    o, e = capsys.readouterr()
+    assert rc == 0 and "[1/2] " in e and "\r" not in e
+    rc = main(argv + ["--quiet", "--progress"])           # quiet: nothing on stderr
+    o, e = capsys.readouterr()
+    assert rc == 0 and e == "" and "written to" in o

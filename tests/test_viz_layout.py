@@ -134,3 +134,37 @@ def test_which_node_views_are_layered(monkeypatch):
     assert p.to_graphviz(level="node").layout == "layered"
     assert p.to_graphviz(level="node", show_initializers=True).layout == "dot"
     assert p.to_graphviz(level="node", layout="dot").layout == "dot"
+
+
+def test_wrap_cuts_a_deep_chain_into_columns_that_never_overlap():
+    boxes = [L.Box(f"n{i}", w=float(60 + 40 * (i % 3)), h=24.0, order=float(i)) for i in range(400)]
+    side = [L.Box(f"s{i}", w=50.0, h=24.0, order=float(i) + 0.5) for i in range(0, 400, 50)]
+    root = L.Box("root", children=boxes + side, label_h=0.0)
+    edges = [(f"n{i}", f"n{i + 1}") for i in range(399)] + [(f"n{i}", f"s{i}") for i in range(0, 400, 50)]
+    L.layout(root, edges)
+    tall = root.h
+    assert tall > 10_000 and len(root.rows) == 400
+    k = L.wrap(root, 1.5)
+    assert k > 2 and root.h <= 1.5 * root.w and root.h < tall / (k - 1)
+    every = boxes + side
+    for b in every:  # inside the root's box
+        assert 0 <= b.x and b.x + b.w <= root.w + 1e-6 and 0 <= b.y and b.y + b.h <= root.h + 1e-6
+    srt = sorted(every, key=lambda b: b.x)
+    for i, a in enumerate(srt):
+        for b in srt[i + 1:]:
+            if b.x >= a.x + a.w:
+                break
+            assert not _overlap(a, b), (a.key, b.key)
+    col = root.w / k
+    for a, b in zip(boxes, boxes[1:]):  # down a column, or on to the top of the next column
+        same = int(a.x // col) == int(b.x // col)
+        assert (same and a.y + a.h <= b.y) or (not same and int(b.x // col) == int(a.x // col) + 1 and b.y < a.y)
+    for s in side:  # a side branch stays in its layer's column, beside it
+        n = boxes[int(s.key[1:]) + 1]
+        assert int(s.x // col) == int(n.x // col) and abs(s.y - n.y) < 1e-6
+    # a short or wide picture is left alone
+    small = L.Box("root", children=[L.Box("a", w=50, h=20, order=0.0), L.Box("b", w=50, h=20, order=1.0)],
+                  label_h=0.0)
+    L.layout(small, [("a", "b")])
+    before = [(b.x, b.y) for b in small.children]
+    assert L.wrap(small, 1.5) == 1 and [(b.x, b.y) for b in small.children] == before

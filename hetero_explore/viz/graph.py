@@ -4,11 +4,15 @@ Node ids in the DOT are synthetic (``n17``, ``p3``, ``in_0``, ``out_1``,
 ``init_4``); names that come from the model appear only inside quoted labels
 and tooltips, escaped by :func:`dot_text`, so hostile names (quotes,
 backslashes, ``<script>``, DOT syntax, newlines) cannot change the graph's
-structure or the SVG that ``dot`` writes.
+structure or the SVG that ``dot`` writes. The node, edge and cluster statements
+are written as text by :class:`_DotWriter` (every value quoted by
+:func:`_dot_quote`) and appended to a :class:`PlanGraph` (a
+:class:`graphviz.Digraph`, which renders them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -30,18 +34,20 @@ LEVELS = ("auto", "node", "partition", "scope")
 #: ``level="scope"`` without ``scope_depth``: the deepest scope level that shows at most this
 #: many boxes (at least the top level)
 SCOPE_BOXES = 60
-#: Partition views with more partitions than this are laid out on a serpentine grid
-#: (Graphviz's ``nop2`` engine with precomputed positions) instead of by ``dot``, whose
-#: layout time grows quadratically (4-8 s at 733 partitions here, ~10 s at 1,300).
-#: ``layout="layered"`` lays them out in layers instead (linear too, but as tall as the
-#: DAG is deep: 52,588 pt for the 733 partitions of a 2,013-node transformer).
+#: Partition views with more partitions than this are laid out by :mod:`.layout` (linear-time
+#: layers, a long chain wrapped into side-by-side columns, drawn by Graphviz's ``nop2``)
+#: instead of by ``dot``, whose layout time grows quadratically (4-8 s at 733 partitions
+#: here, ~10 s at 1,300).
 DOT_PARTITION_LIMIT = 600
-LAYOUTS = ("auto", "dot", "grid", "layered")
+LAYOUTS = ("auto", "dot", "layered")
 #: Node views with more nodes than this are laid out by :mod:`.layout` (linear time, drawn by
 #: Graphviz's ``nop2``) instead of by ``dot`` (a 2,000-node view with partition clusters took
 #: 5-25 s in ``dot`` here, and about a second this way).
 DOT_NODE_LIMIT = 300
-_CELL_W, _STACK_H, _ZIG, _ROW_GAP = 230, 64, 36, 40
+#: The laid-out partition view wraps its layers into columns until the picture is at most
+#: this many times as tall as it is wide (a chain of 1,200 partitions would otherwise be
+#: ~90,000 pt tall and one box wide).
+PARTITION_ASPECT = 1.5
 #: Longest model string shown in a label (the tooltip has more).
 MAX_LABEL = 40
 #: Longest tooltip.
@@ -130,8 +136,10 @@ def dot_text(s, limit: int | None = MAX_LABEL, multiline: bool = False) -> str:
     Backslashes are doubled (so ``\\N``, ``\\G``, ``\\l`` stay literal), ``&`` becomes
     ``&amp;`` (dot decodes entities in labels), control characters become U+FFFD and
     newlines become a DOT line break when ``multiline`` or a visible ``\\n`` otherwise.
-    Quotes are escaped by the graphviz package's quoting; wrap the final label with
-    :func:`graphviz.nohtml` so ``<...>`` is never taken for an HTML-like label."""
+    Quotes are escaped when the statement is written (:func:`_dot_quote`, which quotes every
+    value but an :class:`_Html` label, so ``<...>`` is never taken for an HTML-like label;
+    labels are still wrapped with :func:`graphviz.nohtml` for callers that hand them to the
+    graphviz package)."""
     s = _truncate(str(s), limit)
     s = s.replace("\\", "\\\\").replace("&", "&amp;")
     s = s.replace("\r\n", "\n").replace("\r", "\n")
@@ -149,6 +157,86 @@ def _tooltip(lines) -> str:
     # even after escaping, so a backslash is shown as U+29F5 (reverse solidus operator).
     text = "\n".join(str(x) for x in lines).replace("\\", "\u29f5")
     return graphviz.nohtml(dot_text(text, MAX_TOOLTIP, multiline=True))
+
+
+class _Html(str):
+    """An HTML-like DOT label (``<<TABLE ...>>``), written unquoted by :class:`_DotWriter`;
+    only for markup this module builds, its text escaped with :func:`_html_text`."""
+
+    __slots__ = ()
+
+
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset({"node", "edge", "graph", "digraph", "subgraph", "strict"})
+_QUOTE = re.compile(r'(?P<pairs>(?:\\\\)*)\\?"')
+
+
+def _dot_quote(s) -> str:
+    """``s`` as one DOT ID: an :class:`_Html` label as it is, anything else a double-quoted
+    string in which every ``"`` is escaped and a final odd backslash is doubled, so nothing
+    can end the string early or run into the next attribute. (Quoting only: what dot makes
+    of backslashes and ``&`` inside the string is :func:`dot_text`'s business.)"""
+    if isinstance(s, _Html):
+        return s
+    s = str(s)
+    if '"' in s:  # a quote after an odd run of backslashes is escaped already (graphviz's own rule)
+        s = _QUOTE.sub(r'\g<pairs>\\"', s)
+    if s.endswith("\\") and (len(s) - len(s.rstrip("\\"))) % 2:
+        s += "\\"
+    return f'"{s}"'
+
+
+def _dot_id(s: str) -> str:
+    """A node or subgraph id: the synthetic ids (``n17``, ``cluster_p3``) as they are, anything
+    else quoted."""
+    return s if _ID.fullmatch(s) and s.lower() not in _KEYWORDS else _dot_quote(s)
+
+
+def _attrs(label, attrs) -> str:
+    parts = [] if label is None else [f"label={_dot_quote(label)}"]
+    parts += [f"{k}={_dot_quote(v)}" for k, v in attrs.items() if v is not None]
+    return " ".join(parts)
+
+
+class _DotWriter:
+    """The DOT statements of a view, written straight to text (the ``graphviz`` package's
+    per-attribute quoting was most of the time spent building a 2,000-node view). It takes
+    the calls of :class:`graphviz.Digraph` this module makes (``node``, ``edge``, ``attr``,
+    ``subgraph``) and keeps the lines in ``body``, in the package's layout, to be appended
+    to a :class:`PlanGraph`'s body. Every model string goes through :func:`_dot_quote`."""
+
+    __slots__ = ("body", "_indent")
+
+    def __init__(self, indent: str = "\t"):
+        self.body: list[str] = []
+        self._indent = indent
+
+    def node(self, name: str, label=None, **attrs) -> None:
+        a = _attrs(label, attrs)
+        self.body.append(f"{self._indent}{_dot_id(name)} [{a}]\n" if a else f"{self._indent}{_dot_id(name)}\n")
+
+    def edge(self, tail: str, head: str, label=None, **attrs) -> None:
+        a = _attrs(label, attrs)
+        line = f"{self._indent}{_dot_id(tail)} -> {_dot_id(head)}"
+        self.body.append(f"{line} [{a}]\n" if a else line + "\n")
+
+    def attr(self, kw: str | None = None, **attrs) -> None:
+        if not attrs:
+            return
+        if kw is None:
+            self.body.append(f"{self._indent}{_attrs(None, attrs)}\n")
+        elif kw in ("graph", "node", "edge"):
+            self.body.append(f"{self._indent}{kw} [{_attrs(None, attrs)}]\n")
+        else:
+            raise ValueError(f"attr statement must target graph, node or edge, not {kw!r}")
+
+    @contextlib.contextmanager
+    def subgraph(self, name: str):
+        sub = _DotWriter(self._indent + "\t")
+        yield sub
+        self.body.append(f"{self._indent}subgraph {_dot_id(name)} {{\n")
+        self.body.extend(sub.body)
+        self.body.append(f"{self._indent}}}\n")
 
 
 def _html_text(s, limit: int | None = MAX_LABEL) -> str:
@@ -227,11 +315,11 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
             expanded (1: the top-level scopes); None: the deepest that keeps at most
             ``SCOPE_BOXES`` boxes.
         layout: ``"dot"``, ``"layered"`` (:mod:`.layout`'s linear-time layers, drawn by
-            ``nop2``; at node level the partitions are clusters), ``"grid"`` (partition level:
-            precomputed serpentine layers, linear time) or ``"auto"`` (node level:
-            ``layered`` above ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow
-            bodies are drawn; partition level: ``grid`` above ``DOT_PARTITION_LIMIT``
-            partitions).
+            ``nop2``; at node level the partitions are clusters; at partition level a long
+            chain of layers wraps into side-by-side columns, at most ``PARTITION_ASPECT``
+            times as tall as wide) or ``"auto"`` (node level: ``layered`` above
+            ``DOT_NODE_LIMIT`` nodes unless initializers or control-flow bodies are drawn;
+            partition level: ``layered`` above ``DOT_PARTITION_LIMIT`` partitions).
     """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
@@ -244,18 +332,14 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         view = ScopeView(plan, expand=expand, depth=scope_depth)
         if layout == "auto":
             layout = "layered" if view.n_boxes > DOT_NODE_LIMIT else "dot"
-        elif layout == "grid":
-            layout = "dot"
     elif level == "node":
         if layout == "auto":
             big = len(plan.graph.nodes) > DOT_NODE_LIMIT
             layout = "layered" if big and not show_initializers and not getattr(plan, "children", None) else "dot"
-        elif layout == "grid" or getattr(plan, "children", None):
-            layout = "dot"  # the grid is a partition-level layout; control-flow bodies are laid out by dot
-    elif layout == "dot" or (layout == "auto" and len(plan.partitions) <= DOT_PARTITION_LIMIT):
-        layout = "dot"
+        elif getattr(plan, "children", None):
+            layout = "dot"  # control-flow bodies are laid out by dot
     elif layout == "auto":
-        layout = "grid"
+        layout = "layered" if len(plan.partitions) > DOT_PARTITION_LIMIT else "dot"
     colors = provider_colors(plan.provider_names)
     g = PlanGraph(name="plan", graph_attr={
         "rankdir": rankdir, "fontname": "Helvetica", "fontsize": "12", "labelloc": "t",
@@ -274,32 +358,31 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     g.attr(label=_label(*title))
     pos: dict[str, tuple[float, float]] = {}
     bbs: dict[str, str] = {}
+    w = _DotWriter()  # nodes, edges and clusters: written as text, appended to g's body at the end
     if level == "scope":
         if layout == "layered":
             pos, bbs = view.positions(max_label, rankdir)
             g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
             if legend:
                 pos["legend"] = "-150.0,-40.0"
-        _io_nodes(g, plan, max_label, pos)
-        view.draw(g, colors, max_label, pos, bbs)
+        _io_nodes(w, plan, max_label, pos)
+        view.draw(w, colors, max_label, pos, bbs)
     elif layout == "layered":
         pos, bbs = _layered_positions(plan, level, max_label, rankdir, legend, show_initializers)
         g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
     if level == "scope":
         pass
     elif level == "node":
-        _io_nodes(g, plan, max_label, pos)
-        _node_level(g, plan, colors, show_initializers, max_label, pos, bbs)
+        _io_nodes(w, plan, max_label, pos)
+        _node_level(w, plan, colors, show_initializers, max_label, pos, bbs)
     else:
         agg, inp = _crossings(plan)
-        if layout == "grid":
-            pos = _grid_positions(plan, agg)
-            g.attr(layout="nop2", splines="line", outputorder="edgesfirst")
-        _io_nodes(g, plan, max_label, pos)
-        _partition_level(g, plan, colors, max_label, agg, inp, pos)
+        _io_nodes(w, plan, max_label, pos)
+        _partition_level(w, plan, colors, max_label, agg, inp, pos)
     if legend:
         at = pos.get("legend")
-        _legend(g, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
+        _legend(w, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
+    g.body.extend(w.body)
     return g
 
 
@@ -383,6 +466,8 @@ def _layered_positions(plan, level, max_label, rankdir, legend, show_initializer
         if v is not None and v.producer is not None:
             edges.append((src(v.producer), f"out_{i}"))
     root = L.layout(L.Box("root", children=kids, label_h=0.0), edges)
+    if level != "node":  # a long chain of partitions wraps into columns (rows, left to right)
+        L.wrap(root, PARTITION_ASPECT)  # layout coordinates: with LR, the picture's width over height
     pos = {b.key: L.dot_pos(b, rankdir) for b in L.leaves(root)}
     bbs = {b.key: L.dot_bb(b, rankdir) for b in L.groups(root)}
     if legend:
@@ -596,44 +681,6 @@ def _crossings(plan):
     return agg, inp
 
 
-def _grid_positions(plan, agg) -> dict[str, tuple[float, float]]:
-    """Longest-path layers laid out on a serpentine grid (row by row, alternating
-    direction, odd columns shifted down so edges that skip a layer miss the box between)."""
-    graph = plan.graph
-    parts = plan.partitions
-    layer = [1] * len(parts)
-    preds: dict[int, list[int]] = {}
-    for a, b in agg:
-        preds.setdefault(b, []).append(a)
-    for part in parts:  # partition ids are a topological order
-        ps = preds.get(part.id)
-        if ps:
-            layer[part.id] = 1 + max(layer[a] for a in ps)
-    items: dict[int, list[str]] = {0: [f"in_{i}" for i in range(len(graph.inputs))]}
-    for part in parts:
-        items.setdefault(layer[part.id], []).append(f"p{part.id}")
-    for i, name in enumerate(graph.outputs):
-        v = graph.values.get(name)
-        lay = 1 if v is None or v.producer is None else layer[plan.node_partition[v.producer]] + 1
-        items.setdefault(lay, []).append(f"out_{i}")
-    n_layers = max(items) + 1
-    k = n_layers if n_layers <= 8 else max(8, math.ceil(math.sqrt(0.9 * n_layers)))
-    n_rows = math.ceil(n_layers / k)
-    row_h = [max((len(items.get(lay, ())) for lay in range(r * k, min(n_layers, (r + 1) * k))), default=1)
-             * _STACK_H + _ZIG + _ROW_GAP for r in range(n_rows)]
-    pos: dict[str, tuple[float, float]] = {}
-    top = 0.0
-    for r in range(n_rows):
-        for c in range(k):
-            lay = r * k + c
-            col = c if r % 2 == 0 else k - 1 - c
-            for j, key in enumerate(items.get(lay, ())):
-                pos[key] = (col * _CELL_W, top - (_ZIG if c % 2 else 0) - j * _STACK_H)
-        top -= row_h[r]
-    pos["legend"] = (-1.3 * _CELL_W, 0.0)
-    return pos
-
-
 def _partition_lines(plan, part, max_label, ops_limit) -> list[str]:
     """A partition box's label lines (escaped)."""
     ops = _op_counts(plan, part)
@@ -708,9 +755,9 @@ def _legend(g, plan, colors, at=None):
         rows.append(f'<TR><TD><FONT COLOR="{TRANSFER_COLORS.get(k, "#d62728")}">&#10230;</FONT></TD>'
                     f'<TD ALIGN="LEFT">{_html_text(k)} transfer</TD></TR>')
     rows.append('<TR><TD>&#9711;</TD><TD ALIGN="LEFT">graph input (double: output)</TD></TR>')
-    table = ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
-             '<TR><TD COLSPAN="2"><B>providers (priority order)</B></TD></TR>'
-             + "".join(rows) + "</TABLE>>")
+    table = _Html('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
+                  '<TR><TD COLSPAN="2"><B>providers (priority order)</B></TD></TR>'
+                  + "".join(rows) + "</TABLE>>")
     g.node("legend", table, shape="plaintext", style="", fontsize="9",
            tooltip=graphviz.nohtml("legend"), **({"pos": f"{at[0]:.0f},{at[1]:.0f}"} if at else {}))
 

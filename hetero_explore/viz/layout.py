@@ -14,16 +14,24 @@ by the mean position of its predecessors, and becomes a box of the size of
 what it holds; its parent then lays that box out like a leaf. Children are
 ranked by the first leaf they hold (the model's topological order), so edges
 that would close a cycle among lifted children only skip ranking.
+
+A deep DAG (a chain of a thousand partitions) makes a picture one box wide and
+tens of thousands of points tall; :func:`wrap` then cuts the top level's
+layers into bands of consecutive layers set side by side, as a newspaper sets
+columns, until the picture's height is at most a given multiple of its width.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 #: gap between layers, between boxes in a layer, and inside a group's border (points)
 RANK_SEP, NODE_SEP, PAD = 26.0, 14.0, 10.0
 #: height of a group's label above its children (points)
 LABEL_H = 20.0
+#: gap between the columns :func:`wrap` makes (points)
+COLUMN_SEP = 60.0
 
 
 @dataclass
@@ -46,6 +54,10 @@ class Box:
     """Top edge, from the picture's top-left corner, growing down (computed)."""
     label_h: float = LABEL_H
     """Room for a group's label."""
+    row: int = 0
+    """The layer the box sits in inside its group (computed)."""
+    rows: list = field(default_factory=list, repr=False)
+    """A group's layers as ``(top, height)`` relative to its top-left corner (computed)."""
     _local: list = field(default_factory=list, repr=False)
 
 
@@ -114,7 +126,8 @@ def _place(b: Box, local: dict[int, set]) -> None:
         layers[layer[j]].append(j)
     cx = [0.0] * len(kids)
     top = b.label_h + PAD
-    for members in layers:
+    b.rows = []
+    for r, members in enumerate(layers):
         want = []
         for j in members:
             ps = preds[j]
@@ -140,6 +153,8 @@ def _place(b: Box, local: dict[int, set]) -> None:
         for k, _x in placed:
             j = members[k]
             kids[j]._local = [cx[j] - kids[j].w / 2, top + (height - kids[j].h) / 2]
+            kids[j].row = r
+        b.rows.append((top, height))
         top += height + RANK_SEP
     left = min(c._local[0] for c in kids)
     right = max(c._local[0] + c.w for c in kids)
@@ -147,6 +162,68 @@ def _place(b: Box, local: dict[int, set]) -> None:
         c._local[0] += PAD - left
     b.w = max(right - left + 2 * PAD, 40.0)
     b.h = top - RANK_SEP + PAD
+
+
+def wrap(root: Box, max_aspect: float = 1.5, gap: float = COLUMN_SEP) -> int:
+    """Cut the layers of a laid-out ``root`` (see :func:`layout`) into bands of consecutive
+    layers set side by side, left to right, the fewest that make the picture at most
+    ``max_aspect`` times as tall as it is wide (a layer is never split, so one very tall
+    layer may keep it taller). Every band is as wide as the widest layer, so columns never
+    overlap; in place; returns the number of columns (1: nothing moved)."""
+    rows = root.rows
+    if len(rows) < 2 or root.h <= max_aspect * root.w:
+        return 1
+    first = rows[0][0]
+    bottom = rows[-1][0] + rows[-1][1]
+    ends = [t + h - first for t, h in rows]  # each layer's bottom, from the first layer's top
+    span = bottom - first
+
+    def bands(k: int) -> list[int]:
+        # a layer goes to the band its middle falls in, as if the column were cut in k equal parts
+        per = span / k
+        return [min(k - 1, int((t - first + h / 2) / per)) for t, h in rows]
+
+    best = None
+    # no k below this can fit: a column is at least span / k tall, the picture at most k (w + gap) wide
+    k0 = max(2, int(math.sqrt(span / (max_aspect * (root.w + gap)))))
+    for k in range(min(k0, len(rows)), len(rows) + 1):
+        band = bands(k)
+        tops: dict[int, float] = {}
+        height = 0.0
+        for (t, _h), e, j in zip(rows, ends, band):
+            tops.setdefault(j, t - first)
+            height = max(height, e - tops[j])
+        width = k * root.w + (k - 1) * gap
+        best = (k, band, tops)
+        if height + root.h - span <= max_aspect * width:
+            break
+    k, band, tops = best
+    col_w = root.w + gap
+    for c in root.children or ():
+        j = band[c.row]
+        _shift(c, j * col_w, -tops[j])
+    new_rows = [(t - tops[j], h) for (t, h), j in zip(rows, band)]
+    root.rows = new_rows
+    root.h = max(t + h for t, h in new_rows) + PAD
+    root.w = k * root.w + (k - 1) * gap
+    return k
+
+
+def _shift(b: Box, dx: float, dy: float) -> None:
+    b.x += dx
+    b.y += dy
+    if b._local:
+        b._local[0] += dx
+        b._local[1] += dy
+    for c in b.children or ():
+        _shift_abs(c, dx, dy)
+
+
+def _shift_abs(b: Box, dx: float, dy: float) -> None:
+    b.x += dx
+    b.y += dy
+    for c in b.children or ():
+        _shift_abs(c, dx, dy)
 
 
 def _absolute(b: Box, x: float, y: float) -> None:
