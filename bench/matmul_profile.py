@@ -11,8 +11,10 @@ Per family (the models of ``bench/models.py``): builds the executor as
 each node's fastest call. onnxruntime runs the same model with
 ``enable_profiling`` (default graph optimisations, same thread count) and each
 node's fastest ``*_kernel_time`` event (its ``dur``, in us) is matched to our
-node by name; a node onnxruntime fused or renamed shows "-" (onnxruntime's
-remaining nodes of those op types are listed under the table).
+node by name: once with graph optimisations off (every node keeps its name, so
+node for node; "ort us"), once with the default ones as ``bench/models.py``
+runs it ("ort opt us"; "-" where it fused the node away, e.g. MatMul + Add into
+Gemm; its fused nodes of those kinds are listed under the table).
 
 Columns: the node's A and B shapes (after Gemm's transposes are applied: M x K
 by K x N), the batch count, the transposes (Gemm's transA/transB; for MatMul
@@ -46,11 +48,14 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 
-def _ort_node_times(path, feeds, threads, runs):
-    """onnxruntime's fastest kernel time per node name (us) and op type per name."""
+def _ort_node_times(path, feeds, threads, runs, optimize=True):
+    """onnxruntime's fastest kernel time per node name (us) and op type per name; ``optimize``
+    False: graph optimisations off (every node keeps its name: one to one with ours)."""
     import tempfile
     import onnxruntime as ort
     so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -65,15 +70,10 @@ def _ort_node_times(path, feeds, threads, runs):
             events = json.load(f)
     best: dict[str, float] = {}
     op_of: dict[str, str] = {}
-    first = True
-    seen = set()
-    for ev in events:
+    for ev in events:   # the warm-up run's events too: each node's fastest call drops them
         if ev.get("cat") != "Node" or not ev.get("name", "").endswith("_kernel_time"):
             continue
         name = ev["name"][:-len("_kernel_time")]
-        if first and name in seen:   # skip nothing: the warm-up run is dropped by taking the min
-            pass
-        seen.add(name)
         d = float(ev["dur"])
         best[name] = min(best.get(name, math.inf), d)
         op_of[name] = ev.get("args", {}).get("op_name", "?")
@@ -161,30 +161,36 @@ def profile_family(name, threads, runs, ops):
         walls.append(clock() - t0)
         cpus.append(time.thread_time() - c0)
     ort_best, ort_op = _ort_node_times(path, feeds, threads, runs)
-    print(f"\n## {name}: {len(graph.nodes)} nodes, {threads} thread(s), {runs} runs; "
-          f"onnxruntime whole-model kernels {sum(ort_best.values()):.0f} us (sum of fastest per node)")
-    print("| node | op | A | B | batch | transposes | MACs | ours us | GMAC/s | ort us | ours/ort |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ort_node, _ = _ort_node_times(path, feeds, threads, runs, optimize=False)
+    print(f"\n## {name}: {len(graph.nodes)} nodes, {threads} thread(s), {runs} runs; onnxruntime's kernels "
+          f"(sum of each node's fastest): {sum(ort_best.values()):.0f} us optimised, "
+          f"{sum(ort_node.values()):.0f} us unoptimised; ours {sum(min(r) for _, r in allrec) * 1e6:.0f} us")
+    print("(ort us: the same node in an unoptimised onnxruntime session, node for node; ort opt: the "
+          "optimised session's node of that name, '-' where it was fused away)")
+    print("| node | op | A | B | batch | transposes | MACs | ours us | GMAC/s | ort us | ours/ort | ort opt us |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     matched = set()
     tot_ours = tot_ort = 0.0
     for st, rec in rows:
         a, b, batch, tr, macs = _node_info(st, graph)
         us = min(rec) * 1e6
-        o = ort_best.get(st.node.name)
-        if o is not None:
+        oo = ort_best.get(st.node.name)
+        if oo is not None:
             matched.add(st.node.name)
-            tot_ort += o
+        o = ort_node.get(st.node.name)
+        tot_ort += o or 0.0
         tot_ours += us
         g = f"{macs / us / 1e3:.1f}" if macs else "-"
         print(f"| {st.node.name} | {st.node.op_type} | {a} | {b} | {batch} | {tr} | {macs} | {us:.1f} | {g} | "
-              f"{'-' if o is None else f'{o:.0f}'} | {'-' if o is None else f'{us / max(o, 1):.2f}'} |")
-    print(f"| total | | | | | | | {tot_ours:.0f} | | {tot_ort:.0f} (matched) | |")
+              f"{'-' if o is None else f'{o:.0f}'} | {'-' if o is None else f'{us / max(o, 1):.2f}'} | "
+              f"{'-' if oo is None else f'{oo:.0f}'} |")
+    print(f"| total | | | | | | | {tot_ours:.0f} | | {tot_ort:.0f} | {tot_ours / max(tot_ort, 1):.2f} | |")
     other = defaultdict(float)
     for nm, d in ort_best.items():
         if nm not in matched and any(k in ort_op[nm] for k in ("MatMul", "Gemm", "Softmax", "Attention")):
             other[ort_op[nm]] += d
     if other:
-        print("onnxruntime's unmatched nodes of those kinds: " +
+        print("the optimised onnxruntime session's other nodes of those kinds (fused): " +
               ", ".join(f"{k} {v:.0f} us" for k, v in sorted(other.items())))
     # -- the rest --------------------------------------------------------------------
     in_nodes = sum(min(r) for _, r in allrec)

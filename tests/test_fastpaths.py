@@ -103,6 +103,23 @@ def case_mm(rng):
         ins = [rnd(rng, 11, 40), rnd(rng, 29, 40)] + ([rnd(rng, *cshape)] if cshape else [])
         same("Gemm", ins, const_inputs=(1,), transB=1, alpha=0.3, beta=-1.7)
         same("Gemm", ins, transB=1, alpha=1.0, beta=1.0)
+    # a constant B (an initializer) packed into panels once at build time (fastpaths.mm_pack_b,
+    # mm_packed_cpu): MatMul with batched A sharing it, every row tail (odd M too), N % 16 = 0
+    # and not, K blocks, K = 0; Gemm with transA/transB, C of every broadcast; in parallel panels
+    for M, K, N in ((1, 5, 3), (2, 16, 16), (7, 19, 33), (13, 300, 48), (25, 64, 70), (6, 1, 17), (3, 0, 5)):
+        same("MatMul", [rnd(rng, M, K), rnd(rng, K, N)], const_inputs=(1,))
+        same("MatMul", [rnd(rng, 2, 3, M, K), rnd(rng, K, N)], const_inputs=(1,))
+    same("MatMul", [rnd(rng, 5), rnd(rng, 5, 9)], const_inputs=(1,))
+    a = rnd(rng, 9, 40)
+    a[2, 5], a[8, 39] = np.nan, np.inf
+    same("MatMul", [a, rnd(rng, 40, 21)], const_inputs=(1,))
+    for ta, tb in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        for cshape in ((35,), (11, 1), (1,), (11, 35), None):
+            A = rnd(rng, 40, 11) if ta else rnd(rng, 11, 40)
+            B = rnd(rng, 35, 40) if tb else rnd(rng, 40, 35)
+            ins = [A, B] + ([rnd(rng, *cshape)] if cshape else [])
+            same("Gemm", ins, const_inputs=(1,), transA=ta, transB=tb, alpha=0.3, beta=-1.7)
+    same("Gemm", [rnd(rng, 33, 128), rnd(rng, 100, 128), rnd(rng, 100)], const_inputs=(1, 2), transB=1)
     # large enough for the parallel blocks (48 x 256), C per row
     same("Gemm", [rnd(rng, 60, 64), rnd(rng, 64, 300), rnd(rng, 60, 1)], alpha=0.7, beta=0.3)
 

@@ -62,6 +62,10 @@ def _cases(rng, small=False):
     # unbatched products in parallel blocks of rows x columns (fastpaths._mm_blocks_par)
     yield "Gemm", [rnd(rng, 25 * s, 16 * s), rnd(rng, 70 * s, 16 * s), rnd(rng, 70 * s)], (1, 2), 17, dict(transB=1)
     yield "MatMul", [rnd(rng, 25 * s, 16 * s), rnd(rng, 16 * s, 70 * s)], (), 17, {}
+    # a constant B packed once, panels in parallel (fastpaths.mm_packed_cpu), MatMul and Gemm
+    yield "MatMul", [rnd(rng, 1, 9 * s, 16 * s), rnd(rng, 16 * s, 70 * s + 3)], (1,), 17, {}
+    yield "Gemm", [rnd(rng, 9 * s, 16 * s), rnd(rng, 70 * s + 3, 16 * s), rnd(rng, 70 * s + 3)], (1, 2), 17, dict(
+        transB=1)
     yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
     # over the last axis in parallel blocks of rows (fastpaths._softmax_last_par), a row tail
     yield "Softmax", [rnd(rng, 2, 8 * s, 32 * s + 1) * F(8)], (), 17, dict(axis=-1)

@@ -459,6 +459,93 @@ def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn,
                       bt_buf)
 
 
+def mm_pack_b(bmat) -> np.ndarray:
+    """A constant K x N B (float32) in _mm_packed_cpu's layout: panels of _MK_W columns, each
+    K x _MK_W contiguous (k-major), the last one padded with 0.0f columns. A copy made once
+    when the node is built: the values, hence every product's bits, are B's."""
+    bmat = np.asarray(bmat, dtype=np.float32)
+    K, N = bmat.shape
+    NP = (N + _MK_W - 1) // _MK_W
+    pad = np.zeros((K, NP * _MK_W), dtype=np.float32)
+    pad[:, :N] = bmat
+    return np.ascontiguousarray(pad.reshape(K, NP, _MK_W).transpose(1, 0, 2)).reshape(-1)
+
+
+@njit(**_JIT)
+def _mm_packed_panel(p, a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta):
+    """Columns p*_MK_W .. of out[m*N + n] = sum_k a[m*sam + k*sak] * B[k, n] (k ascending from
+    0.0f, then the Gemm epilogue) with B packed by mm_pack_b: the micro-kernels read the panel
+    in place (no copy per call), k blocks of _MK_KC resume from the partial sums. Rows in
+    blocks of _MK_R, then _MK_R2; an odd last row runs as the first of a 2-row block whose
+    second row is 0.0f (from a scratch copy of it). A panel wider than what is left of N
+    computes into a scratch and copies the real columns out. Each real element gets the
+    generated kernel's sequence; padding rows/columns are thrown away."""
+    n0 = p * _MK_W
+    w = min(_MK_W, N - n0)
+    MR = M - M % _MK_R2
+    MF = MR - MR % _MK_R
+    full = w == _MK_W
+    ebuf = np.empty(1 if full else MR * _MK_W, dtype=np.float32)
+    odd = M > MR
+    a2 = np.zeros(2 * K if odd else 1, dtype=np.float32)
+    o2 = np.empty(2 * _MK_W if odd else 1, dtype=np.float32)
+    if odd:
+        for k in range(K):
+            a2[k] = a[MR * sam + k * sak]
+    pb = p * K * _MK_W
+    for k0 in range(0, K, _MK_KC):
+        kc = min(_MK_KC, K - k0)
+        bo = pb + k0 * _MK_W
+        for mb in range(0, MF, _MK_R):
+            if full:
+                _mk_tile(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, out, mb * N + n0, N, k0)
+            else:
+                _mk_tile(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, ebuf, mb * _MK_W, _MK_W, k0)
+        for mb in range(MF, MR, _MK_R2):
+            if full:
+                _mk_tile2(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, out, mb * N + n0, N, k0)
+            else:
+                _mk_tile2(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, ebuf, mb * _MK_W, _MK_W, k0)
+        if odd:
+            _mk_tile2(a2, k0, K, 1, bp, bo, _MK_W, kc, o2, 0, _MK_W, k0)
+    if not full:
+        for m in range(MR):
+            o = m * N + n0
+            e = m * _MK_W
+            out[o:o + w] = ebuf[e:e + w]
+    if odd:
+        o = MR * N + n0
+        out[o:o + w] = o2[:w]
+    if K == 0:
+        for m in range(M):
+            o = m * N + n0
+            out[o:o + w] = np.float32(0)
+    if epi != 0:
+        _epilogue_block(out, 0, N, 0, M, n0, n0 + w, c, scm, scn, epi, alpha, beta)
+
+
+@njit(**_PAR)
+def _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP):
+    for iu in prange(NP):
+        _mm_packed_panel(np.int64(iu), a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta)
+
+
+@njit(**_JIT)
+def mm_packed_cpu(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta):
+    """out (M x N, contiguous) = A (rows m*sam, columns k*sak) times a constant B packed by
+    mm_pack_b, then the Gemm epilogue (epi 0: none; see nn._gemm_epilogue): the MatMul/Gemm
+    CPU path for an initializer B, bitwise the generated kernel's results. Panels run in
+    parallel (each writes its own columns) above _PAR_WORK multiply-adds."""
+    NP = (N + _MK_W - 1) // _MK_W
+    if M <= 0 or N <= 0:
+        return
+    if NP > 1 and M * K * N >= _PAR_WORK:
+        _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP)
+    else:
+        for p in range(NP):
+            _mm_packed_panel(p, a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta)
+
+
 @njit(**_JIT)
 def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt, col):
     """Columns n0 .. n0+nt-1 of the im2col matrix (column oh*OW + ow):
