@@ -325,3 +325,25 @@ def test_a_broken_fast_path_is_caught(monkeypatch):
     monkeypatch.setattr(nn._BN, "cpu_fast", broken)
     with pytest.raises(AssertionError):
         case_bn(np.random.default_rng(0))
+
+
+def test_the_packed_constant_b_path_is_taken_and_checked(monkeypatch):
+    """MatMul/Gemm with an initializer B run fastpaths.mm_packed_cpu (called from the build's
+    run function, not a pair's cpu_fast): the comparison above reaches it and can fail."""
+    from hetero_explore.providers.kernels import fastpaths
+    real = fastpaths.mm_packed_cpu
+    calls = []
+
+    def broken(*args):
+        calls.append(1)
+        real(*args)
+        args[7][0] += F(1)   # out
+
+    monkeypatch.setattr(fastpaths, "mm_packed_cpu", broken)
+    rng = np.random.default_rng(0)
+    for op, ins, at in (("MatMul", [rnd(rng, 7, 19), rnd(rng, 19, 33)], {}),
+                        ("Gemm", [rnd(rng, 7, 19), rnd(rng, 33, 19), rnd(rng, 33)], dict(transB=1))):
+        n = len(calls)
+        with pytest.raises(AssertionError):
+            same(op, ins, const_inputs=(1,), **at)
+        assert len(calls) > n, op

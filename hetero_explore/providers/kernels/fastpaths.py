@@ -5,7 +5,9 @@ Each op's kernels are generated from one per-item statement (see
 thread. Where a plain loop over it is slow on a CPU, a function here computes
 the same values faster -- a register-blocked GEMM, im2col Conv, rows of
 accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
-and :func:`install` sets it as the pair's ``cpu_fast``. A fast path may
+and :func:`install` sets it as the pair's ``cpu_fast``. (MatMul/Gemm with a
+constant B call :func:`mm_packed_cpu` on a B packed at build time directly,
+when the target's ``fast_paths`` is on.) A fast path may
 reorder *which* output elements are computed when (blocking, vectorising
 across elements) but gives every element exactly the sequence of float32
 operations of the generated kernel, so results are bit for bit the same:

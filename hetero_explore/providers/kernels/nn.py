@@ -85,7 +85,11 @@ def _div(a, b):
 # accumulators in memory, four output rows at a time, updated k by k. Either
 # way each element gets the same sequence of operations as the per-element
 # dot product the CUDA kernel runs (one thread per output element). A
-# transposed B is first copied into a k-major scratch buffer.
+# transposed B is first copied into a k-major scratch buffer. A constant B
+# (an initializer: a layer's weight) is packed into the micro-kernel's panel
+# layout once when the node is built (fastpaths.mm_pack_b, CPU with fast paths
+# on), and fastpaths.mm_packed_cpu multiplies A by it in place; a MatMul's
+# batches of A that share a 2-D B run as one product of all their rows.
 # =============================================================================
 
 
