@@ -88,6 +88,40 @@ def case_mm(rng):
     # the attention pattern: batched Q K^T (heads x S x d @ heads x d x S) and P V
     same("MatMul", [rnd(rng, 1, 4, 37, 32), rnd(rng, 1, 4, 32, 37)])
     same("MatMul", [rnd(rng, 1, 4, 37, 37), rnd(rng, 1, 4, 37, 32)])
+    # edge columns (N % 16 = 1 .. 15) through the micro-kernels on a zero-padded panel, with
+    # every row tail, K blocks (K > 256, resumed partial sums) and non-finite values in A (the
+    # padding columns see them too, and are thrown away)
+    for N in (1, 2, 7, 15, 17, 31, 46):
+        for M in (1, 2, 5, 6, 7, 13):
+            same("MatMul", [rnd(rng, M, 19), rnd(rng, 19, N)])
+        a = rnd(rng, 8, 300)
+        a[1, 3], a[4, 290], a[7, 0] = np.inf, np.nan, -np.inf
+        same("MatMul", [a, rnd(rng, 300, N)])
+    # the Gemm epilogue on row slices: C per column (N,), per row (M, 1), scalar (1,), full
+    # (M, N) and absent; alpha/beta values whose products round, and a constant transposed B
+    for cshape in ((29,), (11, 1), (1,), (11, 29), None):
+        ins = [rnd(rng, 11, 40), rnd(rng, 29, 40)] + ([rnd(rng, *cshape)] if cshape else [])
+        same("Gemm", ins, const_inputs=(1,), transB=1, alpha=0.3, beta=-1.7)
+        same("Gemm", ins, transB=1, alpha=1.0, beta=1.0)
+    # a constant B (an initializer) packed into panels once at build time (fastpaths.mm_pack_b,
+    # mm_packed_cpu): MatMul with batched A sharing it, every row tail (odd M too), N % 16 = 0
+    # and not, K blocks, K = 0; Gemm with transA/transB, C of every broadcast; in parallel panels
+    for M, K, N in ((1, 5, 3), (2, 16, 16), (7, 19, 33), (13, 300, 48), (25, 64, 70), (6, 1, 17), (3, 0, 5)):
+        same("MatMul", [rnd(rng, M, K), rnd(rng, K, N)], const_inputs=(1,))
+        same("MatMul", [rnd(rng, 2, 3, M, K), rnd(rng, K, N)], const_inputs=(1,))
+    same("MatMul", [rnd(rng, 5), rnd(rng, 5, 9)], const_inputs=(1,))
+    a = rnd(rng, 9, 40)
+    a[2, 5], a[8, 39] = np.nan, np.inf
+    same("MatMul", [a, rnd(rng, 40, 21)], const_inputs=(1,))
+    for ta, tb in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        for cshape in ((35,), (11, 1), (1,), (11, 35), None):
+            A = rnd(rng, 40, 11) if ta else rnd(rng, 11, 40)
+            B = rnd(rng, 35, 40) if tb else rnd(rng, 40, 35)
+            ins = [A, B] + ([rnd(rng, *cshape)] if cshape else [])
+            same("Gemm", ins, const_inputs=(1,), transA=ta, transB=tb, alpha=0.3, beta=-1.7)
+    same("Gemm", [rnd(rng, 33, 128), rnd(rng, 100, 128), rnd(rng, 100)], const_inputs=(1, 2), transB=1)
+    # large enough for the parallel blocks (48 x 256), C per row
+    same("Gemm", [rnd(rng, 60, 64), rnd(rng, 64, 300), rnd(rng, 60, 1)], alpha=0.7, beta=0.3)
 
 
 def case_conv(rng):
@@ -200,6 +234,17 @@ def case_softmax(rng):
         x = rnd(rng, *shape) * F(10)
         same("Softmax", [x], axis=axis)
         same("LogSoftmax", [x], axis=axis)
+    # the last axis: rows in groups of four (interleaved max and sum) and a tail of 1-3 rows,
+    # axis lengths 1 .. 100, infinities and NaNs in some rows, large and tiny values
+    for rows in (1, 3, 4, 5, 8, 13):
+        for A in (1, 2, 37, 64, 100):
+            x = rnd(rng, rows, A) * F(30)
+            if rows > 2 and A > 1:
+                x[1, 0], x[2, A - 1] = np.inf, np.nan
+                x[rows - 1, :] = -np.inf
+            same("Softmax", [x], axis=-1)
+            same("LogSoftmax", [x], axis=-1)
+    same("Softmax", [rnd(rng, 1, 4, 37, 37) * F(8)], axis=-1)   # the attention shape
 
 
 def case_ln(rng):
@@ -303,3 +348,25 @@ def test_a_broken_fast_path_is_caught(monkeypatch):
     monkeypatch.setattr(nn._BN, "cpu_fast", broken)
     with pytest.raises(AssertionError):
         case_bn(np.random.default_rng(0))
+
+
+def test_the_packed_constant_b_path_is_taken_and_checked(monkeypatch):
+    """MatMul/Gemm with an initializer B run fastpaths.mm_packed_cpu (called from the build's
+    run function, not a pair's cpu_fast): the comparison above reaches it and can fail."""
+    from hetero_explore.providers.kernels import fastpaths
+    real = fastpaths.mm_packed_cpu
+    calls = []
+
+    def broken(*args):
+        calls.append(1)
+        real(*args)
+        args[7][0] += F(1)   # out
+
+    monkeypatch.setattr(fastpaths, "mm_packed_cpu", broken)
+    rng = np.random.default_rng(0)
+    for op, ins, at in (("MatMul", [rnd(rng, 7, 19), rnd(rng, 19, 33)], {}),
+                        ("Gemm", [rnd(rng, 7, 19), rnd(rng, 33, 19), rnd(rng, 33)], dict(transB=1))):
+        n = len(calls)
+        with pytest.raises(AssertionError):
+            same(op, ins, const_inputs=(1,), **at)
+        assert len(calls) > n, op

@@ -68,7 +68,14 @@ def _cases(rng, small=False):
     # unbatched products in parallel blocks of rows x columns (fastpaths._mm_blocks_par)
     yield "Gemm", [rnd(rng, 25 * s, 16 * s), rnd(rng, 70 * s, 16 * s), rnd(rng, 70 * s)], (1, 2), 17, dict(transB=1)
     yield "MatMul", [rnd(rng, 25 * s, 16 * s), rnd(rng, 16 * s, 70 * s)], (), 17, {}
+    # a constant B packed once, panels in parallel (fastpaths.mm_packed_cpu), MatMul and Gemm
+    yield "MatMul", [rnd(rng, 1, 9 * s, 16 * s), rnd(rng, 16 * s, 70 * s + 3)], (1,), 17, {}
+    yield "Gemm", [rnd(rng, 9 * s, 16 * s), rnd(rng, 70 * s + 3, 16 * s), rnd(rng, 70 * s + 3)], (1, 2), 17, dict(
+        transB=1)
     yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
+    # over the last axis in parallel blocks of rows (fastpaths._softmax_last_par), a row tail
+    yield "Softmax", [rnd(rng, 2, 8 * s, 32 * s + 1) * F(8)], (), 17, dict(axis=-1)
+    yield "LogSoftmax", [rnd(rng, 1, 3, 17 * s, 16 * s) * F(8)], (), 17, dict(axis=-1)
     yield "LayerNormalization", [rnd(rng, 2, 4 * s, 8 * s), rnd(rng, 8 * s), rnd(rng, 8 * s)], (1, 2), 17, {}
     yield "ReduceMean", [rnd(rng, 2, 4 * s, 8 * s), np.array([-1], np.int64)], (1,), 18, {}
     yield "ReduceSum", [rnd(rng, 2, 4 * s, 8 * s), np.array([1], np.int64)], (1,), 18, {}
@@ -101,6 +108,11 @@ def test_thread_cases_are_large_enough_to_run_in_parallel():
     for op, inputs, _, _, attrs in _cases(np.random.default_rng(0)):
         if op in macs:
             assert macs[op](inputs, attrs) >= _PAR_WORK, (op, [a.shape for a in inputs])
+    # the last-axis Softmax cases: more than one block of rows, enough elements to go parallel
+    from hetero_explore.providers.kernels.fastpaths import _SM_PAR, _SM_ROWS
+    sm = [i[0].shape for op, i, _, _, at in _cases(np.random.default_rng(0))
+          if op.endswith("Softmax") and at.get("axis") == -1 and i[0].size >= _SM_PAR]
+    assert len(sm) >= 2 and all(np.prod(s[:-1]) > _SM_ROWS for s in sm), sm
 
 
 def test_results_identical_for_any_thread_count(restore_threads):

@@ -6,7 +6,9 @@ thread. Where a plain loop over it is slow on a CPU, a function here computes
 the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
 on padded phases (im2col where that does not fit), depthwise Conv in register
 blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
-and :func:`install` sets it as the pair's ``cpu_fast``. A fast path may
+and :func:`install` sets it as the pair's ``cpu_fast``. (MatMul/Gemm with a
+constant B call :func:`mm_packed_cpu` on a B packed at build time directly,
+when the target's ``fast_paths`` is on.) A fast path may
 reorder *which* output elements are computed when (blocking, vectorising
 across elements) but gives every element exactly the sequence of float32
 operations of the generated kernel, so results are bit for bit the same:
@@ -291,15 +293,55 @@ def _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
             for m in range(MR):
                 o = o0 + m * som
                 out[o:o + NC] = np.float32(0)
-    # the edges: the columns right of the tiles, then the rows below them (one call
-    # site: LLVM inlines _gemm_rowacc_cpu, and a second copy doubles the JIT time)
+    # the columns right of the tiles (2 to 15 of them): the micro-kernels on a zero-padded panel
+    edge = MR > 0 and K > 0 and N - NC >= _MK_EDGE
+    if edge:
+        _gemm_edge_cols(a, a0, sam, sak, b, b0 + NC, sbk, MR, K, N - NC, out, o0 + NC, som)
+    # the other edges: those columns when not done above, then the rows below the tiles (one
+    # call site: LLVM inlines _gemm_rowacc_cpu, and a second copy doubles the JIT time)
     for part in range(2):
         if part == 0:
             am, bn, mm, nn_, o = a0, b0 + NC, MR, N - NC, o0 + NC
+            if edge:
+                mm = 0
         else:
             am, bn, mm, nn_, o = a0 + MR * sam, b0, M - MR, N, o0 + MR * som
         if mm > 0 and nn_ > 0:
             _gemm_rowacc_cpu(a, am, sam, sak, b, bn, sbk, mm, K, nn_, out, o, som, acc)
+
+
+#: edge columns from which _gemm_rows_cpu runs them through the micro-kernels on a zero-padded
+#: panel (below: _gemm_rowacc_cpu, whose rows of accumulators are as fast for one column)
+_MK_EDGE = 2
+
+
+@njit(**_JIT)
+def _gemm_edge_cols(a, a0, sam, sak, b, b0, sbk, M, K, nn_, out, o0, som):
+    """CPU only: the _gemm_rows_cpu product for M even, K > 0, 0 < nn_ < _MK_W columns: B's
+    nn_ columns go into a panel of _MK_W whose other columns are 0.0f, the micro-kernels
+    compute all _MK_W columns into a scratch of M x _MK_W partial sums (resumed per k block as
+    in _gemm_tiles_cpu), and the nn_ real columns are copied out. Each real element gets the
+    same sequence of float32 operations as in _gemm_rowacc_cpu; the padding columns are
+    thrown away."""
+    kcm = min(_MK_KC, K)
+    pbuf = np.zeros(kcm * _MK_W, dtype=np.float32)
+    ebuf = np.empty(M * _MK_W, dtype=np.float32)
+    MF = M - M % _MK_R
+    for k0 in range(0, K, _MK_KC):
+        kc = min(_MK_KC, K - k0)
+        for k in range(kc):
+            src = b0 + (k0 + k) * sbk
+            dst = k * _MK_W
+            for j in range(nn_):
+                pbuf[dst + j] = b[src + j]
+        for mb in range(0, MF, _MK_R):
+            _mk_tile(a, a0 + mb * sam + k0 * sak, sam, sak, pbuf, 0, _MK_W, kc, ebuf, mb * _MK_W, _MK_W, k0)
+        for mb in range(MF, M, _MK_R2):
+            _mk_tile2(a, a0 + mb * sam + k0 * sak, sam, sak, pbuf, 0, _MK_W, kc, ebuf, mb * _MK_W, _MK_W, k0)
+    for m in range(M):
+        o = o0 + m * som
+        e = m * _MK_W
+        out[o:o + nn_] = ebuf[e:e + nn_]
 
 
 @njit(**_JIT)
@@ -345,10 +387,36 @@ def _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, sc
     else:
         _gemm_rows_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, N, acc)
     if epi != 0:
-        for m in range(M):
-            for n in range(N):
-                cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-                out[o0 + m * N + n] = _gemm_epilogue(out[o0 + m * N + n], epi, alpha, beta, cv)
+        _epilogue_block(out, o0, N, 0, M, 0, N, c, scm, scn, epi, alpha, beta)
+
+
+@njit(**_JIT)
+def _epilogue_block(out, o0, ld, m0, m1, n0, n1, c, scm, scn, epi, alpha, beta):
+    """The Gemm epilogue (nn._gemm_epilogue) on out[o0 + m*ld + n] for m0 <= m < m1,
+    n0 <= n < n1, on row slices (vectorizable): y = alpha * acc, then y + beta * c[m*scm +
+    n*scn] with C given (epi 2). A C constant along a row (scn == 0, a bias per row or a
+    scalar) has beta * c computed once per row: the same product, the same bits."""
+    al = np.float32(alpha)
+    be = np.float32(beta)
+    w = n1 - n0
+    for m in range(m0, m1):
+        o = o0 + m * ld + n0
+        row = out[o:o + w]
+        if epi == 1:
+            for n in range(w):
+                row[n] = al * row[n]
+        elif scn == 1:
+            cs = m * scm + n0
+            cr = c[cs:cs + w]
+            for n in range(w):
+                row[n] = al * row[n] + be * cr[n]
+        elif scn == 0:
+            bc = be * c[m * scm]
+            for n in range(w):
+                row[n] = al * row[n] + bc
+        else:
+            for n in range(w):
+                row[n] = _gemm_epilogue(row[n], epi, alpha, beta, c[m * scm + (n0 + n) * scn])
 
 
 #: rows and columns of one block of a parallel unbatched product (_mm_blocks_par): fixed, so
@@ -373,10 +441,7 @@ def _mm_blocks_par(a, b, out, c, M, K, N, sam, sak, sbk, scm, scn, epi, alpha, b
         acc = _gemm_scratch(K, nc)
         _gemm_rows_cpu(a, m0 * sam, sam, sak, b, n0, sbk, mr, K, nc, out, m0 * N + n0, N, acc)
         if epi != 0:
-            for m in range(m0, m0 + mr):
-                for n in range(n0, n0 + nc):
-                    cv = c[m * scm + n * scn] if epi == 2 else np.float32(0)
-                    out[m * N + n] = _gemm_epilogue(out[m * N + n], epi, alpha, beta, cv)
+            _epilogue_block(out, 0, N, m0, m0 + mr, n0, n0 + nc, c, scm, scn, epi, alpha, beta)
 
 
 @cpu_kernel
@@ -395,6 +460,93 @@ def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn,
         for bt in range(nb):
             _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
                       bt_buf)
+
+
+def mm_pack_b(bmat) -> np.ndarray:
+    """A constant K x N B (float32) in _mm_packed_cpu's layout: panels of _MK_W columns, each
+    K x _MK_W contiguous (k-major), the last one padded with 0.0f columns. A copy made once
+    when the node is built: the values, hence every product's bits, are B's."""
+    bmat = np.asarray(bmat, dtype=np.float32)
+    K, N = bmat.shape
+    NP = (N + _MK_W - 1) // _MK_W
+    pad = np.zeros((K, NP * _MK_W), dtype=np.float32)
+    pad[:, :N] = bmat
+    return np.ascontiguousarray(pad.reshape(K, NP, _MK_W).transpose(1, 0, 2)).reshape(-1)
+
+
+@njit(**_JIT)
+def _mm_packed_panel(p, a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta):
+    """Columns p*_MK_W .. of out[m*N + n] = sum_k a[m*sam + k*sak] * B[k, n] (k ascending from
+    0.0f, then the Gemm epilogue) with B packed by mm_pack_b: the micro-kernels read the panel
+    in place (no copy per call), k blocks of _MK_KC resume from the partial sums. Rows in
+    blocks of _MK_R, then _MK_R2; an odd last row runs as the first of a 2-row block whose
+    second row is 0.0f (from a scratch copy of it). A panel wider than what is left of N
+    computes into a scratch and copies the real columns out. Each real element gets the
+    generated kernel's sequence; padding rows/columns are thrown away."""
+    n0 = p * _MK_W
+    w = min(_MK_W, N - n0)
+    MR = M - M % _MK_R2
+    MF = MR - MR % _MK_R
+    full = w == _MK_W
+    ebuf = np.empty(1 if full else MR * _MK_W, dtype=np.float32)
+    odd = M > MR
+    a2 = np.zeros(2 * K if odd else 1, dtype=np.float32)
+    o2 = np.empty(2 * _MK_W if odd else 1, dtype=np.float32)
+    if odd:
+        for k in range(K):
+            a2[k] = a[MR * sam + k * sak]
+    pb = p * K * _MK_W
+    for k0 in range(0, K, _MK_KC):
+        kc = min(_MK_KC, K - k0)
+        bo = pb + k0 * _MK_W
+        for mb in range(0, MF, _MK_R):
+            if full:
+                _mk_tile(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, out, mb * N + n0, N, k0)
+            else:
+                _mk_tile(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, ebuf, mb * _MK_W, _MK_W, k0)
+        for mb in range(MF, MR, _MK_R2):
+            if full:
+                _mk_tile2(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, out, mb * N + n0, N, k0)
+            else:
+                _mk_tile2(a, mb * sam + k0 * sak, sam, sak, bp, bo, _MK_W, kc, ebuf, mb * _MK_W, _MK_W, k0)
+        if odd:
+            _mk_tile2(a2, k0, K, 1, bp, bo, _MK_W, kc, o2, 0, _MK_W, k0)
+    if not full:
+        for m in range(MR):
+            o = m * N + n0
+            e = m * _MK_W
+            out[o:o + w] = ebuf[e:e + w]
+    if odd:
+        o = MR * N + n0
+        out[o:o + w] = o2[:w]
+    if K == 0:
+        for m in range(M):
+            o = m * N + n0
+            out[o:o + w] = np.float32(0)
+    if epi != 0:
+        _epilogue_block(out, 0, N, 0, M, n0, n0 + w, c, scm, scn, epi, alpha, beta)
+
+
+@njit(**_PAR)
+def _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP):
+    for iu in prange(NP):
+        _mm_packed_panel(np.int64(iu), a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta)
+
+
+@njit(**_JIT)
+def mm_packed_cpu(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta):
+    """out (M x N, contiguous) = A (rows m*sam, columns k*sak) times a constant B packed by
+    mm_pack_b, then the Gemm epilogue (epi 0: none; see nn._gemm_epilogue): the MatMul/Gemm
+    CPU path for an initializer B, bitwise the generated kernel's results. Panels run in
+    parallel (each writes its own columns) above _PAR_WORK multiply-adds."""
+    NP = (N + _MK_W - 1) // _MK_W
+    if M <= 0 or N <= 0:
+        return
+    if NP > 1 and M * K * N >= _PAR_WORK:
+        _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP)
+    else:
+        for p in range(NP):
+            _mm_packed_panel(p, a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta)
 
 
 @njit(**_JIT)
@@ -1251,6 +1403,116 @@ def _bn_cpu(x, scale, bias, mean, var, eps, C, S, out):
                 out[o + j] = _bn_apply(x[o + j], mc, f, bc)
 
 
+#: Softmax over the last axis: rows per parallel block (fixed: each row is computed alone, so
+#: the results do not depend on the blocking or the thread count anyway) and the elements from
+#: which it goes parallel (a region costs ~1 us at one thread, ~10 us at two on the bench
+#: machine; numba.get_num_threads() in a kernel would make it uncacheable)
+_SM_ROWS = 16
+_SM_PAR = 1 << 13
+
+
+@njit(**_JIT)
+def _softmax_last1(x, out, b, A, is_log):
+    """One row of A elements at flat offset b (inner == 1): the max, then e = exp(v - m) into
+    the output, then s = s + e ascending, then e / s (LogSoftmax: the exps are only summed;
+    y = (v - m) - log(s)) -- _softmax_row's sequence, in passes over contiguous slices."""
+    xr = x[b:b + A]
+    orow = out[b:b + A]
+    m = xr[0]
+    for a in range(1, A):
+        v = xr[a]
+        if v > m:
+            m = v
+    for a in range(A):
+        orow[a] = exp_f32(xr[a] - m)
+    s = np.float32(0)
+    for a in range(A):
+        s += orow[a]
+    _softmax_finish(xr, orow, m, s, A, is_log)
+
+
+@njit(**_JIT)
+def _softmax_finish(xr, orow, m, s, A, is_log):
+    if is_log:
+        ls = np.float32(log_f32(s))
+        for a in range(A):
+            orow[a] = (xr[a] - m) - ls
+    else:
+        for a in range(A):
+            orow[a] = orow[a] / s
+
+
+@njit(**_JIT)
+def _softmax_last4(x, out, b, A, is_log):
+    """Four consecutive rows from flat offset b, each with _softmax_last1's sequence: the
+    max and the ascending sum of the four rows are interleaved (four independent chains in
+    flight instead of one, each still in its own order); exp and the final pass go row by
+    row (vectorized)."""
+    x0 = x[b:b + A]
+    x1 = x[b + A:b + 2 * A]
+    x2 = x[b + 2 * A:b + 3 * A]
+    x3 = x[b + 3 * A:b + 4 * A]
+    y0 = out[b:b + A]
+    y1 = out[b + A:b + 2 * A]
+    y2 = out[b + 2 * A:b + 3 * A]
+    y3 = out[b + 3 * A:b + 4 * A]
+    m0 = x0[0]
+    m1 = x1[0]
+    m2 = x2[0]
+    m3 = x3[0]
+    for a in range(1, A):
+        v0 = x0[a]
+        v1 = x1[a]
+        v2 = x2[a]
+        v3 = x3[a]
+        m0 = v0 if v0 > m0 else m0
+        m1 = v1 if v1 > m1 else m1
+        m2 = v2 if v2 > m2 else m2
+        m3 = v3 if v3 > m3 else m3
+    for a in range(A):
+        y0[a] = exp_f32(x0[a] - m0)
+    for a in range(A):
+        y1[a] = exp_f32(x1[a] - m1)
+    for a in range(A):
+        y2[a] = exp_f32(x2[a] - m2)
+    for a in range(A):
+        y3[a] = exp_f32(x3[a] - m3)
+    s0 = np.float32(0)
+    s1 = np.float32(0)
+    s2 = np.float32(0)
+    s3 = np.float32(0)
+    for a in range(A):
+        s0 += y0[a]
+        s1 += y1[a]
+        s2 += y2[a]
+        s3 += y3[a]
+    _softmax_finish(x0, y0, m0, s0, A, is_log)
+    _softmax_finish(x1, y1, m1, s1, A, is_log)
+    _softmax_finish(x2, y2, m2, s2, A, is_log)
+    _softmax_finish(x3, y3, m3, s3, A, is_log)
+
+
+@njit(**_JIT)
+def _softmax_last_rows(x, out, r0, r1, A, is_log):
+    """Rows r0 <= r < r1 of a Softmax over the last axis: four at a time, then one by one."""
+    r = r0
+    while r + 4 <= r1:
+        _softmax_last4(x, out, r * A, A, is_log)
+        r += 4
+    while r < r1:
+        _softmax_last1(x, out, r * A, A, is_log)
+        r += 1
+
+
+@njit(**_PAR)
+def _softmax_last_par(x, out, outer, A, is_log, nblk):
+    """_softmax_last_rows over blocks of _SM_ROWS rows in parallel."""
+    for iu in prange(nblk):
+        it = np.int64(iu)
+        r0 = it * _SM_ROWS
+        _softmax_last_rows(x, out, r0, min(outer, r0 + _SM_ROWS), A, is_log)
+
+
 @cpu_kernel
 def _softmax_cpu(x, out, rows, A, inner, is_log):
     """CPU only: the same per-element sequence as _softmax_row, in passes over
@@ -1262,27 +1524,11 @@ def _softmax_cpu(x, out, rows, A, inner, is_log):
         return
     outer = rows // inner
     if inner == 1:
-        for o in range(outer):
-            b = o * A
-            xr = x[b:b + A]
-            orow = out[b:b + A]
-            m = xr[0]
-            for a in range(1, A):
-                v = xr[a]
-                if v > m:
-                    m = v
-            for a in range(A):
-                orow[a] = exp_f32(xr[a] - m)
-            s = np.float32(0)
-            for a in range(A):
-                s += orow[a]
-            if is_log:
-                ls = np.float32(log_f32(s))
-                for a in range(A):
-                    orow[a] = (xr[a] - m) - ls
-            else:
-                for a in range(A):
-                    orow[a] = orow[a] / s
+        nblk = (outer + _SM_ROWS - 1) // _SM_ROWS
+        if nblk > 1 and outer * A >= _SM_PAR:
+            _softmax_last_par(x, out, outer, A, is_log, nblk)
+        else:
+            _softmax_last_rows(x, out, 0, outer, A, is_log)
         return
     mx = np.empty(inner, dtype=np.float32)
     sm = np.empty(inner, dtype=np.float32)

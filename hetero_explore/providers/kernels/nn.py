@@ -85,7 +85,11 @@ def _div(a, b):
 # accumulators in memory, four output rows at a time, updated k by k. Either
 # way each element gets the same sequence of operations as the per-element
 # dot product the CUDA kernel runs (one thread per output element). A
-# transposed B is first copied into a k-major scratch buffer.
+# transposed B is first copied into a k-major scratch buffer. A constant B
+# (an initializer: a layer's weight) is packed into the micro-kernel's panel
+# layout once when the node is built (fastpaths.mm_pack_b, CPU with fast paths
+# on), and fastpaths.mm_packed_cpu multiplies A by it in place; a MatMul's
+# batches of A that share a 2-D B run as one product of all their rows.
 # =============================================================================
 
 
@@ -159,6 +163,19 @@ def _build_matmul(ctx, target):
     meta = to_target(target, bshape, stra, strb)
     c = to_target(target, _dummy_f32())
     dims = (M, K, N, K, 1, N, 1, 0, 0)
+    bconst = ctx.const(1)
+    if target.fast_paths and bconst is not None and len(sb) == 2:
+        # CPU fast path: an initializer B (a weight) is packed into micro-kernel panels once
+        # here; every batch of A shares it, so the batches run as one (rows x K) product
+        from . import fastpaths
+        bp = fastpaths.mm_pack_b(np.asarray(bconst).reshape(K, N))
+        rows = _prod(abatch) * M
+        one = np.float32(1)
+
+        def run_packed(inputs, outputs):
+            fastpaths.mm_packed_cpu(flat(inputs[0]), K, 1, bp, rows, K, N, flat(outputs[0]), c, 0, 0, 0, one, one)
+
+        return run_packed
 
     def run(inputs, outputs):
         _mm_launch(target, flat(inputs[0]), flat(inputs[1]), flat(outputs[0]), c, dims, meta, 0, 1.0, 1.0)
@@ -202,6 +219,20 @@ def _build_gemm(ctx, target):
     dims = (M, K, N, sam, sak, sbk, sbn, scm, scn)
     # CPU: a constant transposed B (a Linear layer's weight) is copied k-major once here
     # instead of at every run (a copy: the values, hence the bits, are the same).
+    if target.fast_paths and ctx.const(1) is not None:
+        # CPU fast path: a constant B (a Linear layer's weight, transposed or not) is packed
+        # into micro-kernel panels once here (a copy: the same values, the same bits)
+        from . import fastpaths
+        bmat = np.asarray(ctx.const(1), dtype=np.float32)
+        bp = fastpaths.mm_pack_b(bmat.T if tb else bmat)
+        al, be = np.float32(alpha), np.float32(beta)
+
+        def run_packed(inputs, outputs):
+            c = flat(inputs[2]) if has_c else dummy
+            fastpaths.mm_packed_cpu(flat(inputs[0]), sam, sak, bp, M, K, N, flat(outputs[0]), c, scm, scn, epi,
+                                    al, be)
+
+        return run_packed
     b_kmajor = None
     if target.host and tb and ctx.const(1) is not None:
         b_kmajor = np.ascontiguousarray(np.asarray(ctx.const(1), dtype=np.float32).T).reshape(-1)
