@@ -65,8 +65,6 @@ import traceback
 from pathlib import Path
 
 REHEARSE = "--rehearse" in sys.argv
-# the simulator must be chosen before numba is first imported
-os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if REHEARSE else "0"
 ROOT = Path(__file__).resolve().parent.parent
 for p in (str(ROOT / "tests"), str(ROOT)):
     if p not in sys.path:
@@ -594,8 +592,46 @@ def write(res, out: Path) -> None:
     (out / "device_check.md").write_text(markdown(res))
 
 
+def run_steps(res, ctx, steps, out: Path, total: float) -> None:
+    """Run ``steps`` ((name, fn(part, ctx) -> status) in order), each under its time budget
+    (SIGALRM): a step that raises or runs out of time keeps what it put in ``part`` and the
+    next one runs; ``res`` is written to ``out`` after every step."""
+    t0, budget = ctx["t0"], ctx["budget"]
+    signal.signal(signal.SIGALRM, _alarm)
+    for name, fn in steps:
+        t = time.perf_counter()
+        part = {}
+        left = total - (t - t0)
+        if name in ("tests", "cases"):
+            # background work started at t0: waited for up to its budget from the start
+            budget[name] = min(budget[name], max(1.0, total - 60))
+            alarm = max(1.0, t0 + budget[name] - t) + 30   # + collecting after the kill
+        else:
+            # its own budget, cut to what is left of the total
+            alarm = max(1.0, min(budget[name], left))
+        signal.setitimer(signal.ITIMER_REAL, alarm)
+        try:
+            status = fn(part, ctx)
+        except StepTimeout:
+            status = "timed out"
+            part["note"] = f"stopped after {alarm:.0f} s (its budget); results so far are kept"
+        except Exception:  # noqa: BLE001 - record and go on with the next step
+            status = "error"
+            part["error"] = traceback.format_exc()[-2000:]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        part["status"] = status
+        part["seconds"] = round(time.perf_counter() - t, 1)
+        res["steps"][name] = part
+        write(res, out)
+        print(f"[device_check] {name}: {status} in {part['seconds']} s", flush=True)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # the simulator must be chosen before numba is first imported (here, not at import:
+    # importing this module must not change a test process's environment)
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if REHEARSE else "0"
     if "--shard" in argv:
         i = argv.index("--shard")
         k, n = map(int, argv[i + 1].split("/"))
@@ -624,37 +660,14 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _on_term(res, out))
     ctx = {"t0": t0, "budget": budget, "bg": start_background(out)}
     write(res, out)
-    signal.signal(signal.SIGALRM, _alarm)
-    for name, fn in (("ptx", step_ptx), ("tests", step_tests), ("cases", step_cases),
-                     ("models", step_models), ("peers", step_peers)):
-        t = time.perf_counter()
-        part = {}
-        # tests and cases are waited for up to their budget from the start; the others get
-        # their own budget, cut to what is left of the total
-        left = total - (t - t0)
-        if name in ("tests", "cases"):
-            ctx["budget"][name] = min(budget[name], max(1.0, total - 60))
-            alarm = max(1.0, t0 + ctx["budget"][name] - t) + 30   # collecting after the kill
-        else:
-            alarm = max(1.0, min(budget[name], left))
-        signal.setitimer(signal.ITIMER_REAL, alarm)
-        try:
-            status = fn(part, ctx)
-        except StepTimeout:
-            status = "timed out"
-            part["note"] = f"stopped after {alarm:.0f} s (its budget); results so far are kept"
-        except Exception:  # noqa: BLE001 - record and go on with the next step
-            status = "error"
-            part["error"] = traceback.format_exc()[-2000:]
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        part["status"] = status
-        part["seconds"] = round(time.perf_counter() - t, 1)
-        res["steps"][name] = part
-        write(res, out)
-        print(f"[device_check] {name}: {status} in {part['seconds']} s", flush=True)
-    for p in ctx["bg"]["warmup"]:       # never leave a process behind
-        _finish(p, time.perf_counter())
+    run_steps(res, ctx, ((n, globals()[f"step_{n}"]) for n in STEPS), out, total)
+    for p in _CHILDREN:                 # never leave a process behind
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
     res["seconds"] = round(time.perf_counter() - t0, 1)
     write(res, out)
     print(markdown(res))

@@ -73,11 +73,7 @@ def test_rehearsal_runs_every_step_without_view_libraries(tmp_path):
 def test_markdown_and_json_keep_a_failed_step():
     """A step that raised or timed out is reported with its status and what it had."""
     import numpy as np
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import device_check as dc
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    dc = _module()
     res = {"started": "now", "rehearse": True, "steps": {
         "ptx": {"status": "error", "error": "Traceback ...\nRuntimeError: boom", "seconds": 1.0},
         "cases": {"status": "timed out", "claimed": 3, "run": 1, "not_run": 2, "cuda_passed": np.int64(1),
@@ -90,9 +86,12 @@ def test_markdown_and_json_keep_a_failed_step():
     assert "| models | not started |" in md
 
 
-def test_real_mode_without_a_gpu_exits_2_with_the_reason(tmp_path):
+def test_real_mode_without_a_gpu_exits_2_with_the_reason(tmp_path, monkeypatch):
     from hetero_explore.providers.cuda import _certainly_no_gpu_driver
-    if not _certainly_no_gpu_driver():
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")     # the question is about the hardware
+    no_gpu = _certainly_no_gpu_driver()
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")     # the script must turn the simulator off itself
+    if not no_gpu:
         pytest.skip("this machine may have a GPU: the real check would run")
     r, out = _run(tmp_path, timeout=300)
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
@@ -100,3 +99,60 @@ def test_real_mode_without_a_gpu_exits_2_with_the_reason(tmp_path):
     assert "no CUDA GPU" in res["error"] and not res["rehearse"] and not res["simulator"]
     assert "no CUDA GPU" in r.stderr
     assert "**not run**: no CUDA GPU" in (out / "device_check.md").read_text()
+
+
+def _module():
+    sys.modules.pop("device_check", None)     # a fresh import each time
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import device_check
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return device_check
+
+
+def test_importing_the_script_leaves_the_environment_alone():
+    before = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    _module()
+    assert os.environ.get("NUMBA_ENABLE_CUDASIM") == before
+
+
+def test_a_step_that_raises_or_overruns_keeps_its_part_and_the_next_runs(tmp_path):
+    import time
+    dc = _module()
+
+    def raises(part, ctx):
+        part["done"] = 1
+        raise RuntimeError("boom")
+
+    def overruns(part, ctx):
+        part["rows"] = ["first"]
+        time.sleep(30)
+        part["rows"].append("never")
+        return "ok"
+
+    def fine(part, ctx):
+        part["rows"] = [1]
+        return "ok"
+    res = {"steps": {}}
+    ctx = {"t0": time.perf_counter(), "budget": {"a": 5, "b": 1, "c": 5}}
+    t = time.perf_counter()
+    dc.run_steps(res, ctx, [("a", raises), ("b", overruns), ("c", fine)], tmp_path, total=60)
+    assert time.perf_counter() - t < 10
+    a, b, c = (res["steps"][k] for k in "abc")
+    assert a["status"] == "error" and a["done"] == 1 and "RuntimeError: boom" in a["error"]
+    assert b["status"] == "timed out" and b["rows"] == ["first"]
+    assert c["status"] == "ok" and c["rows"] == [1]
+    on_disk = json.loads((tmp_path / "device_check.json").read_text())
+    assert on_disk["steps"]["b"]["rows"] == ["first"]
+
+
+def test_a_background_process_past_its_deadline_is_killed(tmp_path):
+    import time
+    dc = _module()
+    p = dc._popen([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
+                  tmp_path / "log")
+    time.sleep(1.5)
+    t = time.perf_counter()
+    rc, log = dc._finish(p, time.perf_counter() + 0.5)
+    assert rc is None and time.perf_counter() - t < 5 and "started" in log
