@@ -22,8 +22,10 @@ step       what it does                                                 budget (
            provider), the **tests** subprocess and the **cases** shards
 ptx        compiles every generated elementwise kernel (154) for the     180
            device (in this process, while the background work runs)
-           and checks its PTX has no ``fma``, ``.f64``,
-           ``.approx``/``div.full`` or ``.ftz``
+           and checks its PTX has no ``fma``, ``.approx``/``div.full``,
+           ``.ftz``, nor ``.f64`` outside float64 kernels (lowered
+           through NVVM as tests/ptx_tools.py does: no driver needed,
+           so the rehearsal runs it too)
 tests      ``pytest -k "cuda or gpu or bitwise"`` over the CUDA kernel   200 from t=0
            test files (412 tests today) with ``NUMBA_ENABLE_CUDASIM=0``; partial counts
            are parsed from ``-v`` output when it times out
@@ -247,6 +249,10 @@ def start_background(out: Path) -> dict:
                      for p in ("cpu", "cuda")]}
     files = [f for f in (R_TEST_FILES if REHEARSE else TEST_FILES) if (ROOT / f).exists()]
     bg["test_files"] = files
+    ptx = out / "ptx.jsonl"
+    ptx.write_text("")
+    bg["ptx"] = (_popen([sys.executable, str(Path(__file__).resolve()), "--ptx", str(R_PTX_KERNELS if REHEARSE else 0),
+                         str(ptx)], out / "ptx.log", dict(env, NUMBA_ENABLE_CUDASIM="0")), ptx)
     bg["tests"] = _popen([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-k",
                           R_TEST_K if REHEARSE else TEST_K, *files], out / "tests.log", env)
     n = R_SHARDS if REHEARSE else SHARDS
@@ -263,38 +269,90 @@ def start_background(out: Path) -> dict:
 # ------------------------------------------------------------------------------------------
 # steps: each fills ``part`` (kept when it times out or raises) and returns its status
 # ------------------------------------------------------------------------------------------
-def step_ptx(part, ctx):
-    """Compile the generated elementwise kernels for the device; inspect their PTX."""
-    from numba import cuda
-    from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
-    from hetero_explore.providers.kernels.common import _retarget
-    from hetero_explore.providers.kernels.target import own_compilation
-    part.update(kernels=0, ptx_chars=0, forbidden={}, compile_errors={})
-    pairs = [(d, pair) for d in elementwise_ops() for pair in d.kernels]
-    if REHEARSE:
-        pairs = pairs[:R_PTX_KERNELS]
-    part["of"] = len(pairs)
-    for d, pair in pairs:
-        try:
-            sig = launch_signature(d, pair)
+def ptx_main(limit: int, path: str) -> int:
+    """The ptx worker (a subprocess, ``NUMBA_ENABLE_CUDASIM=0`` even in the rehearsal):
+    lowers every generated elementwise kernel to sm_90 PTX through NVVM, the way
+    ``tests/ptx_tools.py`` does (no driver needed, so the rehearsal runs this very code),
+    and counts the instructions the kernel contract forbids; one JSON line per kernel."""
+    import io
+    import contextlib
+    from ptx_tools import PRELUDE
+    env = {"__name__": "ptx_worker"}
+    buf = io.StringIO()
+    how = "NVVM (ptx_tools: sm_90)"
+    try:
+        with contextlib.redirect_stdout(buf):
+            exec(compile(PRELUDE, "ptx_tools.PRELUDE", "exec"), env)   # noqa: S102 - the project's own prelude
+        ptx_of, stats = env["ptx"], env["stats"]
+    except SystemExit:       # the prelude found no libNVVM/libdevice: on a device, ask the driver
+        from numba import cuda
+        if not cuda.is_available():
+            Path(path).write_text(json.dumps({"skipped": buf.getvalue().strip()[-300:]}) + "\n")
+            return 0
+        how = "numba cuda.jit + inspect_asm (the device's compiler)"
+
+        def ptx_of(fn, sig):
+            from hetero_explore.providers.kernels.target import own_compilation
             with own_compilation():
-                k = cuda.jit(sig)(_retarget(pair.cuda.py, "cuda"))
-                ptx = k.inspect_asm(sig) if hasattr(k, "inspect_asm") else ""
-        except StepTimeout:
-            raise
-        except Exception as e:  # noqa: BLE001 - one kernel's failure is a finding
-            part["compile_errors"][pair.name] = f"{type(e).__name__}: {e}"[:300]
-            continue
-        ops = re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z]+(?:\.[a-z0-9]+)*)", ptx, re.M)
-        s = {"fma": sum(o.startswith("fma") for o in ops), "f64": sum(".f64" in o for o in ops),
-             "approx": sum(".approx" in o or "div.full" in o for o in ops), "ftz": sum(".ftz" in o for o in ops)}
-        part["kernels"] += 1
-        part["ptx_chars"] += len(ptx)
-        if any(s.values()):
-            part["forbidden"][pair.name] = s
-    if part["ptx_chars"] == 0:
-        part["note"] = "no PTX to inspect (the simulator has none): compiled only"
-    return "failed" if part["forbidden"] or part["compile_errors"] else "ok"
+                k = cuda.jit(sig)(fn)
+                return k.inspect_asm(sig)
+
+        def stats(p):
+            ops = re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z]+(?:\.[a-z0-9]+)*)", p, re.M)
+            return {"fma": sum(o.startswith("fma") for o in ops), "f64": sum(".f64" in o for o in ops),
+                    "approx": sum(".approx" in o or "div.full" in o for o in ops),
+                    "ftz": sum(".ftz" in o for o in ops)}
+    from hetero_explore.providers.kernels.common import _retarget
+    from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
+    pairs = [(d, pair) for d in elementwise_ops() for pair in d.kernels][:limit or None]
+    with open(path, "w") as f:
+        f.write(json.dumps({"of": len(pairs), "how": how}) + "\n")
+        f.flush()
+        for d, pair in pairs:
+            row = {"kernel": pair.name}
+            try:
+                text = ptx_of(_retarget(pair.cuda.py, "cuda"), launch_signature(d, pair))
+                row.update(chars=len(text), stats=stats(text))
+            except Exception as e:  # noqa: BLE001 - one kernel's failure is a finding
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+            f.write(json.dumps(row, default=to_json) + "\n")
+            f.flush()
+    return 0
+
+
+def step_ptx(part, ctx):
+    """Collect the ptx worker (started at t=0): kernels lowered to PTX, forbidden instructions."""
+    p, path = ctx["bg"]["ptx"]
+    rc, log = _finish(p, ctx["t0"] + ctx["budget"]["ptx"])
+    part.update(kernels=0, ptx_chars=0, forbidden={}, compile_errors={})
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue        # a line cut by a kill
+        if "skipped" in row:
+            part["reason"] = row["skipped"]
+        elif "of" in row:
+            part.update(of=row["of"], how=row["how"])
+        elif "error" in row:
+            part["compile_errors"][row["kernel"]] = row["error"]
+        else:
+            part["kernels"] += 1
+            part["ptx_chars"] += row["chars"]
+            bad = dict(row["stats"])
+            if row["kernel"].endswith("_f64"):
+                bad["f64"] = 0          # a float64 kernel computes in double on the CPU too
+            if any(bad.values()):
+                part["forbidden"][row["kernel"]] = row["stats"]
+    if "reason" in part:
+        return "skipped"
+    if rc is None:
+        part["note"] = f"killed after its budget: {part['kernels']} of {part.get('of')} kernels lowered"
+        return "timed out"
+    if rc != 0 or "of" not in part:
+        part["log_tail"] = log[-2000:]
+        return "error"
+    return "failed" if part["forbidden"] or part["compile_errors"] or part["kernels"] != part["of"] else "ok"
 
 
 _OUTCOME = re.compile(r"\s(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
@@ -551,9 +609,12 @@ def markdown(res) -> str:
     if "kernels" in p:
         md += ["", "## ptx", "", "| kernels compiled | of | PTX chars | with forbidden instructions | compile errors |",
                "|---|---|---|---|---|",
-               f"| {p['kernels']} | {p.get('of')} | {p['ptx_chars']} | {len(p['forbidden'])} | {len(p['compile_errors'])} |"]
+               f"| {p['kernels']} | {p.get('of')} | {p['ptx_chars']} | {len(p['forbidden'])} | {len(p['compile_errors'])} |",
+               "", f"lowered with: {p.get('how', '')}"]
         for k, v in list(p["forbidden"].items())[:20]:
             md.append(f"- `{k}`: {v}")
+        for k, v in list(p["compile_errors"].items())[:20]:
+            md.append(f"- `{k}`: {v[:160]}")
     t = steps.get("tests", {})
     if "counts" in t:
         md += ["", "## tests", "", "| passed | failed | errors | skipped | rc |", "|---|---|---|---|---|",
@@ -603,7 +664,7 @@ def run_steps(res, ctx, steps, out: Path, total: float) -> None:
         t = time.perf_counter()
         part = {}
         left = total - (t - t0)
-        if name in ("tests", "cases"):
+        if name in ("ptx", "tests", "cases"):
             # background work started at t0: waited for up to its budget from the start
             budget[name] = min(budget[name], max(1.0, total - 60))
             alarm = max(1.0, t0 + budget[name] - t) + 30   # + collecting after the kill
@@ -633,6 +694,10 @@ def main(argv=None) -> int:
     # the simulator must be chosen before numba is first imported (here, not at import:
     # importing this module must not change a test process's environment)
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if REHEARSE else "0"
+    if "--ptx" in argv:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "0"    # NVVM lowering, no driver needed
+        i = argv.index("--ptx")
+        return ptx_main(int(argv[i + 1]), argv[i + 2])
     if "--shard" in argv:
         i = argv.index("--shard")
         k, n = map(int, argv[i + 1].split("/"))

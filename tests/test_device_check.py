@@ -54,8 +54,12 @@ def test_rehearsal_runs_every_step_without_view_libraries(tmp_path):
         assert steps["peers"]["status"] == "skipped" and "cupy not installed" in steps["peers"]["reason"]
         assert all("ours_ms" in row and "error" not in row for row in steps["peers"]["rows"]), steps["peers"]
         bad.pop("peers")
+    if steps["ptx"]["status"] == "skipped":      # as tests/ptx_tools.py skips: no libNVVM here
+        assert "libNVVM/libdevice not available" in steps["ptx"]["reason"], steps["ptx"]
+        bad.pop("ptx")
+    else:
+        assert steps["ptx"]["kernels"] == steps["ptx"]["of"] > 0 and steps["ptx"]["ptx_chars"] > 0
     assert not bad, json.dumps(bad, indent=1)[:4000]
-    assert steps["ptx"]["kernels"] == steps["ptx"]["of"] > 0
     assert steps["tests"]["counts"].get("passed", 0) >= 1 and not steps["tests"]["counts"].get("failed")
     c = steps["cases"]
     assert c["claimed"] >= 3 and c["run"] == c["claimed"] == c["ok"] and c["not_run"] == 0
