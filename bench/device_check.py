@@ -19,16 +19,18 @@ step       what it does                                                 budget (
 =========  ===========================================================  ==========
 (start)    launches in the background, at t=0: the kernel warm-up        --
            (``hetero_explore.warmup`` on cpu and cuda, one process per
-           provider), the **tests** subprocess and the **cases** shards
-ptx        compiles every generated elementwise kernel (154) for the     180
-           device (in this process, while the background work runs)
-           and checks its PTX has no ``fma``, ``.approx``/``div.full``,
-           ``.ftz``, nor ``.f64`` outside float64 kernels (lowered
-           through NVVM as tests/ptx_tools.py does: no driver needed,
-           so the rehearsal runs it too)
-tests      ``pytest -k "cuda or gpu or bitwise"`` over the CUDA kernel   200 from t=0
-           test files (412 tests today) with ``NUMBA_ENABLE_CUDASIM=0``; partial counts
-           are parsed from ``-v`` output when it times out
+           provider), the **ptx** worker, the **tests** subprocess and
+           the **cases** shards
+ptx        lowers every generated elementwise kernel (154) to sm_90 PTX  240 from t=0
+           in a background worker, through NVVM as tests/ptx_tools.py
+           does (no driver needed, so the rehearsal runs it too), and
+           checks it has no ``fma``, ``.approx``/``div.full``, ``.ftz``,
+           nor ``.f64`` outside float64 kernels (on the 2-core dev box
+           at load 6: 0.3-60 s per kernel, the pmath transcendentals
+           the slow ones)
+tests      ``pytest -v -k "cuda or gpu or bitwise"`` over the CUDA       200 from t=0
+           kernel test files (412 tests today), ``NUMBA_ENABLE_CUDASIM=0``;
+           partial counts are parsed from ``-v`` lines when it is killed
 cases      every onnx backend node case the CUDA provider claims         250 from t=0
            (manifest ``cuda-simulator`` claimed + size-capped: no size
            cap on a device), CPU vs CUDA bitwise and against onnx's
@@ -43,11 +45,13 @@ peers      MatMul 1024^3, Conv 1x64x56x56 3x3, Softmax 256x1024:         45
            cupyx.cudnn works, else im2col + cuBLAS), CUDA events
 =========  ===========================================================  ==========
 
-Wall time on the device: the background work (warm-up, tests, cases) overlaps the ptx
-step and uses the machine's 16 cores, so the script waits at most 250 s from its start
-for ptx, tests and cases (+ <= 30 s collecting), then models (<= 90 s) and peers
-(<= 45 s) run alone (they time things): at most ~415 s in all; the whole run is capped at ``TOTAL`` = 450 s by its own deadline (each step's
-budget is cut to what is left), and ``device_check.sh`` kills it at 470 s. The machine
+Wall time on the device: the background work (warm-up, ptx, tests, cases) runs at once
+on the machine's 16 cores, so the script waits at most 250 s from its start for ptx,
+tests and cases (+ <= 30 s collecting), then models (<= 90 s) and peers (<= 45 s) run
+alone (they time things): at most ~415 s in all. The whole run is capped at ``TOTAL`` =
+450 s by its own deadline (each step's budget is cut to what is left), and
+``device_check.sh`` kills it at 470 s (SIGTERM: the background processes are killed and
+the JSON written so far stays). The machine
 starts with a cold numba cache (the cache is not carried), so expect the first minutes
 to be compilation: the warm-up processes compile the models' kernels for the models
 step while the tests and cases run; cases that could not run before their budget ended
@@ -74,8 +78,9 @@ for p in (str(ROOT / "tests"), str(ROOT)):
         sys.path.insert(0, p)
 
 TOTAL = 450
-BUDGET = {"ptx": 180, "tests": 200, "cases": 250, "models": 90, "peers": 45}
-SHARDS = 12   # the device has 16 cores: 12 case shards + tests + 2 warm-ups + this process
+BUDGET = {"ptx": 240, "tests": 200, "cases": 250, "models": 90, "peers": 45}
+SHARDS = 11   # the device has 16 cores: 11 case shards + 2 ptx workers + tests + 2 warm-ups
+PTX_WORKERS = 2
 STEPS = ("ptx", "tests", "cases", "models", "peers")
 TEST_FILES = ["tests/test_kernels_elementwise.py", "tests/test_kernels_elementwise2.py", "tests/test_opdefs.py",
               "tests/test_kernels_nn.py", "tests/test_kernels_norm.py", "tests/test_kernels_data.py",
@@ -91,6 +96,7 @@ R_TEST_FILES = ["tests/test_kernels_elementwise.py"]
 R_TEST_K = "binary_broadcast_rows_cpu_cuda_bitwise and sa0 and Add"
 R_CASES = ("test_abs", "test_relu", "test_matmul_2d", "test_softmax_example")
 R_PTX_KERNELS = 3
+R_PTX_WORKERS = 2
 
 
 def out_dir() -> Path:
@@ -249,10 +255,14 @@ def start_background(out: Path) -> dict:
                      for p in ("cpu", "cuda")]}
     files = [f for f in (R_TEST_FILES if REHEARSE else TEST_FILES) if (ROOT / f).exists()]
     bg["test_files"] = files
-    ptx = out / "ptx.jsonl"
-    ptx.write_text("")
-    bg["ptx"] = (_popen([sys.executable, str(Path(__file__).resolve()), "--ptx", str(R_PTX_KERNELS if REHEARSE else 0),
-                         str(ptx)], out / "ptx.log", dict(env, NUMBA_ENABLE_CUDASIM="0")), ptx)
+    bg["ptx"] = []
+    n = R_PTX_WORKERS if REHEARSE else PTX_WORKERS
+    for i in range(n):
+        ptx = out / f"ptx_{i}.jsonl"
+        ptx.write_text("")
+        bg["ptx"].append((_popen([sys.executable, str(Path(__file__).resolve()), "--ptx",
+                                  str(R_PTX_KERNELS if REHEARSE else 0), str(ptx), f"{i}/{n}"],
+                                 out / f"ptx_{i}.log", dict(env, NUMBA_ENABLE_CUDASIM="0")), ptx))
     bg["tests"] = _popen([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-k",
                           R_TEST_K if REHEARSE else TEST_K, *files], out / "tests.log", env)
     n = R_SHARDS if REHEARSE else SHARDS
@@ -269,7 +279,7 @@ def start_background(out: Path) -> dict:
 # ------------------------------------------------------------------------------------------
 # steps: each fills ``part`` (kept when it times out or raises) and returns its status
 # ------------------------------------------------------------------------------------------
-def ptx_main(limit: int, path: str) -> int:
+def ptx_main(limit: int, path: str, index: int = 0, count: int = 1) -> int:
     """The ptx worker (a subprocess, ``NUMBA_ENABLE_CUDASIM=0`` even in the rehearsal):
     lowers every generated elementwise kernel to sm_90 PTX through NVVM, the way
     ``tests/ptx_tools.py`` does (no driver needed, so the rehearsal runs this very code),
@@ -304,7 +314,7 @@ def ptx_main(limit: int, path: str) -> int:
                     "ftz": sum(".ftz" in o for o in ops)}
     from hetero_explore.providers.kernels.common import _retarget
     from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
-    pairs = [(d, pair) for d in elementwise_ops() for pair in d.kernels][:limit or None]
+    pairs = [(d, pair) for d in elementwise_ops() for pair in d.kernels][:limit or None][index::count]
     with open(path, "w") as f:
         f.write(json.dumps({"of": len(pairs), "how": how}) + "\n")
         f.flush()
@@ -322,34 +332,41 @@ def ptx_main(limit: int, path: str) -> int:
 
 def step_ptx(part, ctx):
     """Collect the ptx worker (started at t=0): kernels lowered to PTX, forbidden instructions."""
-    p, path = ctx["bg"]["ptx"]
-    rc, log = _finish(p, ctx["t0"] + ctx["budget"]["ptx"])
-    part.update(kernels=0, ptx_chars=0, forbidden={}, compile_errors={})
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue        # a line cut by a kill
-        if "skipped" in row:
-            part["reason"] = row["skipped"]
-        elif "of" in row:
-            part.update(of=row["of"], how=row["how"])
-        elif "error" in row:
-            part["compile_errors"][row["kernel"]] = row["error"]
-        else:
-            part["kernels"] += 1
-            part["ptx_chars"] += row["chars"]
-            bad = dict(row["stats"])
-            if row["kernel"].endswith("_f64"):
-                bad["f64"] = 0          # a float64 kernel computes in double on the CPU too
-            if any(bad.values()):
-                part["forbidden"][row["kernel"]] = row["stats"]
+    part.update(kernels=0, of=0, ptx_chars=0, forbidden={}, compile_errors={})
+    killed, logs, rcs = 0, [], []
+    for p, path in ctx["bg"]["ptx"]:
+        rc, log = _finish(p, ctx["t0"] + ctx["budget"]["ptx"])
+        killed += rc is None
+        rcs.append(rc)
+        logs.append(log)
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue        # a line cut by a kill
+            if "skipped" in row:
+                part["reason"] = row["skipped"]
+            elif "of" in row:
+                part["of"] += row["of"]
+                part["how"] = row["how"]
+            elif "error" in row:
+                part["compile_errors"][row["kernel"]] = row["error"]
+            else:
+                part["kernels"] += 1
+                part["ptx_chars"] += row["chars"]
+                bad = dict(row["stats"])
+                if row["kernel"].endswith("_f64"):
+                    bad["f64"] = 0          # a float64 kernel computes in double on the CPU too
+                if any(bad.values()):
+                    part["forbidden"][row["kernel"]] = row["stats"]
+    rc = None if killed else max(rcs, key=abs)
+    log = "\n".join(logs)
     if "reason" in part:
         return "skipped"
     if rc is None:
         part["note"] = f"killed after its budget: {part['kernels']} of {part.get('of')} kernels lowered"
         return "timed out"
-    if rc != 0 or "of" not in part:
+    if rc != 0 or "how" not in part:
         part["log_tail"] = log[-2000:]
         return "error"
     return "failed" if part["forbidden"] or part["compile_errors"] or part["kernels"] != part["of"] else "ok"
@@ -697,7 +714,8 @@ def main(argv=None) -> int:
     if "--ptx" in argv:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "0"    # NVVM lowering, no driver needed
         i = argv.index("--ptx")
-        return ptx_main(int(argv[i + 1]), argv[i + 2])
+        k, n = map(int, argv[i + 3].split("/"))
+        return ptx_main(int(argv[i + 1]), argv[i + 2], k, n)
     if "--shard" in argv:
         i = argv.index("--shard")
         k, n = map(int, argv[i + 1].split("/"))
