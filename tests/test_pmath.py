@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, njit
 
 from hetero_explore.providers.kernels import pmath
 from hetero_explore.providers.kernels.target import CPU, CUDA, kernel_pair
@@ -283,7 +283,7 @@ def user_kernel(x, y, z, out):
     if i < out.shape[0]:
         out[i] = x[i] * y[i] + z[i]
 
-from numba import cuda
+from numba import cuda, njit
 cres = cc.compile_cuda(user_kernel, types.void, (A(f32),) * 4, fastmath=False, cc=(9, 0))
 plain = nvvm.compile_ir(cres.library.llvm_strs, arch="compute_90", opt=3, fastmath=False)
 res["__user_kernel__"] = {"plain": stats(plain.decode() if isinstance(plain, bytes) else plain),
@@ -367,3 +367,93 @@ def test_trig_named_specials():
     assert atanh_f32(F(1)) == INF and atanh_f32(F(-1)) == -INF
     assert atan_f32(F(INF)) == F(np.pi / 2) and acos_f32(F(-1)) == F(np.pi)
     assert sinh_f32(F(90)) == INF and cosh_f32(F(-90)) == INF and sinh_f32(F(-90)) == -INF
+
+
+# --- branch-free hot functions: exact powers of two, range switch points, vectorised loops --------
+def test_float_exponent_powers_of_two_are_exact():
+    @njit(error_model="numpy")
+    def pow2(ks, out, neg):
+        for i in range(ks.shape[0]):
+            out[i] = pmath._pow2_neg(ks[i]) if neg else pmath._pow2f(ks[i])
+
+    ks = np.arange(-126, 128).astype(F)
+    out = np.empty_like(ks)
+    pow2(ks, out, False)
+    assert out.tobytes() == np.ldexp(F(1), ks.astype(np.int32)).astype(F).tobytes()
+    ks = np.arange(-31, 1).astype(F)
+    out = np.empty_like(ks)
+    pow2(ks, out, True)
+    assert out.tobytes() == np.ldexp(F(1), ks.astype(np.int32)).astype(F).tobytes()
+
+
+def test_scale_rounds_once():
+    # p * 2**k for every exponent exp can produce, subnormal and overflowing results included:
+    # the float64 product is exact, so rounding it to float32 is the one correct rounding
+    @njit(error_model="numpy")
+    def scale(p, k, out):
+        for i in range(p.shape[0]):
+            out[i] = pmath._scale(p[i], k[i])
+
+    rng = np.random.default_rng(3)
+    k = np.repeat(np.arange(-152, 129), 40).astype(F)
+    p = rng.uniform(0.7, 1.45, k.size).astype(F)
+    p[::7] = -p[::7]
+    out = np.empty_like(p)
+    scale(p, k, out)
+    with np.errstate(over="ignore"):
+        ref = np.ldexp(p.astype(np.float64), k.astype(np.int32)).astype(F)
+    assert out.tobytes() == ref.tobytes()
+
+
+def _neighbours(points, span=40):
+    """float32 values within ``span`` ULP of each point, both signs."""
+    out = []
+    for v in points:
+        v = F(v)
+        lo = hi = v
+        for _ in range(span):
+            lo, hi = np.nextafter(lo, F(-np.inf)), np.nextafter(hi, F(np.inf))
+            out += [lo, hi]
+        out.append(v)
+    a = np.array(out, dtype=F)
+    return np.concatenate([a, -a])
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "erf", "log", "sigmoid"])
+def test_range_switch_points(name):
+    # the branch-free forms select between ranges: around each switch point the result must be
+    # the accurate one (each input got its own range's formula) and the CPU equal the simulator
+    points = {"exp": [pmath.EXP_HI, pmath.EXP_LO, 88.72283, -87.33655, 0.0, -103.97],
+              "tanh": [pmath.TANH_SMALL, pmath.TANH_ONE, 9.01, 0.0],
+              "erf": [pmath.ERF_A, pmath.ERF_B, pmath.ERF_C, 3.92, 0.0],
+              "log": [1.0, pmath.MIN_NORMAL, 2.0 ** -149 * 64, 3.4e38, np.sqrt(2.0)],
+              "sigmoid": [pmath.EXP_LO, -pmath.EXP_LO, 0.0, 88.0, -88.0]}[name]
+    xs = _neighbours(points)
+    lo, hi = DOMAIN[name]
+    xs = xs[(xs >= lo) & (xs <= hi)]
+    got = run_cpu1(name, xs)
+    with np.errstate(all="ignore"):
+        d = ulp_dist(got, REF[name](xs.astype(np.float64)))
+    assert d.max() <= MAX_ULP[name], (name, xs[np.argmax(d)], d.max())
+    d_out = cuda.device_array_like(xs)
+    CUDA.launch(_APPLY[name], xs.size, cuda.to_device(xs), d_out)
+    assert np.array_equal(canon(got), canon(d_out.copy_to_host())), name
+
+
+@pytest.mark.parametrize("kernel", ["_Exp_f32_cpu", "_Tanh_f32_cpu", "_Erf_f32_cpu", "_Sigmoid_f32_cpu",
+                                    "_Log_f32_cpu", "_Gelu_erf_f32_cpu", "_Gelu_tanh_f32_cpu"])
+def test_hot_unary_kernels_vectorise(kernel):
+    # the models' transcendental nodes (GELU's Tanh/Erf, Sigmoid, Softmax's exp) run these CPU
+    # loops; a branch or a non-inlined call in the per-element function stops LLVM from
+    # vectorising them (measured ~10x slower), so the optimised IR must hold vector float ops
+    import re
+
+    from hetero_explore.providers.kernels import elementwise  # noqa: F401  (generates the kernels)
+    from hetero_explore.providers.kernels.common import _retarget
+    from hetero_explore.providers.kernels.target import GENERATED
+
+    fresh = njit(cache=False, error_model="numpy")(_retarget(GENERATED[kernel].py, "cpu"))
+    x = np.ones(16, F)
+    fresh(x, np.empty_like(x), F(0), F(0), 0)
+    ir = fresh.inspect_llvm(fresh.signatures[0])
+    assert len(re.findall(r"<(?:4|8|16) x float>", ir)) >= 20, kernel

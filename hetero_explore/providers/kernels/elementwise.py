@@ -85,6 +85,9 @@ register = OPS.register
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy")
+#: scalar helpers that call pmath inside a unary kernel's loop: inlined like pmath's own, so
+#: that LLVM sees (and vectorises) the whole loop body instead of a call per element
+_JIT_INLINE = dict(_JIT, inline="always")
 
 F_ZERO = F(0.0)
 F_ONE = F(1.0)
@@ -632,7 +635,7 @@ def sign_float(x, one, zero):
     return x if x != x else zero
 
 
-@njit(**_JIT)
+@njit(**_JIT_INLINE)
 def celu_f32(x, alpha):
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     pos = x if x > F_ZERO else F_ZERO
@@ -657,13 +660,13 @@ F_SQRT2_PI = F(np.sqrt(2.0 / np.pi))
 F_GELU_C = F(0.044715)
 
 
-@njit(**_JIT)
+@njit(**_JIT_INLINE)
 def gelu_f32(x):
     """0.5 * x * (1 + erf(x / sqrt(2))), with x / sqrt(2) as x * float32(1/sqrt(2))."""
     return F_HALF * x * (F_ONE + erf_f32(x * F_SQRT1_2))
 
 
-@njit(**_JIT)
+@njit(**_JIT_INLINE)
 def gelu_tanh_f32(x):
     """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))."""
     return F_HALF * x * (F_ONE + tanh_f32(F_SQRT2_PI * (x + F_GELU_C * x * x * x)))

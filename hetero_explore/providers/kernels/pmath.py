@@ -24,9 +24,15 @@ Rules kept throughout (needed for the bitwise contract):
 * integers enter float arithmetic only via ``np.float32(int)`` of small exact
   values;
 * powers of two are built by multiplying exact float32 powers of two
-  (:func:`_pow2i`) rather than ``ldexp``; exponents are found by comparisons
-  (:func:`_reduce`) rather than ``frexp``; rounding to an integer uses the
-  ``(t + 1.5*2**23) - 1.5*2**23`` trick;
+  (:func:`_pow2f`, from an integral float32 exponent) rather than ``ldexp``;
+  exponents are found by comparisons (:func:`_reduce`) rather than ``frexp``;
+  rounding to an integer uses the ``(t + 1.5*2**23) - 1.5*2**23`` trick;
+* the functions the models call most (exp, tanh, erf, sigmoid, log) are
+  branch-free: every range's formula is computed (on the argument clamped to that
+  range) and the result selected, so that LLVM vectorises the CPU kernel's loop
+  8 floats wide (AVX2); each input still gets exactly its own range's arithmetic,
+  so the bits are those of the branching form (``bench/pmath_speed.py --vec``
+  counts the vector operations; ``tests/test_pmath.py`` checks they are there);
 * extra precision, where needed (``pow``, ``erf``), uses Dekker's
   error-free transformations (TwoSum, Veltkamp split + TwoProduct) without FMA.
 
@@ -89,6 +95,8 @@ P2_24 = F(2.0 ** 24)
 P2M1, P2M2, P2M4, P2M8 = F(0.5), F(0.25), F(2.0 ** -4), F(2.0 ** -8)
 P2M16, P2M32, P2M64 = F(2.0 ** -16), F(2.0 ** -32), F(2.0 ** -64)
 MIN_NORMAL = F(2.0 ** -126)
+# small integers as float32 (exponent arithmetic in float lanes, see _pow2f)
+K2, K4, K8, K16, K32, K64, K128, K126 = F(2.0), F(4.0), F(8.0), F(16.0), F(32.0), F(64.0), F(128.0), F(126.0)
 P2M40 = F(2.0 ** -40)
 
 ROUND_MAGIC = F(12582912.0)     # 1.5 * 2**23: (t + M) - M rounds |t| < 2**22 to nearest integer
@@ -201,32 +209,72 @@ def _two_prod(a, b):
 
 # --- exponent handling ---------------------------------------------------------
 @njit(**_JIT)
-def _pow2i(k):
-    """2**k as float32, exactly, for integer -126 <= k <= 127.
+def _pow2f(kf):
+    """2**k as float32, exactly, for an integral float32 -126 <= kf <= 127.
 
-    With u = k + 126 in [0, 253]: 2**k = (2**-126 or 2**2, by bit 7 of u) times the
-    product of 2**(2**j) over the other set bits of u (that product is <= 2**127).
-    Selects on the bits of a non-negative number, no sign-dependent branches: the
-    CPU does not mispredict on random data."""
-    u = k + 126
-    f1 = P2_1 if u & 1 else ONE
-    f2 = P2_2 if u & 2 else ONE
-    f4 = P2_4 if u & 4 else ONE
-    f8 = P2_8 if u & 8 else ONE
-    f16 = P2_16 if u & 16 else ONE
-    f32 = P2_32 if u & 32 else ONE
-    f64 = P2_64 if u & 64 else ONE
-    f128 = P2_2 if u & 128 else MIN_NORMAL
+    With u = k + 126 in [0, 253] (exact): 2**k = (2**-126 or 2**2, by u >= 128) times
+    the product of 2**(2**j) over the other binary digits of u, found by comparing and
+    subtracting (exact on these small integers). Float compares and selects only, no
+    integer lanes and no branches: LLVM vectorises it 8 floats wide (an int64 exponent
+    ran 4 wide, and its float->int conversion is undefined on a NaN lane)."""
+    u = kf + K126
+    c = u >= K128
+    f128 = P2_2 if c else MIN_NORMAL
+    u = u - (K128 if c else ZERO)
+    c = u >= K64
+    f64 = P2_64 if c else ONE
+    u = u - (K64 if c else ZERO)
+    c = u >= K32
+    f32 = P2_32 if c else ONE
+    u = u - (K32 if c else ZERO)
+    c = u >= K16
+    f16 = P2_16 if c else ONE
+    u = u - (K16 if c else ZERO)
+    c = u >= K8
+    f8 = P2_8 if c else ONE
+    u = u - (K8 if c else ZERO)
+    c = u >= K4
+    f4 = P2_4 if c else ONE
+    u = u - (K4 if c else ZERO)
+    c = u >= K2
+    f2 = P2_2 if c else ONE
+    u = u - (K2 if c else ZERO)
+    f1 = P2_1 if u >= ONE else ONE
     return f128 * (((f1 * f2) * (f4 * f8)) * ((f16 * f32) * f64))
 
 
 @njit(**_JIT)
-def _scale(p, k):
-    """p * 2**k with one rounding (p around 1, -152 <= k <= 128): exact unless the
-    result is subnormal (then rounded once, by the last multiply) or overflows (inf).
-    Both halves of k give normal powers of two and p * 2**k1 stays normal."""
-    k1 = k >> 1
-    return (p * _pow2i(k1)) * _pow2i(k - k1)
+def _pow2_neg(kf):
+    """2**k as float32, exactly, for an integral float32 -31 <= kf <= 0 (five digits of -k):
+    the cheap power of two of exp on a range whose results are normal numbers."""
+    v = -kf
+    c = v >= K16
+    f16 = P2M16 if c else ONE
+    v = v - (K16 if c else ZERO)
+    c = v >= K8
+    f8 = P2M8 if c else ONE
+    v = v - (K8 if c else ZERO)
+    c = v >= K4
+    f4 = P2M4 if c else ONE
+    v = v - (K4 if c else ZERO)
+    c = v >= K2
+    f2 = P2M2 if c else ONE
+    v = v - (K2 if c else ZERO)
+    f1 = P2M1 if v >= ONE else ONE
+    return ((f1 * f2) * (f4 * f8)) * f16
+
+
+@njit(**_JIT)
+def _scale(p, kf):
+    """p * 2**k with one rounding (p around 1, integral float32 -152 <= kf <= 128): exact
+    unless the result is subnormal (then rounded once, by the last multiply) or overflows
+    (inf). k is split as k1 = floor(k / 2) and k - k1 (both give normal powers of two and
+    p * 2**k1 stays normal); floor(k / 2) is found in float32 (k / 2 is exact, rounded to
+    the nearest integer by the magic-number trick, then one down if that went up)."""
+    h = kf * HALF
+    k1 = (h + ROUND_MAGIC) - ROUND_MAGIC
+    k1 = k1 - (ONE if k1 > h else ZERO)
+    return (p * _pow2f(k1)) * _pow2f(kf - k1)
 
 
 @njit(**_JIT)
@@ -279,14 +327,15 @@ def _rint_small(a):
 @njit(**_JIT)
 def _exp_core(h, l):
     """exp(h + l) == (p + plo) * 2**k for finite EXP_LO <= h <= EXP_HI, |l| <= ulp(h);
-    p is the float32 result before scaling and plo the rounding error of its last add."""
+    p is the float32 result before scaling, plo the rounding error of its last add and
+    k is returned as an integral float32 (for :func:`_scale`)."""
     kf = (h * LOG2E + ROUND_MAGIC) - ROUND_MAGIC
     # h - kf*LN2_HI is exact (kf*LN2_HI is exact and close to h)
     r = ((h - kf * LN2_HI) - kf * LN2_LO) + l
     q = r * r * (E0 + r * (E1 + r * (E2 + r * (E3 + r * (E4 + r * E5)))))
     s = r + q
     p, plo = _fast_two_sum(ONE, s)
-    return p, plo, int(kf)
+    return p, plo, kf
 
 
 @njit(**_JIT)
@@ -304,6 +353,15 @@ def exp_dd_f32(h, l):
 
 
 @njit(**_JIT)
+def _exp_neg_small(h, l):
+    """exp(h + l) for finite -21 <= h <= 0 (|l| <= ulp(h)), without branches: the bits of
+    exp_dd_f32(h, l) there (its results are normal numbers, so p * 2**k is exact however
+    2**k is built; here from five digits, k >= -31)."""
+    p, plo, kf = _exp_core(h, l)
+    return p * _pow2_neg(kf)
+
+
+@njit(**_JIT)
 def exp_f32(x):
     """e**x in float32 (<= 1 ULP measured)."""
     return exp_dd_f32(F(x), ZERO)
@@ -312,17 +370,12 @@ def exp_f32(x):
 # --- log -------------------------------------------------------------------------
 @njit(**_JIT)
 def log_f32(x_):
-    """Natural logarithm in float32; log(0) = -inf, log(x<0) = nan."""
+    """Natural logarithm in float32; log(0) = -inf, log(x<0) = nan.
+
+    Branch-free: the reduction and series run on every input (on 1 where x is not a
+    finite positive number) and the special values are selected at the end."""
     x = F(x_)
-    if x != x:
-        return x
-    if x < ZERO:
-        return NAN
-    if x == ZERO:
-        return -INF
-    if x == INF:
-        return x
-    m, e = _reduce(x)
+    m, e = _reduce(x if (x > ZERO and x < INF) else ONE)
     f = m - ONE
     s = f / (TWO + f)
     z = s * s
@@ -330,7 +383,11 @@ def log_f32(x_):
     hfsq = HALF * f * f
     dk = F(e)
     # ln(1+f) = f - hfsq + s*(hfsq + r)  (fdlibm's arrangement of 2*atanh(s))
-    return dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f)
+    y = dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f)
+    y = x if x == INF else y
+    y = -INF if x == ZERO else y
+    y = NAN if x < ZERO else y
+    return x if x != x else y
 
 
 @njit(**_JIT)
@@ -439,23 +496,24 @@ def pow_f32(x_, y_):
 # --- tanh, sigmoid, erf, sqrt -------------------------------------------------------
 @njit(**_JIT)
 def tanh_f32(x_):
-    """Hyperbolic tangent in float32 (tanh(-0) = -0)."""
+    """Hyperbolic tangent in float32 (tanh(-0) = -0).
+
+    Branch-free (so that the CPU loop vectorises): both the small-argument polynomial
+    and the exp form are computed on every input and the result selected; the exp form
+    sees the argument clamped to its range, so each input gets exactly the arithmetic
+    of its own range."""
     x = F(x_)
-    if x != x:
-        return x
     a = abs(x)
-    if a < TANH_SMALL:
-        s = a * a
-        y = a + a * (s * (T0 + s * (T1 + s * (T2 + s * (T3 + s * (T4 + s * T5))))))
-    elif a < TANH_ONE:
-        e = exp_dd_f32(-TWO * a, ZERO)     # e^(-2a) <= 0.29
-        d, dl = _fast_two_sum(ONE, e)       # 1 + e exactly
-        q = (TWO * e) / d
-        q = q - q * (dl / d)                # 2e / (1 + e)
-        y = ONE - q
-    else:
-        y = ONE
-    return math.copysign(y, x)
+    s = a * a
+    y1 = a + a * (s * (T0 + s * (T1 + s * (T2 + s * (T3 + s * (T4 + s * T5))))))
+    e = _exp_neg_small(-TWO * min(a, TANH_ONE), ZERO)   # e^(-2a) <= 0.29 where used
+    d, dl = _fast_two_sum(ONE, e)       # 1 + e exactly
+    q = (TWO * e) / d
+    q = q - q * (dl / d)                # 2e / (1 + e)
+    y2 = ONE - q
+    y = y1 if a < TANH_SMALL else (y2 if a < TANH_ONE else ONE)
+    r = math.copysign(y, x)
+    return x if x != x else r
 
 
 @njit(**_JIT)
@@ -491,25 +549,24 @@ def sigmoid_f32(x_):
 
 @njit(**_JIT)
 def erf_f32(x_):
-    """Error function in float32 (erf(-0) = -0, erf(+-inf) = +-1)."""
+    """Error function in float32 (erf(-0) = -0, erf(+-inf) = +-1).
+
+    Branch-free like tanh_f32: the three ranges' forms are computed on every input
+    (the last on the argument clamped to its range) and the result selected."""
     x = F(x_)
-    if x != x:
-        return x
     a = abs(x)
-    if a < ERF_A:
-        s = a * a
-        y = a + a * (A0 + s * (A1 + s * (A2 + s * (A3 + s * (A4 + s * (A5 + s * A6))))))
-    elif a < ERF_B:
-        u = a - ONE
-        y = ERX + (B0 + u * (B1 + u * (B2 + u * (B3 + u * (B4 + u * (B5 + u * (B6 + u * (B7 + u * B8))))))))
-    elif a < ERF_C:
-        t = ONE / a
-        g = C0 + t * (C1 + t * (C2 + t * (C3 + t * (C4 + t * (C5 + t * C6)))))
-        sh, sl = _two_prod(a, a)
-        y = ONE - exp_dd_f32(-sh, -sl) * g
-    else:
-        y = ONE
-    return math.copysign(y, x)
+    s = a * a
+    y1 = a + a * (A0 + s * (A1 + s * (A2 + s * (A3 + s * (A4 + s * (A5 + s * A6))))))
+    u = a - ONE
+    y2 = ERX + (B0 + u * (B1 + u * (B2 + u * (B3 + u * (B4 + u * (B5 + u * (B6 + u * (B7 + u * B8))))))))
+    ac = min(a, ERF_C)
+    t = ONE / ac
+    g = C0 + t * (C1 + t * (C2 + t * (C3 + t * (C4 + t * (C5 + t * C6)))))
+    sh, sl = _two_prod(ac, ac)
+    y3 = ONE - _exp_neg_small(-sh, -sl) * g
+    y = y1 if a < ERF_A else (y2 if a < ERF_B else (y3 if a < ERF_C else ONE))
+    r = math.copysign(y, x)
+    return x if x != x else r
 
 
 @njit(**_JIT)
