@@ -74,7 +74,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 F = np.float32
 
@@ -172,6 +173,26 @@ C6 = F(0.04317201301455498)
 _JIT = dict(cache=True, error_model="numpy", inline="always")
 
 
+@intrinsic
+def _sel(typingctx, c, a, b):
+    """``a if c else b`` as one LLVM ``select`` (both operands are evaluated: use it on
+    values, not on calls with side effects). The same value as the conditional
+    expression, which LLVM turns into this select anyway; but a conditional expression
+    is three basic blocks of numba IR, and numba's inliner deep-copies the IR once per
+    block at every inlined call site, so the branch-free functions here (dozens of
+    selects, inlined many times) took minutes to compile with it."""
+    t = typingctx.unify_types(a, b)
+    if not isinstance(c, types.Boolean) or not isinstance(t, (types.Float, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        x = context.cast(builder, args[1], sig.args[1], t)
+        y = context.cast(builder, args[2], sig.args[2], t)
+        return builder.select(args[0], x, y)
+
+    return t(c, a, b), codegen
+
+
 # --- error-free transformations (exact without FMA) ---------------------------
 @njit(**_JIT)
 def _two_sum(a, b):
@@ -219,27 +240,27 @@ def _pow2f(kf):
     ran 4 wide, and its float->int conversion is undefined on a NaN lane)."""
     u = kf + K126
     c = u >= K128
-    f128 = P2_2 if c else MIN_NORMAL
-    u = u - (K128 if c else ZERO)
+    f128 = _sel(c, P2_2, MIN_NORMAL)
+    u = u - _sel(c, K128, ZERO)
     c = u >= K64
-    f64 = P2_64 if c else ONE
-    u = u - (K64 if c else ZERO)
+    f64 = _sel(c, P2_64, ONE)
+    u = u - _sel(c, K64, ZERO)
     c = u >= K32
-    f32 = P2_32 if c else ONE
-    u = u - (K32 if c else ZERO)
+    f32 = _sel(c, P2_32, ONE)
+    u = u - _sel(c, K32, ZERO)
     c = u >= K16
-    f16 = P2_16 if c else ONE
-    u = u - (K16 if c else ZERO)
+    f16 = _sel(c, P2_16, ONE)
+    u = u - _sel(c, K16, ZERO)
     c = u >= K8
-    f8 = P2_8 if c else ONE
-    u = u - (K8 if c else ZERO)
+    f8 = _sel(c, P2_8, ONE)
+    u = u - _sel(c, K8, ZERO)
     c = u >= K4
-    f4 = P2_4 if c else ONE
-    u = u - (K4 if c else ZERO)
+    f4 = _sel(c, P2_4, ONE)
+    u = u - _sel(c, K4, ZERO)
     c = u >= K2
-    f2 = P2_2 if c else ONE
-    u = u - (K2 if c else ZERO)
-    f1 = P2_1 if u >= ONE else ONE
+    f2 = _sel(c, P2_2, ONE)
+    u = u - _sel(c, K2, ZERO)
+    f1 = _sel(u >= ONE, P2_1, ONE)
     return f128 * (((f1 * f2) * (f4 * f8)) * ((f16 * f32) * f64))
 
 
@@ -249,18 +270,18 @@ def _pow2_neg(kf):
     the cheap power of two of exp on a range whose results are normal numbers."""
     v = -kf
     c = v >= K16
-    f16 = P2M16 if c else ONE
-    v = v - (K16 if c else ZERO)
+    f16 = _sel(c, P2M16, ONE)
+    v = v - _sel(c, K16, ZERO)
     c = v >= K8
-    f8 = P2M8 if c else ONE
-    v = v - (K8 if c else ZERO)
+    f8 = _sel(c, P2M8, ONE)
+    v = v - _sel(c, K8, ZERO)
     c = v >= K4
-    f4 = P2M4 if c else ONE
-    v = v - (K4 if c else ZERO)
+    f4 = _sel(c, P2M4, ONE)
+    v = v - _sel(c, K4, ZERO)
     c = v >= K2
-    f2 = P2M2 if c else ONE
-    v = v - (K2 if c else ZERO)
-    f1 = P2M1 if v >= ONE else ONE
+    f2 = _sel(c, P2M2, ONE)
+    v = v - _sel(c, K2, ZERO)
+    f1 = _sel(v >= ONE, P2M1, ONE)
     return ((f1 * f2) * (f4 * f8)) * f16
 
 
@@ -273,8 +294,19 @@ def _scale(p, kf):
     the nearest integer by the magic-number trick, then one down if that went up)."""
     h = kf * HALF
     k1 = (h + ROUND_MAGIC) - ROUND_MAGIC
-    k1 = k1 - (ONE if k1 > h else ZERO)
+    k1 = k1 - _sel(k1 > h, ONE, ZERO)
     return (p * _pow2f(k1)) * _pow2f(kf - k1)
+
+
+@njit(**_JIT)
+def _scale_pair(p, plo, kf):
+    """``_scale(p, kf), _scale(plo, kf)``: the same operations, each power of two built once."""
+    h = kf * HALF
+    k1 = (h + ROUND_MAGIC) - ROUND_MAGIC
+    k1 = k1 - _sel(k1 > h, ONE, ZERO)
+    t1 = _pow2f(k1)
+    t2 = _pow2f(kf - k1)
+    return (p * t1) * t2, (plo * t1) * t2
 
 
 @njit(**_JIT)
@@ -285,35 +317,35 @@ def _reduce(x):
     below 1), then a binary search divides by 2**64, 2**32, ..., 2 while m is at
     least that power -- selects rather than branches, all exact."""
     sub = x < MIN_NORMAL
-    m = x * (P2_24 if sub else ONE)
-    e = -24 if sub else 0
+    m = x * _sel(sub, P2_24, ONE)
+    e = _sel(sub, -24, 0)
     low = m < ONE
-    m = m * (P2_126 if low else ONE)
-    e -= 126 if low else 0
+    m = m * _sel(low, P2_126, ONE)
+    e -= _sel(low, 126, 0)
     c = m >= P2_64
-    m = m * (P2M64 if c else ONE)
-    e += 64 if c else 0
+    m = m * _sel(c, P2M64, ONE)
+    e += _sel(c, 64, 0)
     c = m >= P2_32
-    m = m * (P2M32 if c else ONE)
-    e += 32 if c else 0
+    m = m * _sel(c, P2M32, ONE)
+    e += _sel(c, 32, 0)
     c = m >= P2_16
-    m = m * (P2M16 if c else ONE)
-    e += 16 if c else 0
+    m = m * _sel(c, P2M16, ONE)
+    e += _sel(c, 16, 0)
     c = m >= P2_8
-    m = m * (P2M8 if c else ONE)
-    e += 8 if c else 0
+    m = m * _sel(c, P2M8, ONE)
+    e += _sel(c, 8, 0)
     c = m >= P2_4
-    m = m * (P2M4 if c else ONE)
-    e += 4 if c else 0
+    m = m * _sel(c, P2M4, ONE)
+    e += _sel(c, 4, 0)
     c = m >= P2_2
-    m = m * (P2M2 if c else ONE)
-    e += 2 if c else 0
+    m = m * _sel(c, P2M2, ONE)
+    e += _sel(c, 2, 0)
     c = m >= P2_1
-    m = m * (P2M1 if c else ONE)
-    e += 1 if c else 0
+    m = m * _sel(c, P2M1, ONE)
+    e += _sel(c, 1, 0)
     c = m > SQRT2
-    m = m * (HALF if c else ONE)
-    e += 1 if c else 0
+    m = m * _sel(c, HALF, ONE)
+    e += _sel(c, 1, 0)
     return m, e
 
 
@@ -362,6 +394,20 @@ def _exp_neg_small(h, l):
 
 
 @njit(**_JIT)
+def _exp_pair(a):
+    """e**a as a double-float (eh, el) for finite |a| <= 87: the bits of
+    ``_scale(p, k), _scale(plo, k)`` with one power of two instead of four.
+
+    There k = round(a / ln 2) lies in [-126, 127], so 2**k is a normal float32, built
+    exactly by _pow2f, and p * 2**k rounds the exact product once -- as _scale does
+    (its first product p * 2**k1 is exact). Fewer inlined copies also matter for compile
+    time: numba's inliner deep-copies the callee's IR at every inlined call site."""
+    p, plo, k = _exp_core(a, ZERO)
+    t = _pow2f(k)
+    return p * t, plo * t
+
+
+@njit(**_JIT)
 def exp_f32(x):
     """e**x in float32 (<= 1 ULP measured)."""
     return exp_dd_f32(F(x), ZERO)
@@ -375,7 +421,7 @@ def log_f32(x_):
     Branch-free: the reduction and series run on every input (on 1 where x is not a
     finite positive number) and the special values are selected at the end."""
     x = F(x_)
-    m, e = _reduce(x if (x > ZERO and x < INF) else ONE)
+    m, e = _reduce(_sel((x > ZERO) & (x < INF), x, ONE))
     f = m - ONE
     s = f / (TWO + f)
     z = s * s
@@ -384,10 +430,10 @@ def log_f32(x_):
     dk = F(e)
     # ln(1+f) = f - hfsq + s*(hfsq + r)  (fdlibm's arrangement of 2*atanh(s))
     y = dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f)
-    y = x if x == INF else y
-    y = -INF if x == ZERO else y
-    y = NAN if x < ZERO else y
-    return x if x != x else y
+    y = _sel(x == INF, x, y)
+    y = _sel(x == ZERO, -INF, y)
+    y = _sel(x < ZERO, NAN, y)
+    return _sel(x != x, x, y)
 
 
 @njit(**_JIT)
@@ -511,9 +557,9 @@ def tanh_f32(x_):
     q = (TWO * e) / d
     q = q - q * (dl / d)                # 2e / (1 + e)
     y2 = ONE - q
-    y = y1 if a < TANH_SMALL else (y2 if a < TANH_ONE else ONE)
+    y = _sel(a < TANH_SMALL, y1, _sel(a < TANH_ONE, y2, ONE))
     r = math.copysign(y, x)
-    return x if x != x else r
+    return _sel(x != x, x, r)
 
 
 @njit(**_JIT)
@@ -531,8 +577,7 @@ def sigmoid_f32(x_):
     if -x < EXP_LO:
         return ONE
     p, plo, k = _exp_core(-abs(x), ZERO)
-    eh = _scale(p, k)
-    el = _scale(plo, k)
+    eh, el = _scale_pair(p, plo, k)
     d, dl = _fast_two_sum(ONE, eh)        # 1 + e == d + dl + el
     dl = dl + el
     if x >= ZERO:
@@ -564,9 +609,9 @@ def erf_f32(x_):
     g = C0 + t * (C1 + t * (C2 + t * (C3 + t * (C4 + t * (C5 + t * C6)))))
     sh, sl = _two_prod(ac, ac)
     y3 = ONE - _exp_neg_small(-sh, -sl) * g
-    y = y1 if a < ERF_A else (y2 if a < ERF_B else (y3 if a < ERF_C else ONE))
+    y = _sel(a < ERF_A, y1, _sel(a < ERF_B, y2, _sel(a < ERF_C, y3, ONE)))
     r = math.copysign(y, x)
-    return x if x != x else r
+    return _sel(x != x, x, r)
 
 
 @njit(**_JIT)
@@ -594,9 +639,7 @@ def softplus_f32(x_):
         return x
     if x < SOFTPLUS_LO:
         return exp_dd_f32(x, ZERO)
-    p, plo, k = _exp_core(-abs(x), ZERO)
-    eh = _scale(p, k)
-    el = _scale(plo, k)
+    eh, el = _exp_pair(-abs(x))
     d, dl = _fast_two_sum(ONE, eh)        # 1 + e == d + dl + el
     dl = dl + el
     lh, ll = log_dd_f32(d)
@@ -694,8 +737,8 @@ def _rem_pio2(a):
     a >= pi/4: exact integer reduction (see above), ~2**-40 relative error in rh + rl."""
     m, e = _reduce(a)
     big = m >= ONE
-    M = np.int64(m * (P2_23 if big else P2_24))
-    E = e - (23 if big else 24)
+    M = np.int64(m * _sel(big, P2_23, P2_24))
+    E = e - _sel(big, 23, 24)
     p0 = M * TWO_OVER_PI[E + 94]
     p1 = M * TWO_OVER_PI[E + 62] + (p0 >> 32)
     p2 = M * TWO_OVER_PI[E + 30] + (p1 >> 32)
@@ -757,10 +800,10 @@ def _trig(x_, which):
         y = _div_dd(sh, sl, ch, cl) if (q & 1) == 0 else -_div_dd(ch, cl, sh, sl)
         return math.copysign(ONE, x) * y
     q = (q + which) & 3                 # cos(a) = sin(a + pi/2)
-    y = (sh + sl) if (q & 1) == 0 else (ch + cl)
+    y = _sel((q & 1) == 0, sh + sl, ch + cl)
     if q >= 2:
         y = -y
-    return math.copysign(ONE, x) * y if which == 0 else y
+    return _sel(which == 0, math.copysign(ONE, x) * y, y)
 
 
 @njit(**_JIT)
@@ -865,39 +908,27 @@ def acos_f32(x_):
 
 
 @njit(**_JIT)
-def _exp_pair(a):
-    """e**a as a double-float (eh, el) for |a| < 89 (no overflow of e**a below 88.7)."""
-    p, plo, k = _exp_core(a, ZERO)
-    return _scale(p, k), _scale(plo, k)
-
-
-@njit(**_JIT)
 def _sinh_cosh(x_, which):
-    """which 0: sinh, 1: cosh."""
+    """which 0: sinh, 1: cosh. One e**a +- e**-a sum for both (g = +-1: g * nh and
+    el + g * nl are exactly nh, -nh, el + nl, el - nl)."""
     x = F(x_)
     if x != x:
         return x
     a = abs(x)
     if a >= HYP_BIG:
         y = exp_dd_f32(a - LN2_HI, -LN2_LO)     # a - LN2_HI is exact
-    elif which == 1:
-        if a < TINY:
-            return ONE
-        eh, el = _exp_pair(a)
-        nh, nl = _exp_pair(-a)
-        s, e = _two_sum(eh, nh)
-        return (s + (e + (el + nl))) * HALF
     elif a < TINY:
-        return x
-    elif a < ONE:
+        return ONE if which == 1 else x
+    elif which == 0 and a < ONE:
         z = a * a
         y = a + a * (z * _horner(SINH_C, z))
     else:
+        g = _sel(which == 1, ONE, -ONE)
         eh, el = _exp_pair(a)
         nh, nl = _exp_pair(-a)
-        s, e = _two_sum(eh, -nh)
-        y = (s + (e + (el - nl))) * HALF
-    return y if which == 1 else math.copysign(y, x)
+        s, e = _two_sum(eh, g * nh)
+        y = (s + (e + (el + g * nl))) * HALF
+    return _sel(which == 1, y, math.copysign(y, x))
 
 
 @njit(**_JIT)
@@ -920,11 +951,16 @@ def _log_dd_plus(yh, yl):
 
 
 @njit(**_JIT)
-def _log2x(a, sign):
-    """ln(2a) + sign / (4 a^2): asinh (sign +1) and acosh (-1) for a >= 2**12."""
-    lh, ll = log_dd_f32(a)
-    s, e = _two_sum(lh, LN2_HI)
-    return s + (e + ((ll + LN2_LO) + sign * (F(0.25) / (a * a))))
+def _log_arg(yh, yl, a, big, sign):
+    """The one log_dd_f32 of asinh and acosh. big False: ln(yh + yl) for finite yh > 0,
+    |yl| small (log_dd_f32(yh) plus yl / yh). big True: ln(2a) + sign / (4 a^2), asinh
+    (sign +1) and acosh (-1) for a >= 2**12 (yh == a there). One inlined log instead of
+    one per branch: numba's inliner copies the callee's IR at every call site."""
+    lh, ll = log_dd_f32(yh)
+    if big:
+        s, e = _two_sum(lh, LN2_HI)
+        return s + (e + ((ll + LN2_LO) + sign * (F(0.25) / (a * a))))
+    return lh + (ll + yl / yh)
 
 
 @njit(**_JIT)
@@ -940,17 +976,20 @@ def asinh_f32(x_):
     if a < HALF:
         z = a * a
         y = a + a * (z * _horner(ASINH_C, z))
-    elif a < P2_12:
-        sh, sl = _two_prod(a, a)
-        t, te = _two_sum(sh, ONE)
-        te = te + sl
-        q = math.sqrt(t)
-        qq, qqe = _two_prod(q, q)
-        ql = (((t - qq) - qqe) + te) / (TWO * q)
-        yh, ye = _fast_two_sum(q, a)
-        y = _log_dd_plus(yh, ye + ql)
     else:
-        y = _log2x(a, ONE)
+        big = a >= P2_12
+        yh = a
+        yl = ZERO
+        if not big:
+            sh, sl = _two_prod(a, a)
+            t, te = _two_sum(sh, ONE)
+            te = te + sl
+            q = math.sqrt(t)
+            qq, qqe = _two_prod(q, q)
+            ql = (((t - qq) - qqe) + te) / (TWO * q)
+            yh, ye = _fast_two_sum(q, a)
+            yl = ye + ql
+        y = _log_arg(yh, yl, a, big, ONE)
     return math.copysign(y, x)
 
 
@@ -967,6 +1006,9 @@ def acosh_f32(x_):
         return ZERO
     if x == INF:
         return x
+    big = x >= P2_12
+    yh = x
+    yl = ZERO
     if x < TWO:
         t = x - ONE
         t2h, t2l = _two_prod(t, t)
@@ -978,8 +1020,8 @@ def acosh_f32(x_):
         vh, ve = _two_sum(t, q)
         ve = ve + ql
         yh, ye = _two_sum(ONE, vh)
-        return _log_dd_plus(yh, ye + ve)
-    if x < P2_12:
+        yl = ye + ve
+    elif not big:
         sh, sl = _two_prod(x, x)
         uh, ue = _fast_two_sum(sh, -ONE)
         ue = ue + sl
@@ -987,8 +1029,8 @@ def acosh_f32(x_):
         qq, qqe = _two_prod(q, q)
         ql = (((uh - qq) - qqe) + ue) / (TWO * q)
         yh, ye = _fast_two_sum(x, q)
-        return _log_dd_plus(yh, ye + ql)
-    return _log2x(x, -ONE)
+        yl = ye + ql
+    return _log_arg(yh, yl, x, big, -ONE)
 
 
 @njit(**_JIT)
