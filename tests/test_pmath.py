@@ -419,6 +419,58 @@ def test_scale_rounds_once():
     assert out.tobytes() == ref.tobytes()
 
 
+def test_exp_pair_and_scale_pair_are_the_bits_of_two_scales():
+    # _exp_pair scales by one exact 2**k (|a| <= 87 keeps k in [-126, 127]) and _scale_pair
+    # shares _scale's two powers: both must give exactly _scale(p, k), _scale(plo, k)
+    @njit(error_model="numpy")
+    def both(a, k, pl, out):
+        for i in range(a.shape[0]):
+            p, plo, kf = pmath._exp_core(a[i], F(0))
+            eh, el = pmath._exp_pair(a[i])
+            out[i, 0], out[i, 1] = eh, el
+            out[i, 2], out[i, 3] = pmath._scale(p, kf), pmath._scale(plo, kf)
+            out[i, 4], out[i, 5] = pmath._scale_pair(pl[i], pl[i] * F(1e-8), k[i])
+            out[i, 6], out[i, 7] = pmath._scale(pl[i], k[i]), pmath._scale(pl[i] * F(1e-8), k[i])
+
+    rng = np.random.default_rng(11)
+    a = np.concatenate([rng.uniform(-87, 87, 200_000), np.linspace(-87, 87, 20_001), [0.0, -0.0, 1e-30, -1e-30]]).astype(F)
+    a = np.concatenate([a, _neighbours([87.0, -87.0, 0.5 * np.log(2), 9.0, 20.0, -17.0], span=20)])
+    k = rng.integers(-152, 129, a.size).astype(F)
+    pl = rng.uniform(0.7, 1.45, a.size).astype(F)
+    out = np.empty((a.size, 8), F)
+    both(a, k, pl, out)
+    assert out[:, 0:2].tobytes() == out[:, 2:4].tobytes()
+    assert out[:, 4:6].tobytes() == out[:, 6:8].tobytes()
+
+
+@pytest.mark.parametrize("fn", ["_pow2f", "_pow2_neg", "_scale", "_scale_pair", "_reduce", "_exp_core",
+                                "_exp_pair", "log_f32", "tanh_f32", "erf_f32"])
+def test_branch_free_helpers_are_one_block_of_numba_ir(fn):
+    # a conditional expression is three blocks of numba IR, and numba's inliner deep-copies
+    # the callee's IR block by block at every inlined call site: with `x if c else y` these
+    # helpers took minutes to compile inside sinh/cosh. They use pmath._sel (one select).
+    from numba.core.compiler import run_frontend
+    assert len(run_frontend(getattr(pmath, fn).py_func).blocks) == 1, fn
+
+
+def test_sel_is_the_conditional_expression():
+    @njit(error_model="numpy")
+    def sel(c, a, b, i, j, out, iout):
+        for n in range(c.shape[0]):
+            out[n] = pmath._sel(c[n], a[n], b[n])
+            iout[n] = pmath._sel(c[n], i[n], j[n])
+
+    rng = np.random.default_rng(5)
+    c = rng.integers(0, 2, 1000).astype(np.bool_)
+    a = rng.integers(0, 2**32, 1000, dtype=np.uint64).astype(np.uint32).view(F)
+    b = rng.integers(0, 2**32, 1000, dtype=np.uint64).astype(np.uint32).view(F)
+    i, j = rng.integers(-2**40, 2**40, (2, 1000))
+    out, iout = np.empty_like(a), np.empty_like(i)
+    sel(c, a, b, i, j, out, iout)
+    assert out.view(np.uint32).tolist() == np.where(c, a, b).view(np.uint32).tolist()
+    assert iout.tolist() == np.where(c, i, j).tolist()
+
+
 def _neighbours(points, span=40):
     """float32 values within ``span`` ULP of each point, both signs."""
     out = []

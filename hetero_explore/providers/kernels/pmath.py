@@ -62,6 +62,12 @@ simulator does not notice). They use ``error_model="numpy"`` (no Python
 exceptions) and ``inline="always"``: numba inlines them into the caller's loop,
 where LLVM can vectorise them (a plain call is not inlined across numba
 libraries and runs ~15x slower); the price is ~1 s more compile time per kernel.
+numba's inliner deep-copies a callee's IR block by block at every inlined call site,
+so compile time grows with (inlined copies) x (blocks): branch-free code selects with
+:func:`_sel` (one LLVM ``select``, one block) rather than ``a if c else b`` (three
+blocks), and a function inlines each big helper (exp, log) at as few call sites as it
+can. Before that, Cosh/Sinh kernels took 80-90 s to compile, Softplus 17 s, Exp 3.5 s
+(now 2, 5 and 1.2 s).
 
 Caching caveat: a caller compiled with ``cache=True`` keeps its inlined copy
 of these functions; numba only checks the caller's own source file, so after
