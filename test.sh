@@ -39,7 +39,8 @@ export NUMBA_ENABLE_CUDASIM="${NUMBA_ENABLE_CUDASIM:-1}"
 # to run in one process (a later -n wins).
 WORKERS=()
 if "$PY" -c "import xdist" >/dev/null 2>&1; then
-  WORKERS=(-n auto --maxprocesses "${TEST_WORKERS:-4}")
+  # worksteal: a worker that runs out of tests takes half of another's remaining ones
+  WORKERS=(-n auto --maxprocesses "${TEST_WORKERS:-4}" --dist worksteal)
 fi
 # --durations: the slowest tests in every run (CI keeps the suite under its time budget)
 exec "$PY" -m pytest -q --durations=40 "${WORKERS[@]}" "$@"
