@@ -837,7 +837,7 @@ def _dw_rows(typingctx, xq, xo, rs, toff, T, w, wo, acc, ao, ast):
 
 @njit(**_JIT)
 def _conv_dw_dims(p):
-    """(Hq, Wq, nseg, OHp) of _conv_dw_plane: phase plane Hq x Wq, 8-column segments per
+    """(Hq, Wq, nseg, OHp) of _conv_dw_planes: phase plane Hq x Wq, 8-column segments per
     output row, output rows rounded up to _DW_R."""
     OH, OW, sh, sw, KH, KW, dh, dw = p[7], p[8], p[9], p[10], p[5], p[6], p[11], p[12]
     Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
@@ -846,38 +846,54 @@ def _conv_dw_dims(p):
 
 
 @njit(**_JIT)
-def _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff, plan):
-    """One output plane (n, m) of _conv_dw_cpu; ``xq``, ``acc``, ``toff``, ``plan``: from
-    _conv_dw_scratch."""
+def _conv_dw_planes(q0, q1, x, w, bias, has_b, p, out, xq, acc, toff, plan):
+    """Output planes q0 <= q < q1 (plane q: image n = q // M, channel m = q % M) of
+    _conv_dw_cpu; ``xq``, ``acc``, ``toff``, ``plan``: from _conv_dw_scratch. The geometry
+    is read once for all of them and (n, m) stepped, not divided out per plane (the
+    divisions cost as much as a small plane's copies)."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
-    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    OW, sw, G = p[8], p[10], p[15]
     Mg = M // G
     Hq, Wq, nseg, OHp = _conv_dw_dims(p)
     W8 = nseg * 8
-    n = q // M
-    m = q - n * M
-    g = m // Mg   # the one input channel of output channel m (Cg == 1)
-    _phase_copy(x, (n * C + g) * H * W, sw, plan, xq)
     KK = KH * KW
-    for sg in range(nseg):
-        for rb in range(0, OHp, _DW_R):
-            _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
-    for oh in range(OH):
-        o = (q * OH + oh) * OW
-        dst = out[o:o + OW]
-        ar = acc[oh * W8:oh * W8 + OW]
-        if has_b:
-            bv = bias[m]
-            for j in range(OW):
-                dst[j] = ar[j] + bv
-        else:
-            for j in range(OW):
-                dst[j] = ar[j]
+    HW = H * W
+    n = q0 // M
+    m = q0 - n * M
+    g = m // Mg   # the one input channel of output channel m (Cg == 1)
+    gm = m - g * Mg
+    for q in range(q0, q1):
+        _phase_copy(x, (n * C + g) * HW, sw, plan, xq)
+        for sg in range(nseg):
+            for rb in range(0, OHp, _DW_R):
+                _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
+        for oh in range(OH):
+            o = (q * OH + oh) * OW
+            dst = out[o:o + OW]
+            ar = acc[oh * W8:oh * W8 + OW]
+            if has_b:
+                bv = bias[m]
+                for j in range(OW):
+                    dst[j] = ar[j] + bv
+            else:
+                for j in range(OW):
+                    dst[j] = ar[j]
+        # the next plane: m + 1 (its group: g + 1 after Mg channels), or the next image
+        m += 1
+        gm += 1
+        if gm == Mg:
+            gm = 0
+            g += 1
+        if m == M:
+            m = 0
+            g = 0
+            gm = 0
+            n += 1
 
 
 @njit(**_JIT)
 def _conv_dw_scratch(p):
-    """(phase scratch, accumulator rows, tap offsets, phase copy plan) of _conv_dw_plane.
+    """(phase scratch, accumulator rows, tap offsets, phase copy plan) of _conv_dw_planes.
     The phase scratch has a zero tail that the garbage rows and columns of the last blocks
     read."""
     H, W, KH, KW, sh, sw, dh, dw, pt, pl = p[2], p[3], p[5], p[6], p[9], p[10], p[11], p[12], p[13], p[14]
@@ -899,8 +915,8 @@ def _conv_dw_par(x, w, bias, has_b, p, out, planes, nchunk):
     for cu in prange(nchunk):
         c = np.int64(cu)
         xq, acc, toff, plan = _conv_dw_scratch(p)
-        for q in range(c * planes // nchunk, (c + 1) * planes // nchunk):
-            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff, plan)
+        _conv_dw_planes(c * planes // nchunk, (c + 1) * planes // nchunk, x, w, bias, has_b, p, out, xq, acc, toff,
+                        plan)
 
 
 @njit(**_JIT)
@@ -921,8 +937,7 @@ def _conv_dw_cpu(x, w, bias, has_b, p, out):
         _conv_dw_par(x, w, bias, has_b, p, out, planes, min(planes, _DW_CHUNKS))
     else:
         xq, acc, toff, plan = _conv_dw_scratch(p)
-        for q in range(planes):
-            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff, plan)
+        _conv_dw_planes(0, planes, x, w, bias, has_b, p, out, xq, acc, toff, plan)
 
 
 @njit(**_JIT)
