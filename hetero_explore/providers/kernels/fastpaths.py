@@ -30,8 +30,8 @@ from numba.extending import intrinsic
 from . import data, nn
 from .common import bcast_offset, cpu_kernel
 from .data import gather_row_checked, strided_gather_row, strided_scatter_row
-from .nn import (_JIT, _bn_apply, _gpool_item, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _lerp, _ln_apply,
-                 _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
+from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _gpool_item, _lerp,
+                 _ln_apply, _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
 from .pmath import exp_f32, log_f32
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 
