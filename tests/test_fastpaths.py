@@ -227,6 +227,19 @@ def case_bn(rng):
              const_inputs=(1, 2, 3, 4), epsilon=1e-3)
 
 
+def case_gpool(rng):
+    """GlobalAveragePool eight rows side by side and a tail of 0-7 rows; GlobalMaxPool; NaN/inf
+    in some rows, 1-D to 3-D spatial, batch 2."""
+    for _ in range(6):
+        N, C = int(rng.integers(1, 3)), int(rng.integers(1, 20))
+        sp = tuple(int(v) for v in rng.integers(1, 9, int(rng.integers(1, 4))))
+        x = rnd(rng, N, C, *sp) * F(10)
+        fl = x.reshape(-1)
+        fl[rng.integers(0, fl.size, 3)] = [np.nan, np.inf, -np.inf]
+        same("GlobalAveragePool", [x])
+        same("GlobalMaxPool", [x])
+
+
 def case_softmax(rng):
     for _ in range(4):
         shape = tuple(int(v) for v in rng.integers(1, 9, 3))
@@ -308,7 +321,7 @@ def case_reduce_inline(rng):
             same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=int(rng.integers(0, 2)))
 
 
-CASES = {"mm": case_mm, "conv": case_conv, "convt": case_convt, "pool": case_pool, "bn": case_bn,
+CASES = {"mm": case_mm, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather}
 INLINE = {"reduce": case_reduce_inline}

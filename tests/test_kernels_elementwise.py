@@ -110,6 +110,43 @@ def test_binary_broadcast_rows_cpu_cuda_bitwise(op, sa, sb):
         assert_same(got, NP_BINARY[op](a, b))
 
 
+# build-time axis coalescing (elementwise._coalesce): the squeeze-excite scale [N, C, H, W] *
+# [N, C, 1, 1] on either side, batch 2, size-1 axes between, a middle broadcast axis, axes that
+# merge for one input but not the other; NaN/inf/-0 in both inputs, against numpy and CUDA
+COALESCE_SHAPES = [((2, 5, 3, 4), (2, 5, 1, 1)), ((2, 5, 1, 1), (2, 5, 3, 4)), ((1, 6, 4, 4), (1, 6, 1, 1)),
+                   ((2, 5, 3, 4), (5, 1, 1)), ((2, 1, 3, 4), (2, 5, 1, 1)), ((2, 5, 1, 3, 4), (1, 5, 1, 3, 1)),
+                   ((2, 3, 4), (1, 3, 4)), ((3, 1, 4, 1), (3, 1, 4, 1)), ((1, 1, 1), (1, 1, 1)),
+                   ((2, 1, 0, 4), (2, 1, 1, 1))]
+
+
+@pytest.mark.parametrize("op", ["Mul", "Add", "Sub", "Div", "Min"])
+@pytest.mark.parametrize("sa,sb", COALESCE_SHAPES)
+def test_binary_coalesced_broadcast_bitwise(op, sa, sb):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(sa).astype(F)
+    b = rng.standard_normal(sb).astype(F)
+    for x in (a, b):
+        flat = x.reshape(-1)
+        flat[::5] = SPECIAL[np.arange(flat[::5].size) % SPECIAL.size]
+    got = run_both(op, [a, b])
+    with np.errstate(all="ignore"):
+        assert_same(got, NP_BINARY[op](a, b))
+
+
+def test_coalesce_merges_axes():
+    from hetero_explore.providers.kernels.elementwise import _coalesce
+    shape, (sa, sb) = _coalesce((1, 576, 4, 4), [(1, 576, 4, 4), (1, 576, 1, 1)])
+    assert shape.tolist() == [576, 16] and sa.tolist() == [16, 1] and sb.tolist() == [1, 0]
+    shape, (sa, sb) = _coalesce((2, 5, 3, 4), [(2, 5, 3, 4), (5, 1, 1)])
+    assert shape.tolist() == [2, 5, 12] and sa.tolist() == [60, 12, 1] and sb.tolist() == [0, 1, 0]
+    shape, (sa, sb) = _coalesce((3, 4), [(3, 4), ()])
+    assert shape.tolist() == [12] and sa.tolist() == [1] and sb.tolist() == [0]
+    shape, (s,) = _coalesce((1, 1), [(1, 1)])
+    assert shape.tolist() == [1] and s.tolist() == [0]
+    shape, (s,) = _coalesce((2, 0, 3), [(3,)])          # empty: left as it is
+    assert shape.tolist() == [2, 0, 3] and s.tolist() == [0, 0, 1]
+
+
 @pytest.mark.parametrize("op", list(NP_BINARY))
 def test_binary_float_specials_bitwise_numpy(op):
     a, b = (x.ravel() for x in np.meshgrid(SPECIAL, SPECIAL))
@@ -359,6 +396,15 @@ def test_where_broadcast(dt):
     y = np.array([0, 1, 0]).astype(dt)
     assert_same(run_both("Where", [c, x, y]), np.where(c, x, y))
     assert_same(run_both("Where", [np.array(True), y, x]), np.where(True, y, x))
+
+
+def test_where_coalesced_broadcast():
+    rng = np.random.default_rng(3)
+    c = rng.standard_normal((2, 3, 1, 1)) > 0
+    x = rng.standard_normal((2, 3, 4, 5)).astype(F)
+    y = rng.standard_normal((1, 3, 4, 5)).astype(F)
+    assert_same(run_both("Where", [c, x, y]), np.where(c, x, y))
+    assert_same(run_both("Where", [c[:1], y[0, :, :1], x]), np.where(c[:1], y[0, :, :1], x))
 
 
 @pytest.mark.parametrize("op,fn", [("Max", np.maximum), ("Min", np.minimum), ("Sum", np.add)])

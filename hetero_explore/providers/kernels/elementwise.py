@@ -193,11 +193,42 @@ def _mode(in_shape, out_shape) -> int:
 
 
 class _Operand:
-    """Index metadata of one input broadcast to the output (already on the target)."""
+    """Index metadata of one input broadcast to the output (already on the target);
+    ``strides``: broadcast strides over ``shape`` (``out_shape``, or its coalesced form
+    from :func:`_coalesce`)."""
 
-    def __init__(self, target, in_shape, out_shape):
+    def __init__(self, target, in_shape, out_shape, strides=None):
         self.mode = _mode(in_shape, out_shape)
-        self.strides = to_target(target, broadcast_strides(in_shape, out_shape))
+        self.strides = to_target(target, broadcast_strides(in_shape, out_shape) if strides is None else strides)
+
+
+def _coalesce(out_shape, in_shapes):
+    """The output shape and every input's broadcast strides over it with the axes merged
+    that index the same way: output axes of extent 1 dropped, and two adjacent axes
+    merged where, for every input, the outer stride is the inner stride times the inner
+    extent (both contiguous, or both broadcast). Each output element still reads the
+    same input elements (the flat offsets are the same functions of the flat index), in
+    fewer, longer rows: ``[N, C, H, W] * [N, C, 1, 1]`` walks as ``[N*C, H*W]``. An empty
+    output keeps its shape. Returns ``(shape, [strides per input])`` as int64 arrays."""
+    out_shape = tuple(int(d) for d in out_shape)
+    strides = [broadcast_strides(s, out_shape) for s in in_shapes]
+    if not out_shape or 0 in out_shape:
+        return shape_array(out_shape), strides
+    keep = [d for d in range(len(out_shape)) if out_shape[d] != 1]
+    shape = [out_shape[d] for d in keep]
+    st = [[int(s[d]) for d in keep] for s in strides]
+    d = len(shape) - 2
+    while d >= 0:
+        if all(s[d] == s[d + 1] * shape[d + 1] for s in st):
+            shape[d] *= shape[d + 1]
+            del shape[d + 1]
+            for s in st:
+                s[d] = s[d + 1]
+                del s[d + 1]
+        d -= 1
+    if not shape:
+        return shape_array(()), [np.zeros(1, np.int64) for _ in strides]
+    return np.asarray(shape, np.int64), [np.asarray(s, np.int64) for s in st]
 
 
 def _bits(dtype) -> int:
@@ -858,9 +889,10 @@ def _binary_build(pairs: dict, aux_of=None):
         if pair is None:
             raise _err(ctx, f"no kernel for {np.dtype(ctx.in_dtypes[0]).name} inputs")
         aux = aux_of(ctx) if aux_of is not None else _bits(out_dt)
-        shape = target.to_device(shape_array(out_shape))
-        ops = [_Operand(target, s, out_shape) for s in ctx.in_shapes]
-        acc = _Operand(target, out_shape, out_shape)        # the output as the running accumulator
+        cshape, cstrides = _coalesce(out_shape, list(ctx.in_shapes) + [out_shape])
+        shape = target.to_device(cshape)
+        ops = [_Operand(target, s, out_shape, st) for s, st in zip(ctx.in_shapes, cstrides)]
+        acc = _Operand(target, out_shape, out_shape, cstrides[-1])   # the output as the running accumulator
         n = int(np.prod(out_shape, dtype=np.int64))
 
         def run(inputs, outputs):
@@ -1389,8 +1421,9 @@ def _check_where(ctx, target):
 
 def _build_where(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
-    shape = target.to_device(shape_array(out_shape))
-    oc, ox, oy = (_Operand(target, s, out_shape) for s in ctx.in_shapes[:3])
+    cshape, cstrides = _coalesce(out_shape, ctx.in_shapes[:3])
+    shape = target.to_device(cshape)
+    oc, ox, oy = (_Operand(target, s, out_shape, st) for s, st in zip(ctx.in_shapes[:3], cstrides))
     n = int(np.prod(out_shape, dtype=np.int64))
 
     def run(inputs, outputs):

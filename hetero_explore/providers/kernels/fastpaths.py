@@ -30,8 +30,8 @@ from numba.extending import intrinsic
 from . import data, nn
 from .common import bcast_offset, cpu_kernel
 from .data import gather_row_checked, strided_gather_row, strided_scatter_row
-from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _lerp, _ln_apply,
-                 _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
+from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _gpool_item, _lerp,
+                 _ln_apply, _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
 from .pmath import exp_f32, log_f32
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 
@@ -731,8 +731,62 @@ def _phase_rows(x, xb, H, W, sh, sw, pt, pl, Hq, Wq, xq, clear):
                         xq[d + j] = x[st + j * sw]
 
 
+@njit(**_JIT)
+def _phase_plan(H, W, sh, sw, pt, pl, Hq, Wq):
+    """The copies _phase_rows makes (``clear`` False) for one plane geometry, as rows of
+    (destination in xq, source offset in the input plane, count): the same for every plane
+    of a Conv, so :func:`_phase_copy` runs them without recomputing the row bounds (their
+    divisions cost more than the copies of a small plane)."""
+    PQ = Hq * Wq
+    plan = np.empty((sh * sw * Hq, 3), dtype=np.int64)
+    k = 0
+    for ph in range(sh):
+        for pw in range(sw):
+            pb = (ph * sw + pw) * PQ
+            lo = 0 if pl <= pw else (pl - pw + sw - 1) // sw        # first cq with iw >= 0
+            e = W - 1 - pw + pl
+            hi = 0 if e < 0 else min(Wq, e // sw + 1)               # past the last cq with iw < W
+            if hi < lo:
+                hi = lo
+            if lo > Wq:
+                lo = hi = Wq
+            if hi == lo:
+                continue
+            for rq in range(Hq):
+                ih = rq * sh + ph - pt
+                if ih < 0 or ih >= H:
+                    continue
+                plan[k, 0] = pb + rq * Wq + lo
+                plan[k, 1] = ih * W + lo * sw + pw - pl
+                plan[k, 2] = hi - lo
+                k += 1
+    return plan[:k]
+
+
+@njit(**_JIT)
+def _phase_copy(x, xb, sw, plan, xq):
+    """_phase_rows(..., clear=False) of the plane at ``xb`` by its :func:`_phase_plan`
+    (pure data movement: the same values in the same places)."""
+    for r in range(plan.shape[0]):
+        d = plan[r, 0]
+        st = xb + plan[r, 1]
+        c = plan[r, 2]
+        dst = xq[d:d + c]
+        if sw == 1:
+            src = x[st:st + c]
+            for j in range(c):
+                dst[j] = src[j]
+        else:
+            for j in range(c):
+                dst[j] = x[st + j * sw]
+
+
 #: output rows per call of the depthwise micro-kernel (_dw_rows: _DW_R rows x 8 columns)
 _DW_R = 4
+#: chunks of planes of a parallel depthwise Conv, each with its own scratch (fixed, not the
+#: thread count: a kernel cannot read it and stay cacheable; 64 made the scratch set-up cost
+#: ~30 us at one thread on mobilenet's 240-plane Conv, where the parallel loop runs serially)
+_DW_CHUNKS = 16
 
 
 @intrinsic
@@ -783,7 +837,7 @@ def _dw_rows(typingctx, xq, xo, rs, toff, T, w, wo, acc, ao, ast):
 
 @njit(**_JIT)
 def _conv_dw_dims(p):
-    """(Hq, Wq, nseg, OHp) of _conv_dw_plane: phase plane Hq x Wq, 8-column segments per
+    """(Hq, Wq, nseg, OHp) of _conv_dw_planes: phase plane Hq x Wq, 8-column segments per
     output row, output rows rounded up to _DW_R."""
     OH, OW, sh, sw, KH, KW, dh, dw = p[7], p[8], p[9], p[10], p[5], p[6], p[11], p[12]
     Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
@@ -792,39 +846,57 @@ def _conv_dw_dims(p):
 
 
 @njit(**_JIT)
-def _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff):
-    """One output plane (n, m) of _conv_dw_cpu; ``xq``, ``acc``, ``toff``: from _conv_dw_scratch."""
+def _conv_dw_planes(q0, q1, x, w, bias, has_b, p, out, xq, acc, toff, plan):
+    """Output planes q0 <= q < q1 (plane q: image n = q // M, channel m = q % M) of
+    _conv_dw_cpu; ``xq``, ``acc``, ``toff``, ``plan``: from _conv_dw_scratch. The geometry
+    is read once for all of them and (n, m) stepped, not divided out per plane (the
+    divisions cost as much as a small plane's copies)."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
-    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    OW, sw, G = p[8], p[10], p[15]
     Mg = M // G
     Hq, Wq, nseg, OHp = _conv_dw_dims(p)
     W8 = nseg * 8
-    n = q // M
-    m = q - n * M
-    g = m // Mg   # the one input channel of output channel m (Cg == 1)
-    _phase_rows(x, (n * C + g) * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq, False)
     KK = KH * KW
-    for sg in range(nseg):
-        for rb in range(0, OHp, _DW_R):
-            _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
-    for oh in range(OH):
-        o = (q * OH + oh) * OW
-        dst = out[o:o + OW]
-        ar = acc[oh * W8:oh * W8 + OW]
-        if has_b:
-            bv = bias[m]
-            for j in range(OW):
-                dst[j] = ar[j] + bv
-        else:
-            for j in range(OW):
-                dst[j] = ar[j]
+    HW = H * W
+    n = q0 // M
+    m = q0 - n * M
+    g = m // Mg   # the one input channel of output channel m (Cg == 1)
+    gm = m - g * Mg
+    for q in range(q0, q1):
+        _phase_copy(x, (n * C + g) * HW, sw, plan, xq)
+        for sg in range(nseg):
+            for rb in range(0, OHp, _DW_R):
+                _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
+        for oh in range(OH):
+            o = (q * OH + oh) * OW
+            dst = out[o:o + OW]
+            ar = acc[oh * W8:oh * W8 + OW]
+            if has_b:
+                bv = bias[m]
+                for j in range(OW):
+                    dst[j] = ar[j] + bv
+            else:
+                for j in range(OW):
+                    dst[j] = ar[j]
+        # the next plane: m + 1 (its group: g + 1 after Mg channels), or the next image
+        m += 1
+        gm += 1
+        if gm == Mg:
+            gm = 0
+            g += 1
+        if m == M:
+            m = 0
+            g = 0
+            gm = 0
+            n += 1
 
 
 @njit(**_JIT)
 def _conv_dw_scratch(p):
-    """(phase scratch, accumulator rows, tap offsets) of _conv_dw_plane. The phase scratch
-    has a zero tail that the garbage rows and columns of the last blocks read."""
-    KH, KW, sh, sw, dh, dw = p[5], p[6], p[9], p[10], p[11], p[12]
+    """(phase scratch, accumulator rows, tap offsets, phase copy plan) of _conv_dw_planes.
+    The phase scratch has a zero tail that the garbage rows and columns of the last blocks
+    read."""
+    H, W, KH, KW, sh, sw, dh, dw, pt, pl = p[2], p[3], p[5], p[6], p[9], p[10], p[11], p[12], p[13], p[14]
     Hq, Wq, nseg, OHp = _conv_dw_dims(p)
     PQ = Hq * Wq
     toff = np.empty(KH * KW, dtype=np.int64)
@@ -834,7 +906,7 @@ def _conv_dw_scratch(p):
             c0 = kw * dw
             toff[kh * KW + kw] = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
     xq = np.zeros(sh * sw * PQ + OHp * Wq + nseg * 8 + 8, dtype=np.float32)
-    return xq, np.empty(OHp * nseg * 8, dtype=np.float32), toff
+    return xq, np.empty(OHp * nseg * 8, dtype=np.float32), toff, _phase_plan(H, W, sh, sw, pt, pl, Hq, Wq)
 
 
 @njit(**_PAR)
@@ -842,9 +914,9 @@ def _conv_dw_par(x, w, bias, has_b, p, out, planes, nchunk):
     # fixed chunks of planes (not thread-dependent), scratch per chunk
     for cu in prange(nchunk):
         c = np.int64(cu)
-        xq, acc, toff = _conv_dw_scratch(p)
-        for q in range(c * planes // nchunk, (c + 1) * planes // nchunk):
-            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff)
+        xq, acc, toff, plan = _conv_dw_scratch(p)
+        _conv_dw_planes(c * planes // nchunk, (c + 1) * planes // nchunk, x, w, bias, has_b, p, out, xq, acc, toff,
+                        plan)
 
 
 @njit(**_JIT)
@@ -862,11 +934,10 @@ def _conv_dw_cpu(x, w, bias, has_b, p, out):
         return
     planes = N * M
     if planes * OH * OW * KH * KW >= _PAR_WORK and planes > 1:
-        _conv_dw_par(x, w, bias, has_b, p, out, planes, min(planes, 64))
+        _conv_dw_par(x, w, bias, has_b, p, out, planes, min(planes, _DW_CHUNKS))
     else:
-        xq, acc, toff = _conv_dw_scratch(p)
-        for q in range(planes):
-            _conv_dw_plane(q, x, w, bias, has_b, p, out, xq, acc, toff)
+        xq, acc, toff, plan = _conv_dw_scratch(p)
+        _conv_dw_planes(0, planes, x, w, bias, has_b, p, out, xq, acc, toff, plan)
 
 
 @njit(**_JIT)
@@ -1175,19 +1246,30 @@ def _conv_gemv_block(b, x, w, bias, has_b, p, out):
     xb = (n * C + g * Cg) * NN + j
     m = g * Mg + m0
     ob = (n * M + m) * NN + j
+    # the input column and the weight rows as slices: indexing them with the loop counter
+    # needs no negative-index fix-up, which made this loop ~2.4x slower (576 -> 144 channels)
+    xs = x[xb:xb + (Cg - 1) * NN + 1:NN]
     if m0 + 8 <= Mg:
         a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
         w0 = m * Cg
+        r0 = w[w0:w0 + Cg]
+        r1 = w[w0 + Cg:w0 + 2 * Cg]
+        r2 = w[w0 + 2 * Cg:w0 + 3 * Cg]
+        r3 = w[w0 + 3 * Cg:w0 + 4 * Cg]
+        r4 = w[w0 + 4 * Cg:w0 + 5 * Cg]
+        r5 = w[w0 + 5 * Cg:w0 + 6 * Cg]
+        r6 = w[w0 + 6 * Cg:w0 + 7 * Cg]
+        r7 = w[w0 + 7 * Cg:w0 + 8 * Cg]
         for k in range(Cg):
-            xv = x[xb + k * NN]
-            a0 += w[w0 + k] * xv
-            a1 += w[w0 + Cg + k] * xv
-            a2 += w[w0 + 2 * Cg + k] * xv
-            a3 += w[w0 + 3 * Cg + k] * xv
-            a4 += w[w0 + 4 * Cg + k] * xv
-            a5 += w[w0 + 5 * Cg + k] * xv
-            a6 += w[w0 + 6 * Cg + k] * xv
-            a7 += w[w0 + 7 * Cg + k] * xv
+            xv = xs[k]
+            a0 += r0[k] * xv
+            a1 += r1[k] * xv
+            a2 += r2[k] * xv
+            a3 += r3[k] * xv
+            a4 += r4[k] * xv
+            a5 += r5[k] * xv
+            a6 += r6[k] * xv
+            a7 += r7[k] * xv
         if has_b:
             a0 = a0 + bias[m]
             a1 = a1 + bias[m + 1]
@@ -1209,8 +1291,9 @@ def _conv_gemv_block(b, x, w, bias, has_b, p, out):
         for r in range(Mg - m0):
             a = zero
             w0 = (m + r) * Cg
+            rr = w[w0:w0 + Cg]
             for k in range(Cg):
-                a += w[w0 + k] * x[xb + k * NN]
+                a += rr[k] * xs[k]
             if has_b:
                 a = a + bias[m + r]
             out[ob + r * NN] = a
@@ -1388,6 +1471,53 @@ def _pool_cpu(x, p, is_max, out):
         for oh in range(OH):
             o = (nc * OH + oh) * OW
             _pool_row_cpu(x, nc * H * W, oh, p, is_max, acc, wcnt, wpad, out[o:o + OW])
+
+
+#: rows of a GlobalAveragePool summed side by side (_gpool_cpu): independent add chains
+_GP_ROWS = 8
+
+
+@cpu_kernel
+def _gpool_cpu(x, S, is_max, count, out):
+    """CPU only: GlobalAveragePool as _gpool_item (sum = 0.0f, += x in ascending spatial order,
+    then / count), _GP_ROWS rows side by side so that their add chains overlap (one row's sum
+    is a chain of dependent adds: its latency, not the loads, bounds a row at a time). Each
+    row's sequence is unchanged. GlobalMaxPool and the last rows: one row at a time."""
+    R = out.shape[0]
+    r = 0
+    if not is_max:
+        zero = np.float32(0)
+        while r + _GP_ROWS <= R:
+            b = r * S
+            x0 = x[b:b + S]
+            x1 = x[b + S:b + 2 * S]
+            x2 = x[b + 2 * S:b + 3 * S]
+            x3 = x[b + 3 * S:b + 4 * S]
+            x4 = x[b + 4 * S:b + 5 * S]
+            x5 = x[b + 5 * S:b + 6 * S]
+            x6 = x[b + 6 * S:b + 7 * S]
+            x7 = x[b + 7 * S:b + 8 * S]
+            s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = zero
+            for j in range(S):
+                s0 += x0[j]
+                s1 += x1[j]
+                s2 += x2[j]
+                s3 += x3[j]
+                s4 += x4[j]
+                s5 += x5[j]
+                s6 += x6[j]
+                s7 += x7[j]
+            out[r] = _div(s0, count)
+            out[r + 1] = _div(s1, count)
+            out[r + 2] = _div(s2, count)
+            out[r + 3] = _div(s3, count)
+            out[r + 4] = _div(s4, count)
+            out[r + 5] = _div(s5, count)
+            out[r + 6] = _div(s6, count)
+            out[r + 7] = _div(s7, count)
+            r += _GP_ROWS
+    for q in range(r, R):
+        out[q] = _gpool_item(q, x, S, is_max, count)
 
 
 @cpu_kernel
@@ -1732,7 +1862,8 @@ def _gather_cpu(data, idx, out, axis_dim, n_idx, inner, bad):
 def install() -> None:
     """Set every fast path as its kernel pair's CPU override."""
     for pair, fast in ((nn._MM, _mm_cpu), (nn._CONV, _conv_cpu), (nn._CONVT, _convt_cpu),
-                       (nn._POOL, _pool_cpu), (nn._BN, _bn_cpu), (nn._SOFTMAX, _softmax_cpu),
+                       (nn._POOL, _pool_cpu), (nn._GPOOL, _gpool_cpu), (nn._BN, _bn_cpu),
+                       (nn._SOFTMAX, _softmax_cpu),
                        (nn._LN, _ln_cpu), (nn._RESIZE, _resize_cpu), (nn._PAD, _pad_cpu),
                        (data._GATHER_STRIDED, _gather_strided_cpu),
                        (data._SCATTER_STRIDED, _scatter_strided_cpu), (data._GATHER, _gather_cpu)):
