@@ -269,33 +269,29 @@ def _pow2f(kf):
 
 
 @njit(**_JIT)
-def _pow2_neg(kf):
-    """2**k as float32, exactly, for an integral float32 -31 <= kf <= 0: the power of two
-    of exp on a range whose results are normal numbers (the same bits as _pow2f)."""
-    return _pow2_bits(kf)
+def _scale_powers(kf):
+    """(2**k1, 2**(k - k1)) with k1 = floor(k / 2), for an integral float32 -152 <= kf <= 128:
+    both normal powers of two. floor(k / 2) is found in float32 (k / 2 is exact, rounded to
+    the nearest integer by the magic-number trick, then one down if that went up)."""
+    h = kf * HALF
+    k1 = (h + ROUND_MAGIC) - ROUND_MAGIC
+    k1 = k1 - _sel(k1 > h, ONE, ZERO)
+    return _pow2f(k1), _pow2f(kf - k1)
 
 
 @njit(**_JIT)
 def _scale(p, kf):
     """p * 2**k with one rounding (p around 1, integral float32 -152 <= kf <= 128): exact
     unless the result is subnormal (then rounded once, by the last multiply) or overflows
-    (inf). k is split as k1 = floor(k / 2) and k - k1 (both give normal powers of two and
-    p * 2**k1 stays normal); floor(k / 2) is found in float32 (k / 2 is exact, rounded to
-    the nearest integer by the magic-number trick, then one down if that went up)."""
-    h = kf * HALF
-    k1 = (h + ROUND_MAGIC) - ROUND_MAGIC
-    k1 = k1 - _sel(k1 > h, ONE, ZERO)
-    return (p * _pow2f(k1)) * _pow2f(kf - k1)
+    (inf); p * 2**k1 stays normal (:func:`_scale_powers`)."""
+    t1, t2 = _scale_powers(kf)
+    return (p * t1) * t2
 
 
 @njit(**_JIT)
 def _scale_pair(p, plo, kf):
-    """``_scale(p, kf), _scale(plo, kf)``: the same operations, each power of two built once."""
-    h = kf * HALF
-    k1 = (h + ROUND_MAGIC) - ROUND_MAGIC
-    k1 = k1 - _sel(k1 > h, ONE, ZERO)
-    t1 = _pow2f(k1)
-    t2 = _pow2f(kf - k1)
+    """``_scale(p, kf), _scale(plo, kf)``: the same operations, the powers of two built once."""
+    t1, t2 = _scale_powers(kf)
     return (p * t1) * t2, (plo * t1) * t2
 
 
@@ -380,7 +376,7 @@ def _exp_neg_small(h, l):
     exp_dd_f32(h, l) there (its results are normal numbers, so p * 2**k is exact however
     2**k is built; k >= -31)."""
     p, plo, kf = _exp_core(h, l)
-    return p * _pow2_neg(kf)
+    return p * _pow2f(kf)
 
 
 @njit(**_JIT)
