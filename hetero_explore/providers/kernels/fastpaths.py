@@ -603,6 +603,23 @@ def _im2col_cpu(x, xb, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, n0, nt,
 
 
 @njit(**_JIT)
+def _plane_out(out, q, OH, OW, acc, ast, has_b, bias, m):
+    """Output plane q (OH x OW, channel m) from accumulator rows ``ast`` floats apart, then
+    + bias[m] when there is one: the generated kernel's epilogue."""
+    for oh in range(OH):
+        o = (q * OH + oh) * OW
+        dst = out[o:o + OW]
+        a = acc[oh * ast:oh * ast + OW]
+        if has_b:
+            bv = bias[m]
+            for j in range(OW):
+                dst[j] = a[j] + bv
+        else:
+            for j in range(OW):
+                dst[j] = a[j]
+
+
+@njit(**_JIT)
 def _conv_direct_plane(q, x, w, bias, has_b, p, out):
     """One output plane (n, m) of _conv_direct_cpu."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
@@ -646,17 +663,7 @@ def _conv_direct_plane(q, x, w, bias, has_b, p, out):
                 src = xq[off:off + na]
                 for j in range(na):
                     acc[j] += wv * src[j]
-    for oh in range(OH):
-        o = (q * OH + oh) * OW
-        dst = out[o:o + OW]
-        a = acc[oh * Wq:oh * Wq + OW]
-        if has_b:
-            bv = bias[m]
-            for j in range(OW):
-                dst[j] = a[j] + bv
-        else:
-            for j in range(OW):
-                dst[j] = a[j]
+    _plane_out(out, q, OH, OW, acc, Wq, has_b, bias, m)
 
 
 @njit(**_PAR)
@@ -689,53 +696,13 @@ def _conv_direct_cpu(x, w, bias, has_b, p, out):
 
 
 @njit(**_JIT)
-def _phase_rows(x, xb, H, W, sh, sw, pt, pl, Hq, Wq, xq, clear):
-    """Input plane x[xb:xb + H*W] into zero-padded phase scratch: padded row r, column c go to
-    phase (r % sh, c % sw) at (r // sh, c // sw) of xq (phases Hq x Wq, one after another).
-    Each phase row is one contiguous (or strided) copy between zeros; ``clear`` False: the
-    zeros are there already (scratch zeroed once and reused for planes of one geometry:
-    the padding positions are the same for each), so only the copies run (pure data
-    movement, plain index loops)."""
-    zero = np.float32(0)
-    PQ = Hq * Wq
-    for ph in range(sh):
-        for pw in range(sw):
-            pb = (ph * sw + pw) * PQ
-            lo = 0 if pl <= pw else (pl - pw + sw - 1) // sw        # first cq with iw >= 0
-            e = W - 1 - pw + pl
-            hi = 0 if e < 0 else min(Wq, e // sw + 1)               # past the last cq with iw < W
-            if hi < lo:
-                hi = lo
-            if lo > Wq:
-                lo = hi = Wq
-            for rq in range(Hq):
-                ih = rq * sh + ph - pt
-                rb = pb + rq * Wq
-                if ih < 0 or ih >= H:
-                    if clear:
-                        for j in range(Wq):
-                            xq[rb + j] = zero
-                    continue
-                if clear:
-                    for j in range(lo):
-                        xq[rb + j] = zero
-                    for j in range(hi, Wq):
-                        xq[rb + j] = zero
-                st = xb + ih * W + lo * sw + pw - pl
-                d = rb + lo
-                if sw == 1:
-                    for j in range(hi - lo):
-                        xq[d + j] = x[st + j]
-                else:
-                    for j in range(hi - lo):
-                        xq[d + j] = x[st + j * sw]
-
-
-@njit(**_JIT)
 def _phase_plan(H, W, sh, sw, pt, pl, Hq, Wq):
-    """The copies _phase_rows makes (``clear`` False) for one plane geometry, as rows of
-    (destination in xq, source offset in the input plane, count): the same for every plane
-    of a Conv, so :func:`_phase_copy` runs them without recomputing the row bounds (their
+    """How an input plane goes into zero-padded phase scratch: padded row r, column c go to
+    phase (r % sh, c % sw) at (r // sh, c // sw) of xq (phases Hq x Wq, one after another).
+    Each phase row is one contiguous (or strided) copy between zeros, listed here as rows
+    of (destination in xq, source offset in the input plane, count). The plan is the same
+    for every plane of a Conv, and so are the zeros: the scratch is zeroed once and
+    :func:`_phase_copy` runs only the copies, without recomputing the row bounds (their
     divisions cost more than the copies of a small plane)."""
     PQ = Hq * Wq
     plan = np.empty((sh * sw * Hq, 3), dtype=np.int64)
@@ -765,8 +732,8 @@ def _phase_plan(H, W, sh, sw, pt, pl, Hq, Wq):
 
 @njit(**_JIT)
 def _phase_copy(x, xb, sw, plan, xq):
-    """_phase_rows(..., clear=False) of the plane at ``xb`` by its :func:`_phase_plan`
-    (pure data movement: the same values in the same places)."""
+    """The plane at ``xb`` into phase scratch by its :func:`_phase_plan` (pure data
+    movement; the padding zeros are already there)."""
     for r in range(plan.shape[0]):
         d = plan[r, 0]
         st = xb + plan[r, 1]
@@ -867,17 +834,7 @@ def _conv_dw_planes(q0, q1, x, w, bias, has_b, p, out, xq, acc, toff, plan):
         for sg in range(nseg):
             for rb in range(0, OHp, _DW_R):
                 _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
-        for oh in range(OH):
-            o = (q * OH + oh) * OW
-            dst = out[o:o + OW]
-            ar = acc[oh * W8:oh * W8 + OW]
-            if has_b:
-                bv = bias[m]
-                for j in range(OW):
-                    dst[j] = ar[j] + bv
-            else:
-                for j in range(OW):
-                    dst[j] = ar[j]
+        _plane_out(out, q, OH, OW, acc, W8, has_b, bias, m)
         # the next plane: m + 1 (its group: g + 1 after Mg channels), or the next image
         m += 1
         gm += 1
@@ -1111,16 +1068,17 @@ def _conv_wide_ok(p):
 
 
 @njit(**_JIT)
-def _conv_wide_pack(x, p, xq, ch):
+def _conv_wide_pack(x, p, xq, ch, plan):
     """Input channel plane ``ch`` (of N*C) into xq (zeroed) as _conv_direct_cpu's
-    zero-padded phases, at its (image, group)'s block of S floats."""
-    C, H, W, sh, sw, pt, pl, G = p[1], p[2], p[3], p[9], p[10], p[13], p[14], p[15]
+    zero-padded phases (by the geometry's :func:`_phase_plan`), at its (image, group)'s
+    block of S floats."""
+    C, H, W, sw, G = p[1], p[2], p[3], p[10], p[15]
     Cg = C // G
     Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
     ng = ch // Cg
     c = ch - ng * Cg
     o = ng * S + c * PH
-    _phase_rows(x, ch * H * W, H, W, sh, sw, pt, pl, Hq, Wq, xq[o:o + PH], False)
+    _phase_copy(x, ch * H * W, sw, plan, xq[o:o + PH])
 
 
 @njit(**_JIT)
@@ -1193,9 +1151,9 @@ def _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt):
 
 
 @njit(**_PAR)
-def _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, nch, nblocks):
+def _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, nch, nblocks, plan):
     for cu in prange(nch):
-        _conv_wide_pack(x, p, xq, np.int64(cu))
+        _conv_wide_pack(x, p, xq, np.int64(cu), plan)
     for iu in prange(nblocks):
         _conv_wide_block(np.int64(iu), xq, w, bias, has_b, p, out, koff, nwt)
 
@@ -1213,17 +1171,19 @@ def _conv_wide(x, w, bias, has_b, p, out):
     stored accumulators, then + bias: the generated sequence per element. Blocks of
     (image, group, _CW_T wide columns) run in parallel when the Conv is large; the blocking
     does not depend on the thread count."""
-    N, C, M, OH, OW, G = p[0], p[1], p[4], p[7], p[8], p[15]
+    N, C, H, W, M, OH, OW, G = p[0], p[1], p[2], p[3], p[4], p[7], p[8], p[15]
+    sh, sw, pt, pl = p[9], p[10], p[13], p[14]
     Hq, Wq, PH, NWp, S = _conv_wide_dims(p)
     koff = _conv_wide_koff(p)
+    plan = _phase_plan(H, W, sh, sw, pt, pl, Hq, Wq)
     xq = np.zeros(N * G * S, dtype=np.float32)
     nwt = (NWp + _CW_T - 1) // _CW_T
     nblocks = N * G * nwt
     if N * M * OH * OW * koff.shape[0] >= _PAR_WORK:
-        _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, N * C, nblocks)
+        _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, N * C, nblocks, plan)
     else:
         for ch in range(N * C):
-            _conv_wide_pack(x, p, xq, ch)
+            _conv_wide_pack(x, p, xq, ch, plan)
         for it in range(nblocks):
             _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt)
 
