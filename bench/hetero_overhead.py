@@ -36,6 +36,7 @@ import time
 import hetero_explore as he
 from hetero_explore import models
 from hetero_explore.executor import HeterogeneousExecutor
+from hetero_explore.runner import instrument
 from hetero_explore.inputs import random_inputs
 from hetero_explore.providers import VirtualProvider
 from hetero_explore.providers.cpu import NumbaCPUProvider
@@ -121,13 +122,15 @@ def chain_vs_onnxruntime(nodes=1000, repeat=200, budget_s=10.0):
     np.testing.assert_allclose(first.outputs["y"], got, rtol=1e-6, atol=1e-6)
     # the kernels alone: the same prebuilt calls of the executor's program in a bare loop (the
     # floor a Python executor cannot go under); executor overhead = a run minus this
-    calls = [(fn, a, b) for prog in ex._pool[0] for _, fn, a, b, *_ in prog.items if fn is not None]
+    calls = []
+    for prog in ex._pool[0]:   # each node's prebuilt call: its replay (recorded by the run above)
+        instrument(prog, lambda st, call: calls.append(call) or call)
     assert len(calls) == len(graph.nodes), "every node of the chain should run its prebuilt call"
 
     def bare():
         t0 = clock()
-        for fn, a, b in calls:
-            fn(a, b)
+        for call in calls:
+            call()
         return clock() - t0
 
     ours, theirs, floor = [], [], []

@@ -118,6 +118,7 @@ def profile_family(name, threads, runs, ops):
     import numba
     import hetero_explore as he
     from hetero_explore.executor import HeterogeneousExecutor
+    from hetero_explore.runner import instrument
     from hetero_explore.providers import cpu
     import models as bm
 
@@ -137,23 +138,19 @@ def profile_family(name, threads, runs, ops):
         for prog in progs:
             if prog is None:
                 continue
-            items = []
-            for it in prog.items:
-                st, fn = it[0], it[1]
-                if fn is None:
-                    items.append(it)
-                    continue
+
+            def wrap(st, call):
                 rec = []
                 allrec.append((st.node.op_type, rec))
                 if st.node.op_type in ops:
                     rows.append((st, rec))
 
-                def timed(ins, outs, _fn=fn, _rec=rec):
+                def timed():
                     t0 = clock()
-                    _fn(ins, outs)
-                    _rec.append(clock() - t0)
-                items.append((st, timed) + tuple(it[2:]))
-            prog.items = tuple(items)
+                    call()
+                    rec.append(clock() - t0)
+                return timed
+            instrument(prog, wrap)   # each node's prebuilt call (its replay, once recorded)
     cpus, walls = [], []
     for _ in range(runs):
         c0, t0 = time.thread_time(), clock()
@@ -213,6 +210,7 @@ def _phases(ex, feeds, runs, clock):
     """The executor's per-run phases, each called on its own (fastest of ``runs``)."""
     from hetero_explore.executor import _private_copies
     from hetero_explore.inputs import validate_inputs
+    from hetero_explore.runner import instrument
     g = ex.plan.graph
     phases = {
         "validate_inputs": lambda: validate_inputs(g, feeds),
@@ -224,8 +222,7 @@ def _phases(ex, feeds, runs, clock):
         if prog is None:
             continue
         saved = prog.items
-        prog.items = tuple((it[0], (lambda i, o: None)) + tuple(it[2:]) if it[1] is not None else it
-                           for it in saved)
+        instrument(prog, lambda st, call: (lambda: None))
         t = []
         for _ in range(runs):
             t0 = clock()

@@ -35,6 +35,7 @@ def profile_family(name, threads, runs, top):
     import numba
     import hetero_explore as he
     from hetero_explore.executor import HeterogeneousExecutor
+    from hetero_explore.runner import instrument
     from hetero_explore.providers import cpu
     import models as bm
 
@@ -55,25 +56,20 @@ def profile_family(name, threads, runs, top):
         for prog in progs:
             if prog is None:
                 continue
-            items = []
-            for it in prog.items:
-                st, fn = it[0], it[1]
-                if fn is None:
-                    slow += 1
-                    items.append(it)
-                    continue
+            slow += sum(1 for it in prog.items if it[1] is None)
+
+            def wrap(st, call):
                 op = st.node.op_type
                 count[op] += 1
-
                 rec = []
                 per_node.append((op, rec))
 
-                def timed(ins, outs, _fn=fn, _rec=rec):
+                def timed():
                     t0 = clock()
-                    _fn(ins, outs)
-                    _rec.append(clock() - t0)
-                items.append((st, timed) + tuple(it[2:]))
-            prog.items = tuple(items)
+                    call()
+                    rec.append(clock() - t0)
+                return timed
+            instrument(prog, wrap)   # each node's prebuilt call (its replay, once recorded)
     walls, cpus = [], []
     for _ in range(runs):
         c0, t0 = time.thread_time(), clock()

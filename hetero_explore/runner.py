@@ -84,12 +84,16 @@ import numpy as np
 from .errors import ExecutionError, KernelError, MemoryBudgetError
 from .ir import shape_is_static
 from .providers.base import KernelContext, node_context, present_outputs
+from .providers.kernels.target import Recording, prepared_call
 
 __all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "RuntimeShapeError",
-           "AllocationLeak", "memory_owners", "Program", "plan_offsets"]
+           "AllocationLeak", "memory_owners", "Program", "plan_offsets", "instrument"]
 
 #: kernels (and output shapes) cached per dynamic node; the cache is emptied when it is full
 DYNAMIC_CACHE_SIZE = 64
+#: programs bound from now on record and replay their replayable nodes (see :class:`Program`);
+#: False runs every node's function at every run (benchmarks compare the two)
+REPLAY = True
 
 
 class NodeExecutionError(ExecutionError):
@@ -448,7 +452,7 @@ class NodeRunner:
         for st in self.steps:
             frees = tuple(n for n in st.free if n not in layout)
             if st.dynamic or st.infer is not None or type(st.kernel) is not Kernel:
-                items.append((st, None, None, None, None, None, frees))
+                items.append((st, None, None, None, None, None, frees, None))
                 continue
             checks = {i: (shape, dtype) for i, _, shape, dtype in st.checks}
             ins_d, patch = [], []
@@ -474,7 +478,9 @@ class NodeRunner:
                 else:
                     outs_d.append(None)
                     alloc.append((i, name, shape, dtype))
-            items.append((st, st.kernel._fn, ins_d, outs_d, tuple(patch), tuple(alloc), frees))
+            # the same arrays at every run: record its calls at the first run, then replay them
+            rec = _RECORD if REPLAY and st.kernel.replayable and not patch and not alloc else None
+            items.append((st, st.kernel._fn, ins_d, outs_d, tuple(patch), tuple(alloc), frees, rec))
         return Program(self, tuple(items), bufs)
 
     def _check_memory(self) -> None:
@@ -644,7 +650,16 @@ class NodeRunner:
             vals.update(program.bufs)
         provider = self.provider
         allocate, free = ledger.allocate, ledger.free
-        for st, fn, ins_d, outs_d, patch, alloc, frees in program.items:
+        recorded = None
+        for st, fn, ins_d, outs_d, patch, alloc, frees, rec in program.items:
+            if rec is not None and rec is not _RECORD:    # replay: its recorded calls, prepared
+                try:
+                    rec()
+                except Exception as e:
+                    raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
+                for name in frees:
+                    free(vals.pop(name))
+                continue
             if fn is None:
                 self._run_step(st, vals, ledger, None, shapes, frees)
                 continue
@@ -657,13 +672,23 @@ class NodeRunner:
                 for i, name, shape, dtype in alloc:
                     b = vals[name] = allocate(provider, shape, dtype)
                     outs_d[i] = b.data
-                fn(ins_d, outs_d)
+                if rec is None:
+                    fn(ins_d, outs_d)
+                else:   # the first run of this program: record the node's calls
+                    with Recording() as r:
+                        fn(ins_d, outs_d)
+                    if recorded is None:
+                        recorded = {}
+                    recorded[st] = _replay_of(r.calls)
             except ShapeMismatchError:
                 raise
             except Exception as e:
                 raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
             for name in frees:
                 free(vals.pop(name))
+        if recorded is not None:   # the run succeeded: later runs replay (one run uses a program at a time)
+            program.items = tuple(it[:7] + (recorded.get(it[0], it[7]),) if it[7] is _RECORD else it
+                                  for it in program.items)
         return {name: vals[name] for name in self.outputs}
 
     def _run_step(self, st: Step, vals: dict, ledger: Ledger, record, shapes, frees) -> None:
@@ -738,10 +763,34 @@ class NodeRunner:
             ledger.free(vals.pop(name))
 
 
+#: a program item's last field before its first run: record this node's calls (then its replay)
+_RECORD = object()
+
+
+def _replay_of(calls):
+    """A zero-argument callable repeating ``calls`` (a :class:`Recording`'s), or None (run the
+    node's function every time) when the recording was spoiled."""
+    if calls is None:
+        return None
+    prepared = tuple(prepared_call(fn, args) for fn, args in calls)
+    if len(prepared) == 1:
+        return prepared[0]
+
+    def replay():
+        for c in prepared:
+            c()
+
+    return replay
+
+
 class Program:
     """A :class:`NodeRunner` bound to an arena (see the module docs): per node ``(step, fn,
-    input arrays, output arrays, inputs to patch, outputs to allocate, values to free)``; ``fn``
-    is None for a node on the per-run path. ``bufs``: the arena values as buffers (views)."""
+    input arrays, output arrays, inputs to patch, outputs to allocate, values to free,
+    replay)``; ``fn`` is None for a node on the per-run path. ``replay`` is None (call ``fn``),
+    a marker (record ``fn``'s calls at the first run: a replayable kernel on arrays that are
+    the same at every run) or, after that run, the prepared calls to repeat instead of ``fn``
+    (see :class:`~.providers.kernels.target.Recording`). ``bufs``: the arena values as
+    buffers (views)."""
 
     __slots__ = ("runner", "items", "bufs", "slow")
 
@@ -751,6 +800,24 @@ class Program:
         self.bufs = bufs
         #: some node runs on the per-run path
         self.slow = any(it[1] is None for it in items)
+
+
+def instrument(program: Program, wrap) -> None:
+    """For benchmarks: wrap every prebuilt node call of ``program`` (run it once first, so that
+    its replays are recorded). ``wrap(step, call)`` gets a zero-argument callable running the
+    node (its replay, or its function on the program's arrays) and returns the callable to run
+    instead. Nodes on the per-run path are left alone."""
+    items = []
+    for it in program.items:
+        st, fn, ins_d, outs_d, rec = it[0], it[1], it[2], it[3], it[7]
+        if rec is not None and rec is not _RECORD:
+            items.append(it[:7] + (wrap(st, rec),))
+        elif fn is not None:
+            w = wrap(st, lambda fn=fn, i=ins_d, o=outs_d: fn(i, o))   # lists patched in place per run
+            items.append((st, lambda i, o, w=w: w()) + it[2:7] + (None,))
+        else:
+            items.append(it)
+    program.items = tuple(items)
 
 
 class DeviceBufferView:

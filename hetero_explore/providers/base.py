@@ -195,13 +195,16 @@ class Kernel:
 
     def __init__(self, ctx: KernelContext, fn: Callable[[Sequence[Any], Sequence[Any]], None], *,
                  may_alias_input: bool = False, data_dependent_output: bool = False,
-                 bitwise_portable: bool = True):
+                 bitwise_portable: bool = True, replayable: bool = False):
         self.ctx = ctx
         self.node = ctx.node
         self._fn = fn
         self.may_alias_input = may_alias_input
         self.data_dependent_output = data_dependent_output
         self.bitwise_portable = bitwise_portable
+        #: ``fn``'s only effects are host-target launches fixed by its arrays: the runner may
+        #: record them once and replay them (see ``kernels.common.replayable``)
+        self.replayable = replayable
 
     def run(self, inputs: Sequence[DeviceBuffer | None], outputs: Sequence[DeviceBuffer]) -> None:
         """Compute ``outputs`` from ``inputs`` (absent optional inputs are None)."""

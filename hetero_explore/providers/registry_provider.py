@@ -125,7 +125,8 @@ class RegistryProvider(ExecutionProvider):
                 return fn
             return Kernel(ctx, fn, may_alias_input=k.may_alias_input,
                           data_dependent_output=k.data_dependent_output,
-                          bitwise_portable=k.bitwise_portable)
+                          bitwise_portable=k.bitwise_portable,
+                          replayable=self.target.host and getattr(fn, "replayable", False))
         raise KernelError(f"{self.name}: no kernel for {node.op_type}")
 
     def support_df(self):

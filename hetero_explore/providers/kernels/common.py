@@ -97,6 +97,19 @@ def cpu_kernel(fn=None, *, cache: bool = True):
     return LazyKernel(fn, "cpu", cache)
 
 
+def replayable(run):
+    """Mark a build's run function as replayable: its only effects are its ``target.launch``
+    (and ``target.call``) calls, whose arguments are fixed by the input and output arrays it
+    is given (views of them, build-time constants, scratch the kernel writes in full before
+    it reads it). It reads no input *values* in Python, checks nothing after a launch, and
+    allocates no zeroed scratch that a kernel accumulates into. The runner then records the
+    calls of such a node once, when its arrays are the same at every run, and replays them
+    (see :class:`.target.Recording`). ``tests/test_replay.py`` runs every marked op twice on
+    new inputs against the unreplayed run."""
+    run.replayable = True
+    return run
+
+
 def cuda_kernel(fn):
     """Decorator: a ``cuda.jit`` kernel in which ``@dual`` calls resolve to device twins."""
     return LazyKernel(fn, "cuda", False)

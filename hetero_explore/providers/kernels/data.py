@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ExecutionError, KernelError
-from .common import (bcast_offset, bits, broadcast_strides, copy_array, dual, kernel_pair,
+from .common import (bcast_offset, bits, broadcast_strides, copy_array, dual, kernel_pair, replayable,
                      to_target)
 from .opdef import OpList
 
@@ -290,6 +290,7 @@ def _check_copy(ctx, target):
 
 
 def _build_copy(ctx, target):
+    @replayable
     def run(inputs, outputs):
         copy_array(target, inputs[0], outputs[0])
 
@@ -333,6 +334,7 @@ def _build_transpose(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
     shape, strides = to_target(target, *_meta(out_shape, [in_str[p] for p in perm]))
 
+    @replayable
     def run(inputs, outputs):
         _gather_strided(target, inputs[0], outputs[0], 0, shape, strides)
 
@@ -357,6 +359,7 @@ def _build_expand(ctx, target):
     out_shape = tuple(ctx.out_shapes[0])
     shape, strides = to_target(target, *_meta(out_shape, broadcast_strides(ctx.in_shapes[0], out_shape)))
 
+    @replayable
     def run(inputs, outputs):
         _gather_strided(target, inputs[0], outputs[0], 0, shape, strides)
 
@@ -406,6 +409,7 @@ def _build_concat(ctx, target):
             parts.append((i, off * out_str[axis], shape, strides))
         off += s[axis]
 
+    @replayable
     def run(inputs, outputs):
         for i, base, shape, strides in parts:
             _scatter_strided(target, inputs[i], outputs[0], base, shape, strides)
@@ -452,6 +456,7 @@ def _build_split(ctx, target):
         parts.append((k, off * in_str[axis], shape, strides))
         off += o[axis]
 
+    @replayable
     def run(inputs, outputs):
         for k, base, shape, strides in parts:
             _gather_strided(target, inputs[0], outputs[k], base, shape, strides)
@@ -543,6 +548,7 @@ def _build_slice(ctx, target):
         base, strides = _slice_static(ctx)
         shape, strides = to_target(target, *_meta(out_shape, strides))
 
+        @replayable
         def run(inputs, outputs):
             _gather_strided(target, inputs[0], outputs[0], base, shape, strides)
 
@@ -593,6 +599,7 @@ def _build_slice1(ctx, target):
     base, strides = _slice1_static(ctx)
     shape, strides = to_target(target, *_meta(tuple(ctx.out_shapes[0]), strides))
 
+    @replayable
     def run(inputs, outputs):
         _gather_strided(target, inputs[0], outputs[0], base, shape, strides)
 

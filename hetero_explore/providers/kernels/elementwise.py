@@ -73,7 +73,8 @@ from numba import njit
 from ...errors import KernelError
 from ...ir import onnx_to_np_dtype
 from . import floatfmt
-from .common import bcast_offset, bits, broadcast_strides, copy_array, dual, flat, shape_array, to_target
+from .common import (bcast_offset, bits, broadcast_strides, copy_array, dual, flat, replayable, shape_array,
+                     to_target)
 from .target import kernel_pair
 from .pmath import erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, softplus_f32, sqrt_f32, tanh_f32  # noqa: F401
 from .pmath import (acos_f32, acosh_f32, asin_f32, asinh_f32, atan_f32, atanh_f32, cos_f32, cosh_f32,  # noqa: F401
@@ -868,7 +869,8 @@ def half_build(build32):
                 if d in HALF:
                     target.launch(_CAST_BITS, o.size, bits(y), bits(o), *narrow[d], no_sat, rne)
 
-        return run
+        # its scratch arrays are written in full (widened inputs, float32 outputs) before they are read
+        return replayable(run) if getattr(run32, "replayable", False) else run
 
     build.kernels = getattr(build32, "kernels", ())
     return build
@@ -895,6 +897,7 @@ def _binary_build(pairs: dict, aux_of=None):
         acc = _Operand(target, out_shape, out_shape, cstrides[-1])   # the output as the running accumulator
         n = int(np.prod(out_shape, dtype=np.int64))
 
+        @replayable
         def run(inputs, outputs):
             out = flat(outputs[0])
             if len(inputs) == 1:        # Max/Min/Sum of one input: a copy
@@ -1074,6 +1077,7 @@ def _build_mean(ctx, target):
     k = F(len(ctx.in_shapes))
     n = _n(ctx)
 
+    @replayable
     def run(inputs, outputs):
         fold(inputs, outputs)
         out = flat(outputs[0])
@@ -1112,6 +1116,7 @@ def _unary_build(pairs: dict, attrs: tuple):
         aux = _bits(ctx.in_dtypes[0])
         n = _n(ctx)
 
+        @replayable
         def run(inputs, outputs):
             target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), p0, p1, aux)
 
@@ -1266,7 +1271,7 @@ def _build_clip(ctx, target):
         b = cast(hi if hi is not None else np.asarray(inputs[2]).reshape(-1)[0])
         target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), a, b, aux)
 
-    return run
+    return replayable(run) if lo is not None and hi is not None else run   # else it reads them per run
 
 
 _CLIP_NOTE = "min/max read at run time on the CPU; constants required on CUDA"
@@ -1326,6 +1331,7 @@ def _build_cast(ctx, target):
         pair = _CAST[CAST_TO[dst]]
         src_float = src == "float32"
 
+        @replayable
         def run(inputs, outputs):
             target.launch(pair, n, flat(inputs[0]), flat(outputs[0]), src_float)
 
@@ -1338,6 +1344,7 @@ def _build_cast(ctx, target):
     sat = bool(sat) if dst in _FLOAT8 + ("float8_e8m0fnu",) else False
     args = tuple(np.int64(v) for v in floatfmt.fmt(src) + floatfmt.fmt(dst))
 
+    @replayable
     def run(inputs, outputs):
         target.launch(_CAST_BITS, n, bits(inputs[0]), bits(outputs[0]), *args, sat, np.int64(rmode))
 
@@ -1374,6 +1381,7 @@ def _build_bitcast(ctx, target):
     if reason:
         raise _err(ctx, reason)
 
+    @replayable
     def run(inputs, outputs):
         copy_array(target, flat(inputs[0]), flat(outputs[0]))
 
@@ -1426,6 +1434,7 @@ def _build_where(ctx, target):
     oc, ox, oy = (_Operand(target, s, out_shape, st) for s, st in zip(ctx.in_shapes[:3], cstrides))
     n = int(np.prod(out_shape, dtype=np.int64))
 
+    @replayable
     def run(inputs, outputs):
         c, x, y = flat(inputs[0]), bits(inputs[1]), bits(inputs[2])     # values move as bits
         target.launch(_WHERE, n, c, x, y, bits(outputs[0]), oc.mode, ox.mode, oy.mode, shape,

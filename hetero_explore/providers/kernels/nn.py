@@ -34,7 +34,8 @@ from numba import njit
 
 from ...errors import KernelError
 from .common import node_error as _err, prod as _prod  # noqa: F401
-from .common import bcast_offset, copy_array, broadcast_strides, dual, flat, kernel_pair, shape_array, to_target
+from .common import (bcast_offset, copy_array, broadcast_strides, dual, flat, kernel_pair, replayable, shape_array,
+                     to_target)
 from .pmath import exp_f32, log_f32, pow_f32, sqrt_f32
 from .opdef import ALL, OpList
 
@@ -172,11 +173,14 @@ def _build_matmul(ctx, target):
         rows = _prod(abatch) * M
         one = np.float32(1)
 
+        @replayable
         def run_packed(inputs, outputs):
-            fastpaths.mm_packed_cpu(flat(inputs[0]), K, 1, bp, rows, K, N, flat(outputs[0]), c, 0, 0, 0, one, one)
+            target.call(fastpaths.mm_packed_cpu, flat(inputs[0]), K, 1, bp, rows, K, N, flat(outputs[0]), c, 0, 0,
+                        0, one, one)
 
         return run_packed
 
+    @replayable
     def run(inputs, outputs):
         _mm_launch(target, flat(inputs[0]), flat(inputs[1]), flat(outputs[0]), c, dims, meta, 0, 1.0, 1.0)
 
@@ -227,10 +231,11 @@ def _build_gemm(ctx, target):
         bp = fastpaths.mm_pack_b(bmat.T if tb else bmat)
         al, be = np.float32(alpha), np.float32(beta)
 
+        @replayable
         def run_packed(inputs, outputs):
             c = flat(inputs[2]) if has_c else dummy
-            fastpaths.mm_packed_cpu(flat(inputs[0]), sam, sak, bp, M, K, N, flat(outputs[0]), c, scm, scn, epi,
-                                    al, be)
+            target.call(fastpaths.mm_packed_cpu, flat(inputs[0]), sam, sak, bp, M, K, N, flat(outputs[0]), c, scm,
+                        scn, epi, al, be)
 
         return run_packed
     b_kmajor = None
@@ -238,6 +243,7 @@ def _build_gemm(ctx, target):
         b_kmajor = np.ascontiguousarray(np.asarray(ctx.const(1), dtype=np.float32).T).reshape(-1)
         dims = (M, K, N, sam, sak, N, 1, scm, scn)
 
+    @replayable
     def run(inputs, outputs):
         c = flat(inputs[2]) if has_c else dummy
         b = b_kmajor if b_kmajor is not None else flat(inputs[1])
@@ -439,6 +445,7 @@ def _build_conv(ctx, target):
     has_b = ctx.has_input(2)
     p, dummy = to_target(target, p, _dummy_f32())
 
+    @replayable
     def run(inputs, outputs):
         x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
         b = flat(inputs[2]) if has_b else dummy
@@ -577,6 +584,7 @@ def _build_convt(ctx, target):
     has_b = ctx.has_input(2)
     p, dummy = to_target(target, p, _dummy_f32())
 
+    @replayable
     def run(inputs, outputs):
         x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
         b = flat(inputs[2]) if has_b else dummy
@@ -784,6 +792,7 @@ def _build_pool(ctx, target):
     # integer MaxPool runs the Indices kernel (no NaN to skip), indices into a scratch buffer
     scratch = None if with_idx or dt == np.float32 else to_target(target, np.empty(max(_prod(ys), 1), np.int64))
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         if with_idx:
@@ -847,6 +856,7 @@ def _build_gpool(ctx, target):
     is_max = ctx.node.op_type == "GlobalMaxPool"
     count = np.float32(S)
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_GPOOL, out.shape[0], x, S, is_max, count, out)
@@ -918,6 +928,7 @@ def _build_bn(ctx, target):
     S = _prod(xs[2:])
     eps = np.float32(ctx.attrs.get("epsilon", 1e-5))
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         sc, b, mean, var = (flat(inputs[i]) for i in range(1, 5))
@@ -996,6 +1007,7 @@ def _build_lrn(ctx, target):
     lo = (size - 1) // 2
     hi = size - 1 - lo
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_LRN, out.shape[0], x, C, S, lo, hi, coef, bias, beta, out)
@@ -1079,6 +1091,7 @@ def _build_softmax(ctx, target):
     rows = _prod(xs[:ax]) * inner
     is_log = ctx.node.op_type == "LogSoftmax"
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_SOFTMAX, rows, x, out, rows, A, inner, is_log)
@@ -1209,6 +1222,7 @@ def _build_ln(ctx, target):
     nshape, sstr, bstr, d_scratch = to_target(target, nshape, sstr, bstr, np.zeros(max(rows, 1), np.float32))
     d_scratch2 = to_target(target, np.zeros(max(rows, 1), np.float32))
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         sc = flat(inputs[1])
@@ -1254,6 +1268,7 @@ def _check_dropout(ctx, target):
 def _build_dropout(ctx, target):
     want_mask = len(ctx.node.outputs) > 1 and bool(ctx.node.outputs[1])
 
+    @replayable
     def run(inputs, outputs):
         copy_array(target, inputs[0], outputs[0])
         if want_mask:
@@ -1499,6 +1514,7 @@ def _build_resize(ctx, target):
     tabs = to_target(target, shape_array(ys), istr, np.asarray(offs or [0], np.int64),
                      cat(i0s, np.int64), cat(i1s, np.int64), cat(w0s, np.float32), cat(w1s, np.float32))
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_RESIZE, out.shape[0], x, out, *tabs, nlin, ax_a, ax_b)
@@ -1652,7 +1668,7 @@ def _build_pad(ctx, target):
         m = fixed if fixed is not None else meta(inputs)
         target.launch(_PAD, out.shape[0], x, out, *m, mode)
 
-    return run
+    return replayable(run) if fixed is not None else run   # else it reads the pads at every run
 
 
 register("Pad", dtypes=ALL, since=11, until=28, check=_check_pad,
@@ -1684,6 +1700,7 @@ def _build_softmax_old(ctx, target):
     rows = _prod(xs[:ax])
     is_log = ctx.node.op_type == "LogSoftmax"
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         if A:
@@ -1744,6 +1761,7 @@ def _build_clip6(ctx, target):
     hi = np.float32(ctx.attrs.get("max", np.inf))
     aux = np.int64(0)
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_CLIP["f32"], out.shape[0], x, out, lo, hi, aux)

@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import math
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +226,63 @@ class KernelPair:
         return f"KernelPair({self.name})"
 
 
+class _Recording(threading.local):
+    """What a kernel's run function launches, per thread (see :class:`Recording`)."""
+
+    calls = None      # the open recording's (compiled function, args) list, else None
+    spoiled = False   # something was run that a replay would not repeat
+
+    def spoil(self) -> None:
+        if self.calls is not None:
+            self.spoiled = True
+
+
+RECORDING = _Recording()
+
+
+class Recording:
+    """Record the compiled calls a run function makes (``with Recording() as rec: run(...)``;
+    then ``rec.calls``: ``(function, args)`` in call order, or None when the run did something
+    a replay would not repeat: a launch on a target that does not record).
+
+    A node whose run function is marked :func:`~.common.replayable` (its only effects are
+    its launches, with arguments fixed by the arrays it is given) and whose arrays are the
+    same at every run (the memory plan's views, held constants) is recorded once and then
+    replayed: the same compiled functions on the same arguments, hence the same bits,
+    without the run function's Python or numba's argument dispatch (see
+    :func:`prepared_call`). Recordings do not nest."""
+
+    __slots__ = ("calls",)
+
+    def __enter__(self) -> "Recording":
+        if RECORDING.calls is not None:
+            raise RuntimeError("recordings do not nest")
+        self.calls = RECORDING.calls = []
+        RECORDING.spoiled = False
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if RECORDING.spoiled or exc[0] is not None:
+            self.calls = None
+        RECORDING.calls = None
+        RECORDING.spoiled = False
+
+
+def prepared_call(fn, args):
+    """A zero-argument callable running ``fn(*args)``: for a numba dispatcher, straight to the
+    compiled overload its arguments select (its ``entry_point``: numba's argument typing and
+    overload lookup are done once here, not at every call), else the function itself."""
+    ep = None
+    overloads = getattr(fn, "overloads", None)
+    if overloads is not None:
+        try:
+            cres = overloads.get(tuple(fn.typeof_pyval(a) for a in args))
+            ep = getattr(cres, "entry_point", None)
+        except Exception:   # an argument numba cannot type here: the dispatcher will do it
+            ep = None
+    return functools.partial(ep if ep is not None else fn, *args)
+
+
 class Target:
     """Compile, launch, to-device for one kind of kernel code."""
 
@@ -241,8 +300,16 @@ class Target:
         raise NotImplementedError
 
     def launch(self, pair: KernelPair, n: int, *args) -> None:
-        """Run ``pair``'s kernel for this target over ``n`` items (output elements or rows)."""
+        """Run ``pair``'s kernel for this target over ``n`` items (output elements or rows).
+        While a :class:`Recording` is open in this thread, a target that can be replayed
+        (the CPU's) also appends the call it made to it; any other target spoils it."""
         raise NotImplementedError
+
+    def call(self, fn, *args) -> None:
+        """Call a compiled function of this target directly (``fn(*args)``: a hand-tuned CPU
+        path that is not a kernel pair), recorded as :meth:`launch` records."""
+        RECORDING.spoil()
+        fn(*args)
 
     def __eq__(self, other):
         if isinstance(other, Target):
@@ -278,7 +345,17 @@ class CPUTarget(Target):
         # pair.for_target(self, ...) inlined, straight to the compiled dispatcher: this runs
         # once per node per run, and small nodes cost little more than the call itself
         k = pair.cpu if (self.generated_only or pair.cpu_fast is None) else pair.cpu_fast
-        (k._compiled or k.compiled)(*args)
+        f = k._compiled or k.compiled
+        f(*args)
+        calls = RECORDING.calls
+        if calls is not None:
+            calls.append((f, args))
+
+    def call(self, fn, *args) -> None:
+        calls = RECORDING.calls
+        fn(*args)
+        if calls is not None:
+            calls.append((fn, args))
 
     def __eq__(self, other):
         if isinstance(other, CPUTarget):
@@ -301,6 +378,7 @@ class CUDATarget(Target):
         return a.copy_to_host()
 
     def launch(self, pair: KernelPair, n: int, *args) -> None:
+        RECORDING.spoil()   # a CUDA launch is not replayed (see Recording)
         if n <= 0:
             return
         threads = min(THREADS_PER_BLOCK, n)

@@ -1,0 +1,303 @@
+"""Recorded and replayed node calls (``kernels.common.replayable``, ``runner.Program``).
+
+A node whose run function is marked replayable, on arrays that are the same at every
+run (the memory plan's views, held constants), runs its function once per program and
+then replays the compiled calls it made. These tests hold the replay to the per-run
+path (``runtime.run_graph``: every node's function at every run, no memory plan) bit
+for bit, over several runs with new inputs, for every marked run function: each case
+puts the op between two wrapper nodes, so that its inputs and outputs are arena values.
+``test_every_replayable_run_function_has_a_case`` fails for a newly marked run function
+that no case here exercises.
+"""
+
+import ast
+import os
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+import hetero_explore as he
+from hetero_explore import runner
+from hetero_explore.errors import ExecutionError
+from hetero_explore.executor import HeterogeneousExecutor
+from hetero_explore.providers.cpu import NumbaCPUProvider
+from hetero_explore.providers.kernels import target as T
+from hetero_explore.runtime import run_graph
+
+KERNELS = Path(T.__file__).resolve().parent
+F = np.float32
+CPU = NumbaCPUProvider()
+
+
+def rnd(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        return rng.integers(-5 if dtype.kind == "i" else 0, 6, shape).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+class Case:
+    """One op between wrapper nodes: every non-constant input comes from a Neg (Not for
+    bool) of a graph input, every output goes through one to a graph output."""
+
+    def __init__(self, name, op, inputs, consts=None, opset=17, n_out=1, **attrs):
+        self.name, self.op, self.opset, self.n_out, self.attrs = name, op, opset, n_out, attrs
+        self.inputs = inputs            # [(shape, dtype) or None (absent)], graph-fed
+        self.consts = consts or {}      # input index -> array (an initializer)
+
+    def model(self):
+        nodes, g_in, inits, names = [], [], [], []
+        n_in = max([len(self.inputs)] + [i + 1 for i in self.consts])
+        for i in range(n_in):
+            if i in self.consts:
+                inits.append(numpy_helper.from_array(np.asarray(self.consts[i]), f"c{i}"))
+                names.append(f"c{i}")
+            elif i < len(self.inputs) and self.inputs[i] is not None:
+                shape, dtype = self.inputs[i]
+                g_in.append(helper.make_tensor_value_info(f"in{i}", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                                          list(shape)))
+                wrap = "Not" if np.dtype(dtype) == np.bool_ else "Neg"
+                nodes.append(helper.make_node(wrap, [f"in{i}"], [f"x{i}"], name=f"pre{i}"))
+                names.append(f"x{i}")
+            else:
+                names.append("")
+        outs = [f"y{k}" for k in range(self.n_out)]
+        nodes.append(helper.make_node(self.op, names, outs, name="op", **self.attrs))
+        return nodes, g_in, inits, outs
+
+    def load(self):
+        nodes, g_in, inits, outs = self.model()
+        # the op's output types, to pick each output's wrapper
+        probe = helper.make_model(helper.make_graph(nodes, "probe", g_in, [helper.make_tensor_value_info(o, 0, None)
+                                                                          for o in outs], initializer=inits),
+                                  opset_imports=[helper.make_opsetid("", self.opset)])
+        probe.ir_version = 8
+        inferred = shape_inference.infer_shapes(probe, strict_mode=True)
+        types = {o.name: o.type for o in inferred.graph.output}
+        g_out = []
+        for k, o in enumerate(outs):
+            dt = helper.tensor_dtype_to_np_dtype(types[o].tensor_type.elem_type)
+            wrap = "Not" if np.dtype(dt) == np.bool_ else "Neg"
+            nodes.append(helper.make_node(wrap, [o], [f"out{k}"], name=f"post{k}"))
+            vi = helper.make_empty_tensor_value_info(f"out{k}")
+            vi.type.CopyFrom(types[o])      # the wrapper keeps the op's output type and shape
+            g_out.append(vi)
+        m = helper.make_model(helper.make_graph(nodes, self.name, g_in, g_out, initializer=inits),
+                              opset_imports=[helper.make_opsetid("", self.opset)])
+        m.ir_version = 8
+        # as written: the op itself (no Dropout elimination, no folding into a neighbour)
+        return he.load_model(m, optimize=False, fold_constants=False)
+
+    def feeds(self, g, seed):
+        rng = np.random.default_rng(seed)
+        return {n: rnd(rng, g.values[n].shape, g.values[n].dtype) for n in g.inputs}
+
+
+def _x(*shape):
+    return (shape, F)
+
+
+W = np.random.default_rng(7)
+CASES = [
+    # elementwise.py
+    Case("unary", "Relu", [_x(2, 5)]),
+    Case("unary_attr", "LeakyRelu", [_x(3, 4)], alpha=0.25),
+    Case("binary_bcast", "Add", [_x(2, 3, 4), _x(3, 1)]),
+    Case("binary_variadic", "Sum", [_x(2, 3), _x(2, 3), _x(1, 3)]),
+    Case("binary_one_input", "Max", [_x(4, 2)]),
+    Case("binary_int", "Mul", [((3, 4), np.int32), ((4,), np.int32)]),
+    Case("compare", "Greater", [_x(3, 4), _x(4)]),
+    Case("mean", "Mean", [_x(2, 4), _x(2, 4)]),
+    Case("cast", "Cast", [_x(3, 5)], to=TensorProto.INT64),
+    Case("cast_bits", "Cast", [_x(3, 5)], to=TensorProto.FLOAT16),
+    Case("half", "Add", [((2, 3), np.float16), ((2, 3), np.float16)]),
+    Case("bitcast", "BitCast", [_x(3, 4)], opset=26, to=TensorProto.INT32),
+    Case("where", "Where", [((2, 1, 4), bool), _x(3, 4), _x(2, 3, 1)]),
+    Case("clip_const", "Clip", [_x(3, 4)], consts={1: F(-1.5), 2: F(2.0)}),
+    # nn.py
+    Case("matmul", "MatMul", [_x(2, 3, 4), _x(2, 4, 5)]),
+    Case("matmul_const_b", "MatMul", [_x(2, 7, 9)], consts={1: W.standard_normal((9, 20)).astype(F)}),
+    Case("gemm", "Gemm", [_x(3, 4), _x(5, 4), _x(5)], transB=1, alpha=0.5, beta=2.0),
+    Case("gemm_const_b", "Gemm", [_x(3, 4)], consts={1: W.standard_normal((5, 4)).astype(F),
+                                                      2: W.standard_normal(5).astype(F)}, transB=1),
+    Case("conv", "Conv", [_x(1, 3, 7, 6)], consts={1: W.standard_normal((4, 3, 3, 3)).astype(F),
+                                                    2: W.standard_normal(4).astype(F)}, pads=[1, 1, 1, 1]),
+    Case("conv_transpose", "ConvTranspose", [_x(1, 2, 4, 5), _x(2, 3, 3, 3)], strides=[2, 2]),
+    Case("maxpool", "MaxPool", [_x(1, 2, 7, 7)], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    Case("maxpool_int8", "MaxPool", [((1, 2, 5, 5), np.int8)], kernel_shape=[2, 2]),
+    Case("maxpool_indices", "MaxPool", [_x(1, 2, 5, 5)], n_out=2, kernel_shape=[2, 2]),
+    Case("avgpool", "AveragePool", [_x(1, 2, 6, 5)], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+         count_include_pad=1),
+    Case("gpool", "GlobalAveragePool", [_x(2, 3, 4, 5)]),
+    Case("batchnorm", "BatchNormalization", [_x(2, 3, 4)],
+         consts={1: W.standard_normal(3).astype(F), 2: W.standard_normal(3).astype(F),
+                 3: W.standard_normal(3).astype(F), 4: (np.abs(W.standard_normal(3)) + 0.5).astype(F)}),
+    Case("lrn", "LRN", [_x(1, 5, 3, 3)], size=3),
+    Case("softmax", "Softmax", [_x(2, 3, 7)], axis=-1),
+    Case("softmax_11", "Softmax", [_x(2, 3, 7)], opset=11, axis=1),
+    Case("layernorm", "LayerNormalization", [_x(4, 6)], consts={1: W.standard_normal(6).astype(F),
+                                                                 2: W.standard_normal(6).astype(F)}),
+    Case("dropout_mask", "Dropout", [_x(3, 4)], n_out=2),
+    Case("resize_nearest", "Resize", [_x(1, 2, 3, 4)], consts={2: np.array([1, 1, 2, 2], F)}, mode="nearest"),
+    Case("resize_linear", "Resize", [_x(1, 2, 3, 4)], consts={2: np.array([1, 1, 1.5, 2], F)}, mode="linear"),
+    Case("pad", "Pad", [_x(2, 3)], consts={1: np.array([1, 0, 0, 2], np.int64)}, mode="reflect"),
+    Case("clip_6", "Clip", [_x(3, 4)], opset=6, min=-0.5, max=0.75),
+    # data.py
+    Case("reshape", "Reshape", [_x(2, 6)], consts={1: np.array([3, 4], np.int64)}),
+    Case("transpose", "Transpose", [_x(2, 3, 4)], perm=[2, 0, 1]),
+    Case("expand", "Expand", [_x(3, 1)], consts={1: np.array([2, 3, 4], np.int64)}),
+    Case("concat", "Concat", [_x(2, 3), _x(2, 1), _x(2, 2)], axis=1),
+    Case("split", "Split", [_x(5, 4)], n_out=2, consts={1: np.array([2, 3], np.int64)}, axis=0),
+    Case("slice", "Slice", [_x(6, 5)], consts={1: np.array([1, 4], np.int64), 2: np.array([5, 0], np.int64),
+                                               3: np.array([0, 1], np.int64), 4: np.array([2, -2], np.int64)}),
+    Case("slice_1", "Slice", [_x(6, 5)], opset=9, starts=[1, 0], ends=[5, 3]),
+]
+
+
+def _replayed(ex):
+    """The steps of ``ex``'s held programs that replay recorded calls."""
+    return [it[0] for prog in ex._pool[0] if prog is not None for it in prog.items
+            if it[7] is not None and it[7] is not runner._RECORD]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_replay_matches_the_per_run_path_over_new_inputs(case):
+    g = case.load()
+    with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
+        for seed in range(3):
+            feeds = case.feeds(g, seed)
+            got = ex.run(feeds)
+            want = run_graph(g, CPU, feeds)
+            for name in g.outputs:
+                assert got.outputs[name].tobytes() == want[name].tobytes(), (case.name, seed, name)
+            if seed == 0:   # the first run recorded: the op's node replays from now on
+                assert "op" in [st.node.name for st in _replayed(ex)], case.name
+
+
+def test_a_replayed_node_does_not_run_its_function_again():
+    g = CASES[0].load()
+    with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
+        ex.run(CASES[0].feeds(g, 0))
+        prog = ex._pool[0][0]
+
+        def boom(ins, outs):
+            raise AssertionError("the run function ran again")
+        prog.items = tuple(it[:1] + (boom,) + it[2:] if it[0].node.name == "op" else it for it in prog.items)
+        feeds = CASES[0].feeds(g, 1)
+        assert ex.run(feeds).outputs["out0"].tobytes() == run_graph(g, CPU, feeds)["out0"].tobytes()
+
+
+def test_replay_is_off_when_asked(monkeypatch):
+    monkeypatch.setattr(runner, "REPLAY", False)
+    g = CASES[0].load()
+    with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
+        ex.run(CASES[0].feeds(g, 0))
+        ex.run(CASES[0].feeds(g, 1))
+        assert _replayed(ex) == []
+
+
+def test_a_failing_replay_names_its_node():
+    g = CASES[0].load()
+    with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
+        ex.run(CASES[0].feeds(g, 0))
+        prog = ex._pool[0][0]
+
+        def broken():
+            raise ValueError("replay broke")
+        prog.items = tuple(it[:7] + (broken,) if it[0].node.name == "op" else it for it in prog.items)
+        with pytest.raises(ExecutionError, match=r"node 'op' \(Relu\).*replay broke"):
+            ex.run(CASES[0].feeds(g, 1))
+
+
+def test_a_gather_is_not_replayed_and_still_refuses_bad_indices():
+    """Gather checks its indices after the launch (in Python): it is not replayable, so a
+    later run with an index out of range still fails instead of reading row 0."""
+    data = np.arange(12, dtype=F).reshape(4, 3)
+    case = Case("gather", "Gather", [None, ((2,), np.int64)], consts={0: data})
+    g = case.load()
+    with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
+        ex.run({"in1": np.array([-1, -2], np.int64)})    # Neg: rows 1 and 2
+        assert "op" not in [st.node.name for st in _replayed(ex)]
+        with pytest.raises(ExecutionError, match="op"):
+            ex.run({"in1": np.array([-9, 0], np.int64)})  # Neg: row 9 of 4
+
+
+def test_recording_is_spoiled_by_a_launch_that_is_not_recorded():
+    class Quiet(T.Target):   # a target whose launches a replay would not repeat
+        def launch(self, pair, n, *args):
+            T.RECORDING.spoil()
+
+    with T.Recording() as r:
+        T.CPU.call(lambda: None)
+        Quiet().launch(None, 1)
+    assert r.calls is None
+    with T.Recording() as r:
+        T.CPU.call(len, (1, 2))
+    assert r.calls == [(len, ((1, 2),))]
+    with pytest.raises(RuntimeError, match="nest"):
+        with T.Recording():
+            with T.Recording():
+                pass
+    assert T.RECORDING.calls is None
+
+
+def test_a_prepared_call_runs_the_compiled_overload_of_its_arguments():
+    from numba import njit
+
+    @njit
+    def add_into(a, b, out):
+        for i in range(out.shape[0]):
+            out[i] = a[i] + b[i]
+
+    a, b, out = np.ones(4, F), np.full(4, F(2)), np.zeros(4, F)
+    add_into(a, b, out)
+    call = T.prepared_call(add_into, (a, b, out))
+    assert call.func is not add_into          # numba's compiled entry point, not the dispatcher
+    out[:] = 0
+    call()
+    assert out.tolist() == [3.0] * 4
+    assert T.prepared_call(len, ((1,),))() == 1   # a plain function is called as it is
+
+
+# --- every marked run function is exercised above -----------------------------------------
+def _marked_locations():
+    """(file name, first line) of every run function the kernel modules mark replayable: the
+    decorator's line for ``@replayable``, the ``def`` line for ``replayable(run)``."""
+    found = set()
+    for path in sorted(KERNELS.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for d in fn.decorator_list:
+                if isinstance(d, ast.Name) and d.id == "replayable":
+                    found.add((path.name, min(x.lineno for x in fn.decorator_list)))
+            defs = {n.name: n.lineno for n in fn.body if isinstance(n, ast.FunctionDef) and not n.decorator_list}
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "replayable"
+                        and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in defs):
+                    found.add((path.name, defs[node.args[0].id]))
+    return found
+
+
+def test_every_replayable_run_function_has_a_case():
+    marked = _marked_locations()
+    assert len(marked) > 20
+    seen = set()
+    for case in CASES:
+        g = case.load()
+        for node in g.nodes:
+            if node.name != "op":
+                continue
+            from hetero_explore.providers.base import node_context
+            k = CPU.get_kernel(node_context(g, node))
+            assert k.replayable, case.name
+            code = k._fn.__code__
+            seen.add((Path(code.co_filename).name, code.co_firstlineno))
+    assert marked - seen == set(), "replayable run functions without a case in tests/test_replay.py"
