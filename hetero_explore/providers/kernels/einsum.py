@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import flat, kernel_pair, node_error, prod
+from .common import flat, kernel_pair, node_error, prod, replayable
 from .opdef import OpList
 
 OPS = OpList()
@@ -165,6 +165,7 @@ def _build(ctx, target):
     zero = np.dtype(ctx.in_dtypes[0]).type(0)
     sizes, sa, sb = target.to_device(sizes, sa, sb)
 
+    @replayable
     def run(inputs, outputs):
         if n == 0:
             return

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import bits, copy_array, dual, flat, kernel_pair, to_target
+from .common import bits, copy_array, dual, flat, kernel_pair, replayable, to_target
 from .data import (INDEX, MOVE, _gather_strided, _meta, _prod, _shapes_known, _strides, index_flag,
                    raise_if_flagged)
 from .opdef import OpList
@@ -68,6 +68,7 @@ def _build_tile(ctx, target):
     i_shape = np.asarray(ins or (1,), np.int64)
     meta = to_target(target, o_shape, i_shape, i_strides)
 
+    @replayable
     def run(inputs, outputs):
         x, out = bits(inputs[0]), bits(outputs[0])
         if out.shape[0]:
@@ -120,6 +121,7 @@ def _build_d2s(ctx, target):
     shape, strides = _d2s_layout(ctx)
     meta = to_target(target, *_meta(shape, strides))
 
+    @replayable
     def run(inputs, outputs):
         _gather_strided(target, inputs[0], outputs[0], 0, *meta)
 
@@ -206,6 +208,7 @@ def _build_eyelike(ctx, target):
     dt = np.dtype(ctx.out_dtypes[0])
     one = np.ones(1, dt).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize])[0]
 
+    @replayable
     def run(inputs, outputs):
         out = bits(outputs[0])
         if out.shape[0]:

@@ -39,7 +39,7 @@ from numba import njit
 
 from ...errors import KernelError
 from .common import node_error as _err, prod as _prod  # noqa: F401
-from .common import bcast_offset, broadcast_strides, dual, flat, kernel_pair, shape_array, to_target
+from .common import bcast_offset, broadcast_strides, dual, flat, kernel_pair, replayable, shape_array, to_target
 from .opdef import OpList
 from .pmath import pow_f32, sqrt_f32
 from .reduce import _reduce_meta
@@ -215,6 +215,7 @@ def _build_instance(ctx, target):
     st[1] = 1
     fn = _normalizer(target, xs, range(2, len(xs)), MEANVAR, ctx.attrs.get("epsilon", 1e-5), st, st)
 
+    @replayable
     def run(inputs, outputs):
         fn(inputs[0], inputs[1], inputs[2], outputs[0])
 
@@ -257,6 +258,7 @@ def _build_group(ctx, target):
     st = np.array([0, C // G, 1, 0] if ctx.opset >= 21 else [0, 1, 0, 0], np.int64)
     fn = _normalizer(target, vshape, (2, 3), MEANVAR, ctx.attrs.get("epsilon", 1e-5), st, st)
 
+    @replayable
     def run(inputs, outputs):
         fn(inputs[0], inputs[1], inputs[2], outputs[0])
 
@@ -300,6 +302,7 @@ def _build_rms(ctx, target):
     sstr = broadcast_strides(tuple(ctx.in_shapes[1]), xs)
     fn = _normalizer(target, xs, range(ax, len(xs)), RMS, ctx.attrs.get("epsilon", 1e-5), sstr)
 
+    @replayable
     def run(inputs, outputs):
         fn(inputs[0], inputs[1], None, outputs[0])
 
@@ -337,6 +340,7 @@ def _build_mvn(ctx, target):
     xs = tuple(ctx.in_shapes[0])
     fn = _normalizer(target, xs, _mvn_axes(ctx, len(xs)), MVN, 1e-9)
 
+    @replayable
     def run(inputs, outputs):
         fn(inputs[0], None, None, outputs[0])
 
@@ -369,6 +373,7 @@ def _build_lpnorm(ctx, target):
     mode = L1 if int(ctx.attrs.get("p", 2)) == 1 else L2
     fn = _normalizer(target, xs, [ax], mode, 0.0, zero_if_zero=True)
 
+    @replayable
     def run(inputs, outputs):
         fn(inputs[0], None, None, outputs[0])
 
@@ -468,6 +473,7 @@ def _build_lppool(ctx, target):
     p = np.float32(pv)
     inv_p = np.float32(1.0 / pv)
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_LPPOOL, out.shape[0], x, q, p, inv_p, out)

@@ -48,7 +48,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .common import bcast_offset, broadcast_strides, flat, kernel_pair, node_error, prod, shape_array, to_target
+from .common import (bcast_offset, broadcast_strides, flat, kernel_pair, node_error, prod, replayable, shape_array,
+                     to_target)
 from .nn import _conv_out, _conv_tap  # noqa: F401 (called from the kernel source)
 from .opdef import OpList
 
@@ -378,7 +379,7 @@ def _build_ql(ctx, target):
         if odt != "float32":
             _recode(target, y, "float32", odt, out)
 
-    return run
+    return replayable(run) if fast else run   # the fused kernels: launches only
 
 
 def _round_to(target, q, dt, n):
@@ -455,6 +456,7 @@ def _build_dyn(ctx, target):
     mn, mx = to_target(target, np.zeros(parts, np.float32), np.zeros(parts, np.float32))
     sc_tmp, zp_tmp = to_target(target, np.zeros(1, np.float32), np.zeros(1, np.uint8))
 
+    @replayable
     def run(inputs, outputs):
         x = flat(inputs[0])
         outs = list(outputs) + [None] * (3 - len(outputs))
@@ -618,7 +620,7 @@ def _build_mm(ctx, target):
             q = (1, mult, s_as, s_bs, nn, flat(inputs[7]), lo, hi)
         target.launch(_IMM, out.shape[0], a, b, za, sz_a, zb, sz_b, out, M, K, N, *meta, *q)
 
-    return run
+    return replayable(run) if op == "MatMulInteger" else run   # QLinearMatMul widens its scales per run
 
 
 OPS.add("MatMulInteger", _build_mm, since=10, until=28, dtypes=("int8", "uint8"), check=_check_mm,
@@ -726,6 +728,7 @@ def _build_conv(ctx, target):
         sws = _zp_stride(ctx, 4, int(ctx.in_shapes[wi][0]), "w_scale")
         lo, hi = _RANGE[_dt(ctx, 0, outs=True)]
 
+    @replayable
     def run(inputs, outputs):
         x, w, out = flat(inputs[xi]), flat(inputs[wi]), flat(outputs[0])
         zx = flat(inputs[zxi]) if zxi < len(inputs) and inputs[zxi] is not None else zero

@@ -50,7 +50,7 @@ from numba import njit
 
 from ...errors import KernelError
 from .common import prod as _prod  # noqa: F401
-from .common import bcast_offset, copy_array, cpu_kernel, dual, flat, kernel_pair, to_target
+from .common import bcast_offset, copy_array, cpu_kernel, dual, flat, kernel_pair, replayable, to_target
 from .opdef import NUMERIC, OpList
 from .pmath import exp_f32, log_f32, sqrt_f32
 
@@ -522,11 +522,11 @@ def _build(ctx, target):
             init = lowest if kind == 2 else zero
             count = np.float32(max(n_reduce, 0))
             if _rows_ok(kshape, kstrides, out.shape[0]):
-                _rows_cpu(x, out, kind, init, *args, count)
+                target.call(_rows_cpu, x, out, kind, init, *args, count)
                 return
             if (n_outer == 1 and inner_s == 1 and inner_n == n_reduce and inner_n > 0
                     and kshape.shape[0] == 1 and int(kstrides[0]) == inner_n):
-                _contig_cpu(x, out, kind, init, inner_n, count)
+                target.call(_contig_cpu, x, out, kind, init, inner_n, count)
                 return
         n = out.shape[0]
         if op == "ReduceSum":
@@ -552,7 +552,7 @@ def _build(ctx, target):
         else:
             target.launch(_LSE, n, x, out, *args)
 
-    return run
+    return run if isinstance(static_axes, str) else replayable(run)   # else the axes are read per run
 
 
 _ORDER = "ascending flat-index order per output element"
@@ -643,6 +643,7 @@ def _build_arg(ctx, target):
     is_min = ctx.node.op_type == "ArgMin"
     last = bool(int(ctx.attrs.get("select_last_index", 0)))
 
+    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_ARG, out.shape[0], x, out, A, max(inner, 1), is_min, last)
@@ -739,7 +740,7 @@ def _build_cum(ctx, target):
         A, inner, rows = static if static is not None else layout(_cum_axis(ctx, inputs[1], rank))
         target.launch(_CUM, rows, x, out, rows, A, inner, exclusive, reverse, is_prod, init)
 
-    return run
+    return replayable(run) if static is not None else run   # else the axis is read per run
 
 
 _CUM_DT = ("float32", "float64", "int64", "int32")

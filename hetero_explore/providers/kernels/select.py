@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ExecutionError, KernelError
-from .common import bits, dual, flat, kernel_pair, node_error, prod
+from .common import bits, dual, flat, kernel_pair, node_error, prod, replayable
 from .data import index_flag
 from .movement import _build_scatter_elements, _check_scatter
 from .opdef import OpList, schema_version
@@ -162,6 +162,7 @@ def _build_topk(ctx, target):
     rows = prod(shape[:axis]) * inner
     largest = bool(int(ctx.attrs.get("largest", 1)))
 
+    @replayable
     def run(inputs, outputs):
         if k == 0 or rows == 0:
             return
@@ -231,6 +232,7 @@ def _build_hardmax(ctx, target):
     outer, n, inner = _hardmax_layout(ctx)
     rows = outer * inner
 
+    @replayable
     def run(inputs, outputs):
         if n == 0 or rows == 0:
             return

@@ -273,6 +273,8 @@ def prepared_call(fn, args):
     compiled overload its arguments select (its ``entry_point``: numba's argument typing and
     overload lookup are done once here, not at every call), else the function itself."""
     ep = None
+    if isinstance(fn, LazyKernel):    # compiled by the recorded call
+        fn = fn.compiled
     overloads = getattr(fn, "overloads", None)
     if overloads is not None:
         try:
