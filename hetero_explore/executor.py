@@ -97,7 +97,7 @@ from .errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionU
 from .ir import Graph
 from .planner import Plan, guard_heterogeneous_fallback
 from .providers import resolve
-from .inputs import validate_inputs
+from .inputs import exact_feeds, input_specs, validate_inputs
 from .runner import AllocationLeak, Ledger, NodeExecutionError, NodeRunner, ShapeMismatchError, memory_owners
 
 __all__ = ["execute", "execute_reference", "partition_model", "validate_inputs", "RunResult", "Event",
@@ -424,6 +424,10 @@ class HeterogeneousExecutor:
         self.kind = kind
         graph = plan.graph
         guard_heterogeneous_fallback(plan)  # execution blockers fail closed
+        #: the graph inputs' dtypes and shapes: a run's inputs in the common case are checked quickly
+        self._input_specs = input_specs(graph)
+        #: some graph output is a sequence, map or optional (returned as a Python value)
+        self._host_outputs = any(graph.values[n].is_host_value for n in graph.outputs if n in graph.values)
         used = list(dict.fromkeys(p.provider_index for p in plan.partitions))
         for i in used:
             p = plan.providers[i]
@@ -449,6 +453,7 @@ class HeterogeneousExecutor:
             if ex.arena_size:
                 sizes[oid] = max(sizes.get(oid, 0), ex.arena_size)
         self._arena_sizes = [(o, sizes[id(o)]) for o in self.owners if id(o) in sizes]
+        self._arena_bytes = None
         #: free program sets (one per concurrent run), and every arena they hold
         self._pool: list = []
         self._arenas: list = []
@@ -513,10 +518,12 @@ class HeterogeneousExecutor:
     @property
     def arena_bytes(self) -> dict[str, int]:
         """Device → bytes of one run's arenas (the memory plan; a run holds them throughout)."""
-        out: dict[str, int] = {}
-        for o, n in self._arena_sizes:
-            out[str(o.device)] = out.get(str(o.device), 0) + n
-        return out
+        if self._arena_bytes is None:
+            out: dict[str, int] = {}
+            for o, n in self._arena_sizes:
+                out[str(o.device)] = out.get(str(o.device), 0) + n
+            self._arena_bytes = out
+        return dict(self._arena_bytes)
 
     @property
     def held_arenas(self) -> int:
@@ -677,7 +684,8 @@ class HeterogeneousExecutor:
         ``"compiling kernels (k/n)"`` when a kernel compilation starts (see the module docs)."""
         plan = self.plan
         graph = plan.graph
-        feeds = _private_copies(validate_inputs(graph, inputs))
+        feeds = exact_feeds(self._input_specs, inputs)
+        feeds = _private_copies(feeds if feeds is not None else validate_inputs(graph, inputs))
         kept, held = self._kept, self._constants
         _install_compile_listener()
         outer = getattr(_watch, "w", None)
@@ -810,7 +818,7 @@ class HeterogeneousExecutor:
                 outputs[name] = np.array(graph.initializer(name), copy=True)
             else:  # pragma: no cover - the planner lists every produced graph output
                 raise ExecutionError(f"graph output {name!r} was not produced by the run")
-        if any(graph.values[n].is_host_value for n in outputs):  # sequences/maps/optionals as Python values
+        if self._host_outputs:  # sequences/maps/optionals as Python values
             from .control import host_outputs
             outputs = host_outputs(graph, outputs)
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,

@@ -155,6 +155,39 @@ def _as_array(n, a, problems: list[str], strings: bool = False) -> np.ndarray | 
     return arr
 
 
+def input_specs(graph) -> tuple | None:
+    """``(name, dtype, shape)`` of every graph input, for :func:`exact_feeds`; None when some
+    input is not a tensor of static shape and numeric or bool dtype (a sequence, map or
+    optional, a string tensor, a symbolic dim): such graphs always take
+    :func:`validate_inputs`."""
+    specs = []
+    for n in graph.inputs:
+        v = graph.values[n]
+        if v.is_host_value or v.dtype is None or v.shape is None or not shape_is_static(v.shape):
+            return None
+        dt = np.dtype(v.dtype)
+        if dt.hasobject or dt.kind in "OSUVMm" and not is_ml_dtype(dt):
+            return None
+        specs.append((n, dt, tuple(int(d) for d in v.shape)))
+    return tuple(specs)
+
+
+def exact_feeds(specs, inputs) -> dict[str, np.ndarray] | None:
+    """``inputs`` as :func:`validate_inputs` returns it, when it is the common case that needs
+    no conversion: a dict holding exactly the inputs of ``specs`` (:func:`input_specs`), each a
+    plain ``np.ndarray`` of the exact dtype and shape. None otherwise (then
+    :func:`validate_inputs` checks, converts and explains)."""
+    if specs is None or type(inputs) is not dict or len(inputs) != len(specs):
+        return None
+    out = {}
+    for name, dtype, shape in specs:
+        a = inputs.get(name)
+        if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
+            return None
+        out[name] = a
+    return out
+
+
 def validate_inputs(graph, inputs) -> dict[str, np.ndarray]:
     """Check ``inputs`` (a mapping name → array, or a sequence in graph-input
     order) against the graph's inputs by name, dtype and static dims. Every

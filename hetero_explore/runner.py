@@ -160,7 +160,7 @@ class Ledger:
     that kept a buffer it was not asked to) and :meth:`peak_bytes` the run's peak
     per device."""
 
-    __slots__ = ("live", "allocations", "frees", "meters", "live_bytes")
+    __slots__ = ("live", "allocations", "frees", "meters", "live_bytes", "devices")
 
     def __init__(self, owners: Iterable = ()):
         self.live: dict[int, Any] = {}
@@ -170,6 +170,8 @@ class Ledger:
         self.live_bytes = 0
         #: (owner, meter) per memory owner, opened when the ledger is entered
         self.meters: list = [(o, None) for o in owners]
+        #: each owner's device, as peak_bytes names it
+        self.devices = [str(o.device) for o, _ in self.meters]
 
     def __enter__(self) -> "Ledger":
         self.meters = [(o, o.open_meter()) for o, _ in self.meters]
@@ -224,8 +226,7 @@ class Ledger:
     def peak_bytes(self) -> dict[str, int]:
         """Device → peak bytes this run held live on it (summed over its owners)."""
         peaks: dict[str, int] = {}
-        for o, m in self.meters:
-            dev = str(o.device)
+        for dev, (o, m) in zip(self.devices, self.meters):
             peaks[dev] = peaks.get(dev, 0) + (m.peak_bytes if m is not None else 0)
         return peaks
 

@@ -646,3 +646,54 @@ def test_overhead_benchmark_runs():
     row = bench.measure(name, lambda: models.chain("tiny", layers=3), ops, repeat=2)
     assert row["partitions"] == 6 and row["transfers"] == 5
     assert 0 <= row["transfer_share"] <= 1
+
+
+# --- the quick check of a run's inputs (inputs.exact_feeds) ----------------------------------
+class _Sub(np.ndarray):
+    """An ndarray subclass (validation converts it; the quick check declines it)."""
+
+
+def _two_input_graph():
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+                                         helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return he.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int32, ">f4"]),
+       shape=st.sampled_from([(2, 3), (3, 2), (6,), (1, 2, 3)]),
+       kind=st.sampled_from(["dict", "list", "extra", "missing", "masked", "subclass"]))
+def test_the_quick_input_check_takes_exactly_what_validation_passes_unchanged(dtype, shape, kind):
+    """exact_feeds either returns what validate_inputs returns (the same arrays) or declines
+    (None); it never accepts what validation would refuse or convert."""
+    from hetero_explore.inputs import exact_feeds, input_specs, validate_inputs
+    g = _two_input_graph()
+    specs = input_specs(g)
+    a = np.ones(shape, dtype=dtype)
+    b = np.zeros((2, 3), np.float32)
+    feeds = {"dict": {"a": a, "b": b}, "list": [a, b], "extra": {"a": a, "b": b, "c": b},
+             "missing": {"a": a}, "masked": {"a": np.ma.masked_array(a), "b": b},
+             "subclass": {"a": a.view(_Sub), "b": b}}[kind]
+    quick = exact_feeds(specs, feeds)
+    try:
+        full = validate_inputs(g, feeds)
+    except InputValidationError:
+        assert quick is None
+        return
+    if quick is not None:
+        assert list(quick) == list(full) and all(quick[k] is full[k] for k in quick)
+    exact = kind == "dict" and np.dtype(dtype) == np.float32 and np.dtype(dtype).isnative and shape == (2, 3)
+    assert (quick is not None) == exact
+
+
+def test_a_run_with_wrong_inputs_still_explains_after_quick_runs():
+    g = _two_input_graph()
+    with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
+        ok = {"a": np.ones((2, 3), np.float32), "b": np.ones((2, 3), np.float32)}
+        assert ex.run(ok).outputs["y"].tolist() == [[2.0] * 3] * 2
+        with pytest.raises(InputValidationError, match="wrong dtype"):
+            ex.run({"a": np.ones((2, 3), np.float64), "b": ok["b"]})
+        # a list in graph-input order is converted by validation, as before
+        assert ex.run([ok["a"], ok["b"]]).outputs["y"].tolist() == [[2.0] * 3] * 2
