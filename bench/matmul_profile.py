@@ -221,14 +221,14 @@ def _phases(ex, feeds, runs, clock):
     for part_ex, prog in zip(ex.parts, progs):
         if prog is None:
             continue
-        saved = prog.items
+        saved = prog.items, prog.nodes
         instrument(prog, lambda st, call: (lambda: None))
         t = []
         for _ in range(runs):
             t0 = clock()
             ex.run(feeds)
             t.append(clock() - t0)
-        prog.items = saved
+        prog.items, prog.nodes = saved
         print(f"  run() with every node call a no-op: {min(t) * 1e6:.0f} us")
         break
     for nm, f in phases.items():

@@ -656,6 +656,9 @@ class NodeRunner:
             if rec is not None and rec is not _RECORD:    # replay: its recorded calls, prepared
                 try:
                     rec()
+                except _Failed as f:   # a segment of replays: the node whose call failed
+                    e = f.error
+                    raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", f.step) from e
                 except Exception as e:
                     raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
                 for name in frees:
@@ -688,8 +691,9 @@ class NodeRunner:
             for name in frees:
                 free(vals.pop(name))
         if recorded is not None:   # the run succeeded: later runs replay (one run uses a program at a time)
-            program.items = tuple(it[:7] + (recorded.get(it[0], it[7]),) if it[7] is _RECORD else it
+            program.nodes = tuple(it[:7] + (recorded.get(it[0], it[7]),) if it[7] is _RECORD else it
                                   for it in program.items)
+            program.items = _segments(program.nodes)
         return {name: vals[name] for name in self.outputs}
 
     def _run_step(self, st: Step, vals: dict, ledger: Ledger, record, shapes, frees) -> None:
@@ -784,6 +788,55 @@ def _replay_of(calls):
     return replay
 
 
+class _Failed(Exception):
+    """A call of a replayed segment failed: ``step`` is its node, ``error`` what it raised."""
+
+    def __init__(self, step, error):
+        super().__init__(step, error)
+        self.step = step
+        self.error = error
+
+
+def _segment(parts):
+    """One callable replaying ``parts`` (``(step, replay)`` of consecutive nodes) in order; a
+    failing call raises :class:`_Failed` naming its node."""
+    calls = tuple(c for _, c in parts)
+    steps = tuple(st for st, _ in parts)
+
+    def run():
+        i = 0
+        try:
+            for c in calls:
+                c()
+                i += 1
+        except Exception as e:
+            raise _Failed(steps[i], e) from e
+
+    return run
+
+
+def _segments(nodes):
+    """Program items with every run of consecutive replayed nodes that free nothing merged
+    into one item (one call from the run loop instead of one per node)."""
+    items, run = [], []
+
+    def flush():
+        if len(run) > 1:
+            items.append(run[0][:7] + (_segment([(it[0], it[7]) for it in run]),))
+        else:
+            items.extend(run)
+        run.clear()
+
+    for it in nodes:
+        if it[7] is not None and it[7] is not _RECORD and not it[6]:
+            run.append(it)
+            continue
+        flush()
+        items.append(it)
+    flush()
+    return tuple(items)
+
+
 class Program:
     """A :class:`NodeRunner` bound to an arena (see the module docs): per node ``(step, fn,
     input arrays, output arrays, inputs to patch, outputs to allocate, values to free,
@@ -793,11 +846,14 @@ class Program:
     (see :class:`~.providers.kernels.target.Recording`). ``bufs``: the arena values as
     buffers (views)."""
 
-    __slots__ = ("runner", "items", "bufs", "slow")
+    __slots__ = ("runner", "items", "nodes", "bufs", "slow")
 
     def __init__(self, runner, items, bufs):
         self.runner = runner
+        #: what a run goes through: ``nodes``, with consecutive replays merged once recorded
         self.items = items
+        #: one item per node
+        self.nodes = items
         self.bufs = bufs
         #: some node runs on the per-run path
         self.slow = any(it[1] is None for it in items)
@@ -809,7 +865,7 @@ def instrument(program: Program, wrap) -> None:
     node (its replay, or its function on the program's arrays) and returns the callable to run
     instead. Nodes on the per-run path are left alone."""
     items = []
-    for it in program.items:
+    for it in program.nodes:
         st, fn, ins_d, outs_d, rec = it[0], it[1], it[2], it[3], it[7]
         if rec is not None and rec is not _RECORD:
             items.append(it[:7] + (wrap(st, rec),))
@@ -818,7 +874,7 @@ def instrument(program: Program, wrap) -> None:
             items.append((st, lambda i, o, w=w: w()) + it[2:7] + (None,))
         else:
             items.append(it)
-    program.items = tuple(items)
+    program.items = program.nodes = tuple(items)
 
 
 class DeviceBufferView:

@@ -199,7 +199,7 @@ CASES = [
 
 def _replayed(ex):
     """The steps of ``ex``'s held programs that replay recorded calls."""
-    return [it[0] for prog in ex._pool[0] if prog is not None for it in prog.items
+    return [it[0] for prog in ex._pool[0] if prog is not None for it in prog.nodes
             if it[7] is not None and it[7] is not runner._RECORD]
 
 
@@ -225,7 +225,8 @@ def test_a_replayed_node_does_not_run_its_function_again():
 
         def boom(ins, outs):
             raise AssertionError("the run function ran again")
-        prog.items = tuple(it[:1] + (boom,) + it[2:] if it[0].node.name == "op" else it for it in prog.items)
+        prog.nodes = tuple(it[:1] + (boom,) + it[2:] if it[0].node.name == "op" else it for it in prog.nodes)
+        prog.items = runner._segments(prog.nodes)
         feeds = CASES[0].feeds(g, 1)
         assert ex.run(feeds).outputs["out0"].tobytes() == run_graph(g, CPU, feeds)["out0"].tobytes()
 
@@ -239,17 +240,32 @@ def test_replay_is_off_when_asked(monkeypatch):
         assert _replayed(ex) == []
 
 
-def test_a_failing_replay_names_its_node():
-    g = CASES[0].load()
+def _chain(*ops):
+    """x -> Identity -> ops[0] ("op0") -> ops[1] ("op1") ... -> Identity -> y, float32 (2, 5)."""
+    names = ["pre"] + [f"op{i}" for i in range(len(ops))] + ["post"]
+    kinds = ["Identity", *ops, "Identity"]
+    vals = ["x"] + [f"v{i}" for i in range(len(kinds) - 1)] + ["y"]
+    nodes = [helper.make_node(k, [vals[i]], [vals[i + 1]], name=n) for i, (k, n) in enumerate(zip(kinds, names))]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    return he.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), optimize=False)
+
+
+def test_a_failing_replay_in_a_segment_names_its_node():
+    g = _chain("Relu", "Neg", "Abs")
+    feeds = {"x": np.arange(10, dtype=F).reshape(2, 5) - 5}
     with HeterogeneousExecutor(he.plan(g, ["cpu"])) as ex:
-        ex.run(CASES[0].feeds(g, 0))
+        ex.run(feeds)
         prog = ex._pool[0][0]
+        assert len(prog.items) < len(prog.nodes)     # op0..op2 replay as one segment
+        assert ex.run(feeds).outputs["y"].tobytes() == run_graph(g, CPU, feeds)["y"].tobytes()
 
         def broken():
             raise ValueError("replay broke")
-        prog.items = tuple(it[:7] + (broken,) if it[0].node.name == "op" else it for it in prog.items)
-        with pytest.raises(ExecutionError, match=r"node 'op' \(Relu\).*replay broke"):
-            ex.run(CASES[0].feeds(g, 1))
+        prog.nodes = tuple(it[:7] + (broken,) if it[0].node.name == "op1" else it for it in prog.nodes)
+        prog.items = runner._segments(prog.nodes)
+        with pytest.raises(ExecutionError, match=r"node 'op1' \(Neg\).*replay broke"):
+            ex.run(feeds)
 
 
 def test_a_gather_is_not_replayed_and_still_refuses_bad_indices():
