@@ -71,6 +71,20 @@ partition, kept outputs — a check and a per-run allocation); dynamic nodes,
 control-flow kernels and nodes with an output-shape function keep the per-run
 path. A program is used by one run at a time (its lists are patched per run);
 the executor keeps a pool of them (see :mod:`hetero_explore.executor`).
+
+**Replay.** A node of a program whose kernel is replayable (its run function is
+marked ``@replayable``: launches only, with arguments fixed by its arrays) and
+whose arrays are all the program's own (no input to patch, no output to
+allocate) is recorded at the program's first run: the CPU target lists the
+compiled calls the run function makes (:class:`~.providers.kernels.target.Recording`).
+From the next run on, the node replays them: numba's compiled entry point for
+those argument types, called on the same arguments
+(:func:`~.providers.kernels.target.prepared_call`), without the run function's
+Python or numba's dispatch. The same compiled code on the same arrays computes
+the same bits. Consecutive replayed nodes become one segment (one call from the
+run loop); a failure in it still names its node. A recording that something
+spoils (a launch on a target that does not record) leaves the node calling its
+function. ``REPLAY = False`` turns recording off for programs bound afterwards.
 """
 
 from __future__ import annotations
