@@ -552,8 +552,9 @@ class HeterogeneousExecutor:
             raise ExecutionError(f"allocating the memory plan's arena(s) ({self.arena_bytes} bytes) failed: "
                                  f"{type(e).__name__}: {e}") from e
         held = self._constants if ledger is None else {}
+        # held programs run many times: they record and replay (see runner.Program); a run's own do not
         return [ex.bind(arenas.get(oid), {n: held[(n, part.provider_index)] for n in s.consts
-                                          if (n, part.provider_index) in held})
+                                          if (n, part.provider_index) in held}, record=ledger is None)
                 for ex, oid, part, s in zip(self.parts, self._owner_of, self.plan.partitions, self.sched)]
 
     def close(self) -> None:

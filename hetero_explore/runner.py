@@ -445,12 +445,14 @@ class NodeRunner:
                 if name in names:
                     yield name, shape, np.dtype(dtype)
 
-    def bind(self, arena, fixed: Mapping[str, Any] | None = None) -> "Program":
+    def bind(self, arena, fixed: Mapping[str, Any] | None = None, record: bool = True) -> "Program":
         """A :class:`Program` running this runner's nodes with its arena values in ``arena``
         (a buffer of at least :attr:`arena_size` bytes on the runner's provider, or None when
         the size is 0). ``fixed``: input buffers that stay the same for every run of the program
         (constants the executor holds), bound into the calls too; the caller then need not pass
-        them in ``env``. Neither the arena nor ``fixed`` is owned by the program."""
+        them in ``env``. Neither the arena nor ``fixed`` is owned by the program. ``record``: the
+        program will run many times: its replayable nodes record their calls at its first run
+        (see the module docs; a program used once would only pay for the recording)."""
         from .providers.base import Kernel
         from .providers.virtual import unmask
         owner = unmask(self.provider)
@@ -494,7 +496,7 @@ class NodeRunner:
                     outs_d.append(None)
                     alloc.append((i, name, shape, dtype))
             # the same arrays at every run: record its calls at the first run, then replay them
-            rec = _RECORD if REPLAY and st.kernel.replayable and not patch and not alloc else None
+            rec = _RECORD if record and REPLAY and st.kernel.replayable and not patch and not alloc else None
             items.append((st, st.kernel._fn, ins_d, outs_d, tuple(patch), tuple(alloc), frees, rec))
         return Program(self, tuple(items), bufs)
 

@@ -268,6 +268,22 @@ class Recording:
         RECORDING.spoiled = False
 
 
+#: numba's type of an array argument by what decides it (dtype, rank, layout, flags): its
+#: ``typeof`` costs ~10 us a call, and a recording types every argument of every call
+_ARRAY_TYPES: dict = {}
+
+
+def _arg_type(fn, a):
+    if type(a) is np.ndarray:
+        f = a.flags
+        key = (a.dtype, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+        t = _ARRAY_TYPES.get(key)
+        if t is None:
+            t = _ARRAY_TYPES[key] = fn.typeof_pyval(a)
+        return t
+    return fn.typeof_pyval(a)
+
+
 def prepared_call(fn, args):
     """A zero-argument callable running ``fn(*args)``: for a numba dispatcher, straight to the
     compiled overload its arguments select (its ``entry_point``: numba's argument typing and
@@ -278,7 +294,7 @@ def prepared_call(fn, args):
     overloads = getattr(fn, "overloads", None)
     if overloads is not None:
         try:
-            cres = overloads.get(tuple(fn.typeof_pyval(a) for a in args))
+            cres = overloads.get(tuple(_arg_type(fn, a) for a in args))
             ep = getattr(cres, "entry_point", None)
         except Exception:   # an argument numba cannot type here: the dispatcher will do it
             ep = None
