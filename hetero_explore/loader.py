@@ -742,25 +742,32 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
 #: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
 #: definitions' own ``shape`` functions give them
 _SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
+#: ops of other domains whose outputs onnx's inference leaves unknown (its function body is not
+#: inferred): their kernel definitions' ``shape`` functions give them too
+_SHAPE_FN_OPS = {("", "GroupNormalization")}
 
 
 def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     """Output shapes that onnx's inference leaves unknown, from the op definitions.
 
     onnx infers only the element types of most ``ai.onnx.ml`` outputs
-    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...); a kernel
-    definition that knows its output shapes (``OpDef.shape``) gives them, and
-    inference runs again so that the nodes downstream see them. Nothing changes for
-    models without such nodes."""
+    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...), and nothing of a
+    GroupNormalization's (its function body is not inferred); a kernel definition
+    that knows its output shapes (``OpDef.shape``) gives them (an unknown element type
+    is then input 0's), and inference runs again so that the nodes downstream see
+    them. Nothing changes for models without such nodes."""
     g = m.graph
-    if not any(n.domain in _SHAPE_FN_DOMAINS for n in g.node):
+    if not any(n.domain in _SHAPE_FN_DOMAINS or (n.domain, n.op_type) in _SHAPE_FN_OPS for n in g.node):
         return m
     from .ir import Node, onnx_to_np_dtype
     from .providers.base import KernelContext
     from .providers.kernels import registry as reg   # the op definitions (no provider state)
 
+    def completed(n):
+        return n.domain in _SHAPE_FN_DOMAINS or (n.domain, n.op_type) in _SHAPE_FN_OPS
+
     opsets = {o.domain or "": o.version for o in m.opset_import}
-    for _ in range(sum(1 for n in g.node if n.domain in _SHAPE_FN_DOMAINS) + 1):
+    for _ in range(sum(1 for n in g.node if completed(n)) + 1):
         types = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
         inits = {t.name: list(t.dims) for t in g.initializer}
 
@@ -780,7 +787,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
 
         changed = False
         for i, n in enumerate(g.node):
-            if n.domain not in _SHAPE_FN_DOMAINS or all(not o or static(o) is not None for o in n.output):
+            if not completed(n) or all(not o or static(o) is not None for o in n.output):
                 continue
             opset = opsets.get(n.domain, 1)
             defs = [d for d in reg.registry() if d.domain == n.domain and d.op_type == n.op_type
@@ -802,7 +809,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
                     vi.name = o
                     types[o] = vi
                 tt = vi.type.tensor_type
-                et = tt.elem_type
+                et = tt.elem_type or (types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
                 tt.ClearField("shape")
                 tt.elem_type = et
                 for d in shp:

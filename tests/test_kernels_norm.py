@@ -208,3 +208,26 @@ def test_global_lppool(p):
     got = both(mk("GlobalLpPool", 1, p=p), [x], 22, same_shape=False, out_shape=(2, 3, 1, 1))
     want = (np.abs(x.astype(np.float64)) ** p).sum((2, 3), keepdims=True) ** (1.0 / p)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_group_norm_inside_a_model_loads_and_runs():
+    """onnx's shape inference leaves a GroupNormalization's output untyped (its function body
+    is not inferred); between two nodes that made the model unloadable. The op definition's
+    shape function completes it (loader.complete_op_shapes), and the model runs as
+    onnxruntime runs it."""
+    import onnxruntime as ort
+    from onnx import TensorProto, numpy_helper
+    import hetero_explore as he
+    x, s, b = rnd(2, 4, 3, 2), rnd(4), rnd(4)
+    nodes = [helper.make_node("Neg", ["x"], ["x0"]),
+             helper.make_node("GroupNormalization", ["x0", "s", "b"], ["y"], num_groups=2),
+             helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "gn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 3, 2])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4, 3, 2])],
+                          initializer=[numpy_helper.from_array(s, "s"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    graph = he.load_model(m)
+    assert graph.values["y"].shape == (2, 4, 3, 2) and graph.values["y"].dtype == np.float32
+    got = he.execute(he.plan(graph, ["cpu"]), {"x": x}).outputs["z"]
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

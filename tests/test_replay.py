@@ -47,10 +47,8 @@ class Case:
     graph input, every output goes through one to a graph output (the graph is loaded as
     written: the Identity copies stay)."""
 
-    def __init__(self, name, op, inputs, consts=None, opset=17, n_out=1, declared=None, **attrs):
+    def __init__(self, name, op, inputs, consts=None, opset=17, n_out=1, **attrs):
         self.name, self.op, self.opset, self.n_out, self.attrs = name, op, opset, n_out, attrs
-        #: float32 output shapes to declare (for an op whose outputs onnx's inference leaves untyped)
-        self.declared = declared or []
         self.inputs = inputs            # [(shape, dtype) or None (absent)], graph-fed
         self.consts = consts or {}      # input index -> array (an initializer)
 
@@ -76,24 +74,18 @@ class Case:
     def load(self):
         nodes, g_in, inits, outs = self.model()
         # the op's output types, to pick each output's wrapper
-        vinfo = [helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shape))
-                 for o, shape in zip(outs, self.declared)]
         probe = helper.make_model(helper.make_graph(nodes, "probe", g_in, [helper.make_tensor_value_info(o, 0, None)
-                                                                          for o in outs], initializer=inits,
-                                                    value_info=vinfo),
+                                                                          for o in outs], initializer=inits),
                                   opset_imports=[helper.make_opsetid("", self.opset)])
         probe.ir_version = 8
-        if self.declared:
-            types = [(np.dtype(F), shape) for shape in self.declared]
-        else:
-            g0 = he.load_model(probe, check=False, optimize=False, fold_constants=False)
-            types = [(np.dtype(g0.values[o].dtype), g0.values[o].shape) for o in outs]
+        g0 = he.load_model(probe, check=False, optimize=False, fold_constants=False)
+        types = [(np.dtype(g0.values[o].dtype), g0.values[o].shape) for o in outs]
         g_out = []
         for k, (o, (dt, shape)) in enumerate(zip(outs, types)):
             nodes.append(helper.make_node("Identity", [o], [f"out{k}"], name=f"post{k}"))
             # the wrapper keeps the op's output type and shape
             g_out.append(helper.make_tensor_value_info(f"out{k}", helper.np_dtype_to_tensor_dtype(dt), list(shape)))
-        m = helper.make_model(helper.make_graph(nodes, self.name, g_in, g_out, initializer=inits, value_info=vinfo),
+        m = helper.make_model(helper.make_graph(nodes, self.name, g_in, g_out, initializer=inits),
                               opset_imports=[helper.make_opsetid("", self.opset)])
         m.ir_version = 8
         # as written: the op itself (no Dropout elimination, no folding into a neighbour)
@@ -156,7 +148,7 @@ CASES = [
     # norm.py
     Case("instancenorm", "InstanceNormalization", [_x(2, 3, 4)], consts={1: W.standard_normal(3).astype(F),
                                                                          2: W.standard_normal(3).astype(F)}),
-    Case("groupnorm", "GroupNormalization", [_x(2, 4, 3, 2)], opset=21, num_groups=2, declared=[(2, 4, 3, 2)],
+    Case("groupnorm", "GroupNormalization", [_x(2, 4, 3, 2)], opset=21, num_groups=2,
          consts={1: W.standard_normal(4).astype(F), 2: W.standard_normal(4).astype(F)}),
     Case("rmsnorm", "RMSNormalization", [_x(3, 6)], opset=23, consts={1: W.standard_normal(6).astype(F)}),
     Case("mvn", "MeanVarianceNormalization", [_x(2, 3, 4, 2)]),

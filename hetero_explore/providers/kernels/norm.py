@@ -265,9 +265,15 @@ def _build_group(ctx, target):
     return run
 
 
-register("GroupNormalization", dtypes=F32, since=18, until=18, check=_check_group,
+def _group_shape(ctx):
+    """Y has X's shape (onnx's inference leaves GroupNormalization's output unknown: its
+    function body is not inferred; the loader asks this instead, see loader.complete_op_shapes)."""
+    return [tuple(ctx.in_shapes[0])]
+
+
+register("GroupNormalization", dtypes=F32, since=18, until=18, check=_check_group, shape=_group_shape,
          note="opset 18-20: scale/bias per group; two-pass ascending mean/variance per (n, group)")(_build_group)
-register("GroupNormalization", dtypes=F32, since=21, until=21, check=_check_group,
+register("GroupNormalization", dtypes=F32, since=21, until=21, check=_check_group, shape=_group_shape,
          note="opset >= 21: scale/bias per channel; two-pass ascending mean/variance per (n, group)")(_build_group)
 
 
