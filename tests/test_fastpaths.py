@@ -293,6 +293,29 @@ def case_gather_strided(rng):
         st = np.array([int(rng.integers(0, shape[2]))], np.int64)
         same("Slice", [x, st, np.array([shape[2]], np.int64), np.array([2], np.int64), np.array([1], np.int64)],
              const_inputs=(1, 2, 3, 4))
+    # transpositions in tiles (more than 64 x 32 elements, partial tiles), with the contiguous
+    # axis first, in the middle or with dims between, size-1 dims merged away, 5-D, every
+    # permutation of a 4-D shape, element widths 1, 2 and 8 bytes
+    for xs, perm in (((1, 70, 9, 9), (0, 2, 3, 1)), ((1, 12, 11, 11), (0, 2, 3, 1)), ((2, 5, 130), (0, 2, 1)),
+                     ((3, 40, 70), (2, 0, 1)), ((6, 1, 7, 1, 5), (4, 1, 2, 0, 3)), ((1, 1, 1), (2, 1, 0)),
+                     ((2, 3, 4, 5, 6), (0, 3, 1, 4, 2))):
+        same("Transpose", [rnd(rng, *xs)], perm=list(perm))
+    import itertools
+    x = rnd(rng, 2, 3, 4, 5)
+    for perm in itertools.permutations(range(4)):
+        same("Transpose", [x], perm=list(perm))
+    for dt in (np.uint8, np.float16, np.int64):
+        same("Transpose", [(rnd(rng, 3, 33, 70) * 50).astype(dt)], perm=[2, 0, 1])
+    # rows: contiguous (a Slice of whole rows), strided (steps 2 and -1), broadcast (Expand,
+    # stride 0 innermost and outer), Split, DepthToSpace
+    x = rnd(rng, 4, 6, 10)
+    for starts, ends, axes, steps in (([1], [3], [0], [1]), ([1, 0], [5, 10], [1, 2], [1, 2]),
+                                      ([-1], [-100], [2], [-1]), ([3, 5], [-100, -100], [0, 1], [-2, -2])):
+        same("Slice", [x] + [np.array(v, np.int64) for v in (starts, ends, axes, steps)], const_inputs=(1, 2, 3, 4))
+    for xs, shape in (((3, 1), (2, 3, 5)), ((1, 5), (4, 3, 5)), ((1,), (3, 2)), ((2, 1, 4), (2, 3, 4))):
+        same("Expand", [rnd(rng, *xs), np.array(shape, np.int64)], const_inputs=(1,))
+    same("Split", [rnd(rng, 3, 10, 4)], n_out=3, opset=18, axis=1, num_outputs=3)
+    same("DepthToSpace", [rnd(rng, 1, 8, 3, 5)], blocksize=2, mode="CRD")
 
 
 def case_scatter_strided(rng):
@@ -301,6 +324,14 @@ def case_scatter_strided(rng):
         b = rnd(rng, 2, int(rng.integers(1, 5)), 3)
         same("Concat", [a, b], axis=1)
         same("Concat", [rnd(rng, 2, 3, int(rng.integers(1, 5))), rnd(rng, 2, 3, 2)], axis=2)
+    # the detector's concatenation of flattened anchors (one contiguous copy per part), every
+    # axis, size-1 and empty parts, 8-byte elements
+    same("Concat", [rnd(rng, 1, n, 20) for n in (48, 12, 3)], axis=1)
+    for axis in range(3):
+        parts = [rnd(rng, *[(k + 1) if d == axis else s for d, s in enumerate((2, 3, 4))]) for k in range(3)]
+        same("Concat", parts, axis=axis)
+    same("Concat", [rnd(rng, 1, 3, 1), rnd(rng, 1, 3, 0), rnd(rng, 1, 3, 2)], axis=2)
+    same("Concat", [(rnd(rng, 2, 2, 5) * 9).astype(np.int64), (rnd(rng, 2, 1, 5) * 9).astype(np.int64)], axis=1)
 
 
 def case_gather(rng):

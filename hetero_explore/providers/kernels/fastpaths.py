@@ -29,7 +29,7 @@ from numba.extending import intrinsic
 
 from . import data, nn
 from .common import bcast_offset, cpu_kernel
-from .data import gather_row_checked, strided_gather_row, strided_scatter_row
+from .data import gather_row_checked
 from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _gpool_item, _lerp,
                  _ln_apply, _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
 from .pmath import exp_f32, log_f32
@@ -1788,21 +1788,157 @@ def _pad_cpu(x, out, cval, oshape, ishape, istr, pbeg, mode):
                 dst[ow] = cv if c < 0 else x[off + c]
 
 
-# --- kernels -----------------------------------------------------------------
+# --- strided copies: Transpose, Slice, Split, Expand, DepthToSpace (gather); Concat (scatter) --------
+#: a transposition's tile: _MV_TP elements along the source's contiguous axis (read in a row) by
+#: _MV_TL along the destination's (measured on the bench machine: 64 x 32 beat 8-32 x 8-16)
+_MV_TP = 64
+_MV_TL = 32
+
+
+@njit(**_JIT)
+def _mv_coalesce(shape, strides):
+    """The walk of a strided copy (``shape`` on the contiguous side, ``strides`` on the other)
+    with size-1 dims dropped and each dim merged into the one outside it where the strided
+    side is contiguous across both (stride[d-1] == stride[d] * shape[d]): (sizes, strides), at
+    least one dim. Visits the same (contiguous index, strided offset) pairs in the same order."""
+    nd = shape.shape[0]
+    cn = np.empty(nd, np.int64)
+    cs = np.empty(nd, np.int64)
+    k = 0
+    for d in range(nd):
+        n = shape[d]
+        if n == 1:
+            continue
+        s = strides[d]
+        if k > 0 and cs[k - 1] == s * n:
+            cn[k - 1] *= n
+            cs[k - 1] = s
+        else:
+            cn[k] = n
+            cs[k] = s
+            k += 1
+    if k == 0:
+        cn[0] = 1
+        cs[0] = 0
+        k = 1
+    return cn[:k], cs[:k]
+
+
+@njit(**_JIT)
+def _mv_transpose(x, src, out, o, P, L, sL, OSp):
+    """out[o + ip*OSp + il] = x[src + ip + il*sL] for ip < P, il < L, in tiles: each tile
+    reads rows of _MV_TP contiguous elements of x and scatters them _MV_TL at a time,
+    instead of reading one element per cache line along the strided axis."""
+    for p0 in range(0, P, _MV_TP):
+        p1 = min(P, p0 + _MV_TP)
+        for l0 in range(0, L, _MV_TL):
+            l1 = min(L, l0 + _MV_TL)
+            for il in range(l0, l1):
+                sb = src + il * sL
+                ob = o + il
+                for ip in range(p0, p1):
+                    out[np.uint64(ob + ip * OSp)] = x[np.uint64(sb + ip)]
+
+
+@njit(**_JIT)
+def _mv_rows(x, out, base, cn, cs, gather):
+    """The coalesced walk row by row (the innermost dim), the strided offset carried by an
+    odometer (no division per row): gather, out[i] = x[base + off(i)]; else scatter,
+    out[base + off(i)] = x[i]. Contiguous rows are plain copy loops."""
+    k = cn.shape[0]
+    L = cn[k - 1]
+    sL = cs[k - 1]
+    rows = 1
+    for d in range(k - 1):
+        rows *= cn[d]
+    cnt = np.zeros(k, np.int64)
+    off = base
+    for r in range(rows):
+        o = r * L
+        if sL == 1:
+            if gather:
+                for j in range(L):
+                    out[np.uint64(o + j)] = x[np.uint64(off + j)]
+            else:
+                for j in range(L):
+                    out[np.uint64(off + j)] = x[np.uint64(o + j)]
+        elif gather:
+            if sL == 0:
+                v = x[np.uint64(off)]
+                for j in range(L):
+                    out[np.uint64(o + j)] = v
+            else:
+                for j in range(L):
+                    out[np.uint64(o + j)] = x[np.uint64(off + j * sL)]
+        else:
+            for j in range(L):
+                out[np.uint64(off + j * sL)] = x[np.uint64(o + j)]
+        d = k - 2                       # the odometer (inline: a call per row costs more than a short row)
+        while d >= 0:
+            cnt[d] += 1
+            off += cs[d]
+            if cnt[d] < cn[d]:
+                break
+            off -= cs[d] * cn[d]
+            cnt[d] = 0
+            d -= 1
+
+
 @cpu_kernel
 def _gather_strided_cpu(x, out, base, shape, strides):
-    n = shape[shape.shape[0] - 1]
-    if n > 0:
-        for r in range(out.shape[0] // n):
-            strided_gather_row(r, x, out, base, shape, strides)
+    """strided_gather_item for every element: out[i] = x[base + sum_d coord_d(i) * strides[d]].
+    Pure data movement (bits, no arithmetic on values), so any order of the copies gives the
+    same result. The walk is coalesced (_mv_coalesce); when the innermost remaining dim is
+    not contiguous in x but another is (a transposition), it is copied in 2-D tiles
+    (_mv_transpose) over the other dims; otherwise row by row (_mv_rows)."""
+    if out.shape[0] == 0:
+        return
+    cn, cs = _mv_coalesce(shape, strides)
+    k = cn.shape[0]
+    p = -1
+    if cs[k - 1] != 1:
+        for d in range(k - 1):
+            if cs[d] == 1:
+                p = d
+    if p < 0:
+        _mv_rows(x, out, base, cn, cs, True)
+        return
+    ostr = np.empty(k, np.int64)   # out's (contiguous) strides of the coalesced dims
+    acc = 1
+    for d in range(k - 1, -1, -1):
+        ostr[d] = acc
+        acc *= cn[d]
+    P, L = cn[p], cn[k - 1]
+    cnt = np.zeros(k, np.int64)
+    src = base
+    o = 0
+    for t in range(acc // (P * L)):
+        _mv_transpose(x, src, out, o, P, L, cs[k - 1], ostr[p])
+        d = k - 2                       # the odometer over the other dims
+        while d >= 0:
+            if d == p:
+                d -= 1
+                continue
+            cnt[d] += 1
+            src += cs[d]
+            o += ostr[d]
+            if cnt[d] < cn[d]:
+                break
+            src -= cs[d] * cn[d]
+            o -= ostr[d] * cn[d]
+            cnt[d] = 0
+            d -= 1
 
 
 @cpu_kernel
 def _scatter_strided_cpu(x, out, base, shape, strides):
-    n = shape[shape.shape[0] - 1]
-    if n > 0:
-        for r in range(x.shape[0] // n):
-            strided_scatter_row(r, x, out, base, shape, strides)
+    """strided_scatter_item for every element: out[base + sum_d coord_d(i) * strides[d]] = x[i]
+    (Concat's parts). Pure data movement; the coalesced walk (_mv_coalesce) turns a Concat
+    along an axis into one contiguous copy per outer index (_mv_rows)."""
+    if x.shape[0] == 0:
+        return
+    cn, cs = _mv_coalesce(shape, strides)
+    _mv_rows(x, out, base, cn, cs, False)
 
 
 @cpu_kernel
