@@ -274,6 +274,23 @@ def case_resize(rng):
             x = rnd(rng, 1, 2, *(int(v) for v in rng.integers(1, 7, 2)))
             sc = np.array([1, 1, rng.choice([0.5, 1.5, 2.0]), rng.choice([0.75, 2.0, 3.0])], F)
             same("Resize", [x, None, sc], const_inputs=(2,), opset=13, mode=mode)
+    # rows copied from the row before (upsampled along a row axis), nearest x2 along the last
+    # axis (each input element written twice), odd and even widths, batch and channels (the row
+    # odometer), rank 3 and 5, every nearest mode and coordinate transformation, downscaling
+    for xs, sc, at in (((2, 3, 5, 7), (1, 1, 2, 2), dict(coordinate_transformation_mode="asymmetric",
+                                                         nearest_mode="floor")),
+                       ((1, 4, 4, 6), (1, 1, 2, 2), {}),
+                       ((1, 2, 3, 5), (1, 1, 3, 2), dict(nearest_mode="round_prefer_ceil")),
+                       ((1, 2, 6, 4), (1, 1, 2, 3), dict(coordinate_transformation_mode="align_corners")),
+                       ((2, 2, 6, 8), (1, 1, 0.5, 0.5), dict(nearest_mode="ceil")),
+                       ((1, 2, 3, 4), (1, 2, 2, 1), {}),
+                       ((3, 5, 4), (1, 2, 2), dict(coordinate_transformation_mode="asymmetric")),
+                       ((1, 2, 2, 3, 4), (1, 1, 2, 2, 2), {})):
+        x = rnd(rng, *xs)
+        x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
+        same("Resize", [x, None, np.array(sc, F)], const_inputs=(2,), opset=13, mode="nearest", **at)
+    for xs, sc in (((2, 2, 4, 5), (1, 1, 2, 2)), ((1, 3, 3, 4), (1, 1, 2, 1)), ((1, 2, 3, 4), (1, 1, 1, 2))):
+        same("Resize", [rnd(rng, *xs), None, np.array(sc, F)], const_inputs=(2,), opset=13, mode="linear")
 
 
 def case_pad(rng):
