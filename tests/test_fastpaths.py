@@ -217,6 +217,54 @@ def case_pool(rng):
     x = rnd(rng, 1, 2, 1, 4, 5)
     same("AveragePool", [x], kernel_shape=[1, 2, 2], pads=[1, 0, 0, 0, 0, 0], count_include_pad=1)
     same("MaxPool", [rnd(rng, 2, 3, 9)], kernel_shape=[3], strides=[2], pads=[1, 1])
+    case_maxpool_rows(rng)
+
+
+def ties(rng, *shape):
+    """Random values with many +0/-0 (equal, different bits: the first maximal tap must win),
+    NaNs (never taken), +-inf and whole rows of NaN or -inf."""
+    x = rnd(rng, *shape)
+    u = rng.random(shape)
+    x[u < 0.3] = F(0.0)
+    x[(u >= 0.3) & (u < 0.6)] = F(-0.0)
+    x[(u >= 0.6) & (u < 0.65)] = np.nan
+    x[(u >= 0.65) & (u < 0.68)] = np.inf
+    x[(u >= 0.68) & (u < 0.71)] = -np.inf
+    x[(u >= 0.71)] = -np.abs(x[(u >= 0.71)])   # the zeros are the maxima of many windows
+    if x.ndim >= 3 and x.shape[-2] > 2:
+        x[..., 1, :] = np.nan
+        x[..., 2, :] = -np.inf
+    return x
+
+
+def case_maxpool_rows(rng):
+    """MaxPool's row-maxima path (_maxpool_cpu): W a multiple of the stride (one span per
+    plane, edge columns redone) and not (one span per row), strides 1/2/3, dilations, kernels
+    of 1-7 taps per axis (groups of three taps and rows chained), asymmetric pads, ceil_mode,
+    windows without an in-input tap, 1-D, ties of +0/-0, NaN and inf."""
+    for xs, at in (((1, 4, 12, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+                   ((2, 3, 11, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+                   ((1, 3, 10, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),
+                   ((1, 3, 9, 9), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+                   ((1, 2, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2])),
+                   ((1, 2, 9, 7), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+                   ((1, 2, 10, 10), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
+                   ((1, 2, 13, 12), dict(kernel_shape=[7, 4], strides=[1, 2], pads=[3, 1, 3, 2])),
+                   ((1, 2, 12, 12), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
+                   ((1, 2, 14, 15), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[0, 2, 2, 0], ceil_mode=1)),
+                   ((1, 2, 12, 12), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2], pads=[2, 2, 2, 2])),
+                   ((1, 2, 11, 12), dict(kernel_shape=[2, 3], strides=[1, 1], dilations=[3, 2], pads=[1, 0, 0, 2])),
+                   ((1, 2, 6, 6), dict(kernel_shape=[1, 1], strides=[2, 2])),
+                   ((1, 2, 5, 6), dict(kernel_shape=[3, 13], strides=[1, 1], pads=[1, 6, 1, 6])),
+                   ((2, 3, 4, 4), dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])),
+                   ((1, 2, 3, 2), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[2, 2, 2, 2])),
+                   ((2, 3, 17), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+                   ((1, 2, 16), dict(kernel_shape=[5], strides=[1], pads=[2, 2]))):
+        same("MaxPool", [ties(rng, *xs)], **at)
+        same("MaxPool", [rnd(rng, *xs)], **at)
+    # a window entirely in the padding (ceil_mode, opset 12: onnx's shape inference keeps it)
+    same("MaxPool", [ties(rng, 1, 2, 5, 5)], opset=12, kernel_shape=[2, 2], strides=[3, 3], pads=[0, 0, 1, 1],
+         ceil_mode=1)
 
 
 def case_bn(rng):

@@ -5,13 +5,16 @@ Each op's kernels are generated from one per-item statement (see
 thread. Where a plain loop over it is slow on a CPU, a function here computes
 the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
 on padded phases (im2col where that does not fit), depthwise Conv in register
-blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
-and :func:`install` sets it as the pair's ``cpu_fast``. (MatMul/Gemm with a
-constant B call :func:`mm_packed_cpu` on a B packed at build time directly,
-when the target's ``fast_paths`` is on.) A fast path may
-reorder *which* output elements are computed when (blocking, vectorising
-across elements) but gives every element exactly the sequence of float32
-operations of the generated kernel, so results are bit for bit the same:
+blocks, rows of accumulators for AveragePool, shared row maxima for MaxPool,
+row-wise Softmax/LayerNorm/Resize/Pad/gathers, strided copies coalesced into
+contiguous rows or tiled transposes -- and :func:`install` sets it as the pair's
+``cpu_fast``. (MatMul/Gemm with a constant B call :func:`mm_packed_cpu` on a B
+packed at build time directly, when the target's ``fast_paths`` is on.) A fast
+path may reorder *which* output elements are computed when (blocking,
+vectorising across elements) but gives every element exactly the sequence of
+float32 operations of the generated kernel (MaxPool: the same selection, see
+:func:`_maxpool_cpu`; data movement: the same bits copied), so results are bit
+for bit the same:
 ``tests/test_fastpaths.py`` checks each one against the generated kernel on
 random shapes, and fails for a fast path that has no cases there.
 
@@ -32,7 +35,7 @@ from .common import bcast_offset, cpu_kernel
 from .data import gather_row_checked
 from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _gpool_item, _lerp,
                  _ln_apply, _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
-from .pmath import exp_f32, log_f32
+from .pmath import _sel, exp_f32, log_f32
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 
 
@@ -1353,19 +1356,262 @@ def _convt_cpu(x, w, bias, has_b, p, out):
                         dst[j] = dst[j] + bv
 
 
+# --- MaxPool: rows of taps folded by selects --------------------------------------------
+_NINF = np.float32(-np.inf)
+
+
 @njit(**_JIT)
-def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
-    """CPU only: one output row of MaxPool/AveragePool with a row of
-    accumulators, taps (kh, kw) ascending: each element sees the same sequence
-    as _pool_at."""
+def _mp_hspan(x, xo, xr, sw, dw, g, n, rows, dst, do, dr):
+    """dst[do + r*dr + j] for r < rows, j < n: a MaxPool row's first group of g (1-3)
+    consecutive taps folded from acc = -inf by the generated kernel's step
+    ``if v > acc: acc = v`` (a select), for v = x[xo + r*xr + j*sw + t*dw], t = 0 .. g-1 in
+    order. A group of fewer than three taps repeats its last tap, which changes nothing (a
+    second ``v > acc`` is false). Literal strides for the common cases (dw 1, sw 1/2), so that
+    LLVM vectorises the loads; no accumulator is read (an invariant flag choosing -inf or a
+    loaded value kept the loops scalar)."""
+    for r in range(rows):
+        xb = xo + r * xr
+        db = do + r * dr
+        if dw == 1 and g == 3 and sw == 2:
+            for j in range(n):
+                b = np.uint64(xb + 2 * j)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(1)]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(2)]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+        elif dw == 1 and g == 3 and sw == 1:
+            for j in range(n):
+                b = np.uint64(xb + j)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(1)]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(2)]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+        elif dw == 1 and g == 2 and sw == 2:
+            for j in range(n):
+                b = np.uint64(xb + 2 * j)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(1)]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+        else:
+            t1 = np.uint64(dw * min(1, g - 1))
+            t2 = np.uint64(dw * (g - 1))
+            for j in range(n):
+                b = np.uint64(xb + j * sw)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + t1]
+                a = _sel(v > a, v, a)
+                v = x[b + t2]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+
+
+@njit(**_JIT)
+def _mp_hspan_acc(x, xo, xr, sw, dw, g, n, rows, prev, dst, do, dr):
+    """:func:`_mp_hspan` for a later group of taps (a row of more than three), any strides,
+    continuing from acc = prev[do + r*dr + j]; dst is not prev (a select stored back where it
+    was read becomes a slow masked store)."""
+    t1 = np.uint64(dw * min(1, g - 1))
+    t2 = np.uint64(dw * (g - 1))
+    for r in range(rows):
+        xb = xo + r * xr
+        db = do + r * dr
+        for j in range(n):
+            a = prev[np.uint64(db + j)]
+            b = np.uint64(xb + j * sw)
+            v = x[b]
+            a = _sel(v > a, v, a)
+            v = x[b + t1]
+            a = _sel(v > a, v, a)
+            v = x[b + t2]
+            a = _sel(v > a, v, a)
+            dst[np.uint64(db + j)] = a
+
+
+@njit(**_JIT)
+def _mp_vspan(h, r0, r1, r2, n, dst, do):
+    """dst[do + j] = -inf folded with h[r0 + j], h[r1 + j], h[r2 + j] in that order (the row
+    maxima of an output row's first three rows; a repeated row changes nothing), j < n."""
+    for j in range(n):
+        a = _NINF
+        v = h[np.uint64(r0 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r1 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r2 + j)]
+        a = _sel(v > a, v, a)
+        dst[np.uint64(do + j)] = a
+
+
+@njit(**_JIT)
+def _mp_vspan_acc(h, r0, r1, r2, n, prev, dst, do):
+    """:func:`_mp_vspan` continuing from acc = prev[j] (later rows of a window of more than
+    three; dst is not prev)."""
+    for j in range(n):
+        a = prev[j]
+        v = h[np.uint64(r0 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r1 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r2 + j)]
+        a = _sel(v > a, v, a)
+        dst[np.uint64(do + j)] = a
+
+
+@njit(**_JIT)
+def _mp_hfold(x, xo, xr, sw, dw, KW, n, rows, bufs, do, dr):
+    """All KW taps of ``rows`` spans of n row maxima (x span r from xo + r*xr, into
+    bufs[*][do + r*dr:][:n]): groups of three taps, the later ones chained through the other
+    buffer; returns the index of the buffer holding them."""
+    _mp_hspan(x, xo, xr, sw, dw, min(3, KW), n, rows, bufs[0], do, dr)
+    cur = 0
+    for g0 in range(3, KW, 3):
+        _mp_hspan_acc(x, xo + g0 * dw, xr, sw, dw, min(3, KW - g0), n, rows, bufs[cur], bufs[1 - cur], do, dr)
+        cur = 1 - cur
+    return cur
+
+
+@njit(**_JIT)
+def _mp_edges(W, OW, KW, sw, dw, pl, jlo, jhi):
+    """MaxPool's edge columns (j < jlo, jhi <= j < OW: a tap outside the row) as rows of
+    (j, number of in-row taps, x column of the first one); the in-row taps are consecutive."""
+    ne = jlo + OW - jhi
+    e = np.zeros((ne, 3), np.int64)
+    for q in range(ne):
+        j = q if q < jlo else jhi + q - jlo
+        k0 = 0
+        while k0 < KW and j * sw - pl + k0 * dw < 0:
+            k0 += 1
+        k1 = k0
+        while k1 < KW and j * sw - pl + k1 * dw < W:
+            k1 += 1
+        e[q, 0] = j
+        e[q, 1] = k1 - k0
+        e[q, 2] = j * sw - pl + k0 * dw
+    return e
+
+
+@njit(**_JIT)
+def _mp_vplane(h, vrows, OH, OW, out, ob, vb):
+    """One output plane from its row maxima h: output row oh folds the rows of h listed in
+    vrows[oh] (count, then offsets; kh ascending) from -inf, three at a time (the later
+    groups of a window of more than three rows chained through the buffers vb)."""
+    for oh in range(OH):
+        o = ob + oh * OW
+        m = vrows[oh, 0]
+        if m == 0:
+            for j in range(OW):
+                out[o + j] = _NINF
+        elif m <= 3:
+            r0, r1, r2 = vrows[oh, 1], vrows[oh, 1 + min(1, m - 1)], vrows[oh, m]
+            h0 = h[r0:r0 + OW]
+            h1 = h[r1:r1 + OW]
+            h2 = h[r2:r2 + OW]
+            d = out[o:o + OW]
+            for j in range(OW):
+                a = _NINF
+                v = h0[j]
+                a = _sel(v > a, v, a)
+                v = h1[j]
+                a = _sel(v > a, v, a)
+                v = h2[j]
+                a = _sel(v > a, v, a)
+                d[j] = a
+        else:
+            _mp_vspan(h, vrows[oh, 1], vrows[oh, 2], vrows[oh, 3], OW, vb[0], 0)
+            cur = 0
+            for g0 in range(3, m, 3):
+                g = min(3, m - g0)
+                r0, r1, r2 = vrows[oh, 1 + g0], vrows[oh, 1 + g0 + min(1, g - 1)], vrows[oh, g0 + g]
+                if g0 + 3 >= m:
+                    _mp_vspan_acc(h, r0, r1, r2, OW, vb[cur], out, o)
+                else:
+                    _mp_vspan_acc(h, r0, r1, r2, OW, vb[cur], vb[1 - cur], 0)
+                    cur = 1 - cur
+
+
+@njit(**_JIT)
+def _maxpool_cpu(x, p, out):
+    """2-D (and 1-D) float32 MaxPool. The generated kernel (_pool_at) folds the in-input taps
+    of each output, (kh, kw) ascending, from acc = -inf with ``if v > acc: acc = v``: the
+    result is the first tap (in that order) whose value is the largest of the non-NaN taps
+    (-inf if there is none); only +0 and -0 tie with different bits, and NaN never wins.
+
+    That fold splits exactly at row boundaries: folding row kh's taps from -inf gives that
+    row's first maximal tap m_kh (never NaN), and ``if m > acc: acc = m`` over m_0, m_1, ...
+    from acc = -inf keeps the earlier of equal values -- the first maximal tap of the whole
+    window in the same (kh, kw) order, with the same bits. So the row maxima of every input
+    row (h: per output column) are computed once and shared by the output rows whose windows
+    hold that row (about KH/sh of them), and each output row folds its rows of h. Both passes
+    are loops of selects over contiguous spans. When W is a multiple of sw (W = hw * sw) the
+    row maxima of a whole plane are one span (h row r, column j reads x row r from column
+    j*sw - pl on), the edge columns (a tap outside the row) recomputed after; otherwise one
+    span per row. Taps outside the input are skipped, as in _pool_at."""
+    H, W, OH, OW, KH, KW, sh, sw, dh, dw = p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
+    pt, pl = p[12], p[13]
+    if out.shape[0] == 0:
+        return
+    NC = out.shape[0] // (OH * OW)
+    # the columns whose KW taps all lie inside the row: j in [jlo, jhi)
+    jlo = min((pl + sw - 1) // sw, OW)
+    jhi = min(max((W - 1 + pl - (KW - 1) * dw) // sw + 1, jlo), OW)
+    flat = W % sw == 0 and OW <= W // sw
+    hw = W // sw if flat else OW
+    bufs = (np.empty(H * hw, np.float32), np.empty(H * hw, np.float32))
+    vb = (np.empty(OW, np.float32), np.empty(OW, np.float32))
+    edges = _mp_edges(W, OW, KW, sw, dw, pl, jlo, jhi)
+    # per output row: the number of its in-input rows and their offsets in h, kh ascending
+    vrows = np.zeros((OH, KH + 1), np.int64)
+    for oh in range(OH):
+        for kh in range(KH):
+            ih = oh * sh - pt + kh * dh
+            if ih >= 0 and ih < H:
+                vrows[oh, 0] += 1
+                vrows[oh, vrows[oh, 0]] = ih * hw
+    for nc in range(NC):
+        xb = nc * H * W
+        hc = 0
+        if jhi > jlo:
+            if flat:
+                hc = _mp_hfold(x, xb + jlo * sw - pl, 0, sw, dw, KW, (H - 1) * hw + jhi - jlo, 1, bufs, jlo, 0)
+            else:
+                hc = _mp_hfold(x, xb + jlo * sw - pl, W, sw, dw, KW, jhi - jlo, H, bufs, jlo, hw)
+        h = bufs[hc]
+        # the edge columns (in a flat span also computed, wrongly, as if each row went on
+        # into the next): their in-row taps, kw ascending
+        for q in range(edges.shape[0]):
+            j, nk, c0 = edges[q, 0], edges[q, 1], edges[q, 2]
+            for r in range(H):
+                xr = xb + r * W + c0
+                a = _NINF
+                for t in range(nk):
+                    v = x[xr + t * dw]
+                    a = _sel(v > a, v, a)
+                h[r * hw + j] = a
+        _mp_vplane(h, vrows, OH, OW, out, nc * OH * OW, vb)
+
+
+@njit(**_JIT)
+def _avgpool_row_cpu(x, xb, oh, p, acc, wcnt, wpad, dst):
+    """CPU only: one output row of AveragePool with a row of accumulators, taps (kh, kw)
+    ascending: each element sees the same sequence of adds as _pool_at, then its division."""
     H, W, OW, KH, KW, sh, sw, dh = p[2], p[3], p[5], p[6], p[7], p[8], p[9], p[10]
     dw, pt, pl, pb, include = p[11], p[12], p[13], p[14], p[16]
     h0 = oh * sh - pt
     a = acc[:OW]
-    if is_max:
-        a[:] = np.float32(-np.inf)
-    else:
-        a[:] = np.float32(0)
+    a[:] = np.float32(0)
     nh = 0
     nhp = 0
     for kh in range(KH):
@@ -1389,29 +1635,26 @@ def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
             seg = a[lo:hi]
             st = xr + lo * sw - c
             xs = x[st:st + (hi - lo - 1) * sw + 1:sw]
-            if is_max:
-                for j in range(hi - lo):
-                    v = xs[j]
-                    seg[j] = v if v > seg[j] else seg[j]
-            else:
-                for j in range(hi - lo):
-                    seg[j] = seg[j] + xs[j]
-    if is_max:
-        dst[:] = a
-    else:
-        for ow in range(OW):
-            cnt = nh * wcnt[ow]
-            if include:
-                cnt = nhp * wpad[ow]
-            dst[ow] = _div(a[ow], np.float32(cnt))
+            for j in range(hi - lo):
+                seg[j] = seg[j] + xs[j]
+    for ow in range(OW):
+        cnt = nh * wcnt[ow]
+        if include:
+            cnt = nhp * wpad[ow]
+        dst[ow] = _div(a[ow], np.float32(cnt))
 
 
 @cpu_kernel
 def _pool_cpu(x, p, is_max, out):
+    """MaxPool/AveragePool: 3-D and depth-padded pools per element (_pool_at); 1-D/2-D
+    MaxPool by row maxima (_maxpool_cpu); 1-D/2-D AveragePool by rows of accumulators."""
     if p[17] != 1 or p[18] != 1 or p[19] != 1 or p[22] != 0 or p[23] != 0:
         for i in range(out.shape[0]):
             nc, od, oh, ow = _pool_pos(i, p)
             out[i] = _pool_at(x, nc, od, oh, ow, p, is_max)
+        return
+    if is_max:
+        _maxpool_cpu(x, p, out)
         return
     H, W, OH, OW, KW, sw, dw, pl = p[2], p[3], p[4], p[5], p[7], p[9], p[11], p[13]
     pr = p[15]
@@ -1430,7 +1673,7 @@ def _pool_cpu(x, p, is_max, out):
     for nc in range(NC):
         for oh in range(OH):
             o = (nc * OH + oh) * OW
-            _pool_row_cpu(x, nc * H * W, oh, p, is_max, acc, wcnt, wpad, out[o:o + OW])
+            _avgpool_row_cpu(x, nc * H * W, oh, p, acc, wcnt, wpad, out[o:o + OW])
 
 
 #: rows of a GlobalAveragePool summed side by side (_gpool_cpu): independent add chains
