@@ -217,6 +217,54 @@ def case_pool(rng):
     x = rnd(rng, 1, 2, 1, 4, 5)
     same("AveragePool", [x], kernel_shape=[1, 2, 2], pads=[1, 0, 0, 0, 0, 0], count_include_pad=1)
     same("MaxPool", [rnd(rng, 2, 3, 9)], kernel_shape=[3], strides=[2], pads=[1, 1])
+    case_maxpool_rows(rng)
+
+
+def ties(rng, *shape):
+    """Random values with many +0/-0 (equal, different bits: the first maximal tap must win),
+    NaNs (never taken), +-inf and whole rows of NaN or -inf."""
+    x = rnd(rng, *shape)
+    u = rng.random(shape)
+    x[u < 0.3] = F(0.0)
+    x[(u >= 0.3) & (u < 0.6)] = F(-0.0)
+    x[(u >= 0.6) & (u < 0.65)] = np.nan
+    x[(u >= 0.65) & (u < 0.68)] = np.inf
+    x[(u >= 0.68) & (u < 0.71)] = -np.inf
+    x[(u >= 0.71)] = -np.abs(x[(u >= 0.71)])   # the zeros are the maxima of many windows
+    if x.ndim >= 3 and x.shape[-2] > 2:
+        x[..., 1, :] = np.nan
+        x[..., 2, :] = -np.inf
+    return x
+
+
+def case_maxpool_rows(rng):
+    """MaxPool's row-maxima path (_maxpool_cpu): W a multiple of the stride (one span per
+    plane, edge columns redone) and not (one span per row), strides 1/2/3, dilations, kernels
+    of 1-7 taps per axis (groups of three taps and rows chained), asymmetric pads, ceil_mode,
+    windows without an in-input tap, 1-D, ties of +0/-0, NaN and inf."""
+    for xs, at in (((1, 4, 12, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+                   ((2, 3, 11, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+                   ((1, 3, 10, 12), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),
+                   ((1, 3, 9, 9), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+                   ((1, 2, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2])),
+                   ((1, 2, 9, 7), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+                   ((1, 2, 10, 10), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
+                   ((1, 2, 13, 12), dict(kernel_shape=[7, 4], strides=[1, 2], pads=[3, 1, 3, 2])),
+                   ((1, 2, 12, 12), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),
+                   ((1, 2, 14, 15), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[0, 2, 2, 0], ceil_mode=1)),
+                   ((1, 2, 12, 12), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2], pads=[2, 2, 2, 2])),
+                   ((1, 2, 11, 12), dict(kernel_shape=[2, 3], strides=[1, 1], dilations=[3, 2], pads=[1, 0, 0, 2])),
+                   ((1, 2, 6, 6), dict(kernel_shape=[1, 1], strides=[2, 2])),
+                   ((1, 2, 5, 6), dict(kernel_shape=[3, 13], strides=[1, 1], pads=[1, 6, 1, 6])),
+                   ((2, 3, 4, 4), dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1])),
+                   ((1, 2, 3, 2), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[2, 2, 2, 2])),
+                   ((2, 3, 17), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+                   ((1, 2, 16), dict(kernel_shape=[5], strides=[1], pads=[2, 2]))):
+        same("MaxPool", [ties(rng, *xs)], **at)
+        same("MaxPool", [rnd(rng, *xs)], **at)
+    # a window entirely in the padding (ceil_mode, opset 12: onnx's shape inference keeps it)
+    same("MaxPool", [ties(rng, 1, 2, 5, 5)], opset=12, kernel_shape=[2, 2], strides=[3, 3], pads=[0, 0, 1, 1],
+         ceil_mode=1)
 
 
 def case_bn(rng):
@@ -274,6 +322,23 @@ def case_resize(rng):
             x = rnd(rng, 1, 2, *(int(v) for v in rng.integers(1, 7, 2)))
             sc = np.array([1, 1, rng.choice([0.5, 1.5, 2.0]), rng.choice([0.75, 2.0, 3.0])], F)
             same("Resize", [x, None, sc], const_inputs=(2,), opset=13, mode=mode)
+    # rows copied from the row before (upsampled along a row axis), nearest x2 along the last
+    # axis (each input element written twice), odd and even widths, batch and channels (the row
+    # odometer), rank 3 and 5, every nearest mode and coordinate transformation, downscaling
+    for xs, sc, at in (((2, 3, 5, 7), (1, 1, 2, 2), dict(coordinate_transformation_mode="asymmetric",
+                                                         nearest_mode="floor")),
+                       ((1, 4, 4, 6), (1, 1, 2, 2), {}),
+                       ((1, 2, 3, 5), (1, 1, 3, 2), dict(nearest_mode="round_prefer_ceil")),
+                       ((1, 2, 6, 4), (1, 1, 2, 3), dict(coordinate_transformation_mode="align_corners")),
+                       ((2, 2, 6, 8), (1, 1, 0.5, 0.5), dict(nearest_mode="ceil")),
+                       ((1, 2, 3, 4), (1, 2, 2, 1), {}),
+                       ((3, 5, 4), (1, 2, 2), dict(coordinate_transformation_mode="asymmetric")),
+                       ((1, 2, 2, 3, 4), (1, 1, 2, 2, 2), {})):
+        x = rnd(rng, *xs)
+        x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
+        same("Resize", [x, None, np.array(sc, F)], const_inputs=(2,), opset=13, mode="nearest", **at)
+    for xs, sc in (((2, 2, 4, 5), (1, 1, 2, 2)), ((1, 3, 3, 4), (1, 1, 2, 1)), ((1, 2, 3, 4), (1, 1, 1, 2))):
+        same("Resize", [rnd(rng, *xs), None, np.array(sc, F)], const_inputs=(2,), opset=13, mode="linear")
 
 
 def case_pad(rng):
@@ -293,6 +358,29 @@ def case_gather_strided(rng):
         st = np.array([int(rng.integers(0, shape[2]))], np.int64)
         same("Slice", [x, st, np.array([shape[2]], np.int64), np.array([2], np.int64), np.array([1], np.int64)],
              const_inputs=(1, 2, 3, 4))
+    # transpositions in tiles (more than 64 x 32 elements, partial tiles), with the contiguous
+    # axis first, in the middle or with dims between, size-1 dims merged away, 5-D, every
+    # permutation of a 4-D shape, element widths 1, 2 and 8 bytes
+    for xs, perm in (((1, 70, 9, 9), (0, 2, 3, 1)), ((1, 12, 11, 11), (0, 2, 3, 1)), ((2, 5, 130), (0, 2, 1)),
+                     ((3, 40, 70), (2, 0, 1)), ((6, 1, 7, 1, 5), (4, 1, 2, 0, 3)), ((1, 1, 1), (2, 1, 0)),
+                     ((2, 3, 4, 5, 6), (0, 3, 1, 4, 2))):
+        same("Transpose", [rnd(rng, *xs)], perm=list(perm))
+    import itertools
+    x = rnd(rng, 2, 3, 4, 5)
+    for perm in itertools.permutations(range(4)):
+        same("Transpose", [x], perm=list(perm))
+    for dt in (np.uint8, np.float16, np.int64):
+        same("Transpose", [(rnd(rng, 3, 33, 70) * 50).astype(dt)], perm=[2, 0, 1])
+    # rows: contiguous (a Slice of whole rows), strided (steps 2 and -1), broadcast (Expand,
+    # stride 0 innermost and outer), Split, DepthToSpace
+    x = rnd(rng, 4, 6, 10)
+    for starts, ends, axes, steps in (([1], [3], [0], [1]), ([1, 0], [5, 10], [1, 2], [1, 2]),
+                                      ([-1], [-100], [2], [-1]), ([3, 5], [-100, -100], [0, 1], [-2, -2])):
+        same("Slice", [x] + [np.array(v, np.int64) for v in (starts, ends, axes, steps)], const_inputs=(1, 2, 3, 4))
+    for xs, shape in (((3, 1), (2, 3, 5)), ((1, 5), (4, 3, 5)), ((1,), (3, 2)), ((2, 1, 4), (2, 3, 4))):
+        same("Expand", [rnd(rng, *xs), np.array(shape, np.int64)], const_inputs=(1,))
+    same("Split", [rnd(rng, 3, 10, 4)], n_out=3, opset=18, axis=1, num_outputs=3)
+    same("DepthToSpace", [rnd(rng, 1, 8, 3, 5)], blocksize=2, mode="CRD")
 
 
 def case_scatter_strided(rng):
@@ -301,6 +389,14 @@ def case_scatter_strided(rng):
         b = rnd(rng, 2, int(rng.integers(1, 5)), 3)
         same("Concat", [a, b], axis=1)
         same("Concat", [rnd(rng, 2, 3, int(rng.integers(1, 5))), rnd(rng, 2, 3, 2)], axis=2)
+    # the detector's concatenation of flattened anchors (one contiguous copy per part), every
+    # axis, size-1 and empty parts, 8-byte elements
+    same("Concat", [rnd(rng, 1, n, 20) for n in (48, 12, 3)], axis=1)
+    for axis in range(3):
+        parts = [rnd(rng, *[(k + 1) if d == axis else s for d, s in enumerate((2, 3, 4))]) for k in range(3)]
+        same("Concat", parts, axis=axis)
+    same("Concat", [rnd(rng, 1, 3, 1), rnd(rng, 1, 3, 0), rnd(rng, 1, 3, 2)], axis=2)
+    same("Concat", [(rnd(rng, 2, 2, 5) * 9).astype(np.int64), (rnd(rng, 2, 1, 5) * 9).astype(np.int64)], axis=1)
 
 
 def case_gather(rng):

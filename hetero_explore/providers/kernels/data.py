@@ -16,8 +16,10 @@ How the movement ops work
   (Transpose, Slice, Split, Expand — only ``base`` and the per-dimension
   strides differ), its scatter twin (Concat), a contiguous copy (Reshape,
   Flatten, Squeeze, Unsqueeze, Identity — never an alias of the input) and
-  the three Gathers. CPU kernels walk rows (one offset computation per row of
-  the innermost dimension); CUDA kernels run one thread per element.
+  the three Gathers. CUDA kernels run one thread per element; the CPU fast
+  paths (``fastpaths.py``) walk the strided copies coalesced (size-1 dims
+  dropped, dims merged where the strided side is contiguous across them):
+  contiguous rows by an odometer, or tiles for a transposition.
 * Output shapes come from static shape inference (``ctx.out_shapes``), so the
   kernels for Reshape, Squeeze, Unsqueeze, Flatten, Expand and Split need no
   parameter input at run time. Slice needs ``starts`` (and ``axes``/``steps``
@@ -124,33 +126,9 @@ def strided_gather_item(i, x, out, base, shape, strides):
 
 
 @dual
-def strided_gather_row(r, x, out, base, shape, strides):
-    """Row ``r`` (innermost dimension) of :func:`strided_gather_item`."""
-    last = shape.shape[0] - 1
-    n = shape[last]
-    step = strides[last]
-    o = r * n
-    src = base + bcast_offset(o, shape, strides)
-    for j in range(n):
-        out[np.uint64(o + j)] = x[np.uint64(src + j * step)]
-
-
-@dual
 def strided_scatter_item(i, x, out, base, shape, strides):
     """out[base + Σ coord_d(i) · strides[d]] = x[i] (coordinates of i in ``shape``)."""
     out[base + bcast_offset(i, shape, strides)] = x[i]
-
-
-@dual
-def strided_scatter_row(r, x, out, base, shape, strides):
-    """Row ``r`` (innermost dimension) of :func:`strided_scatter_item`."""
-    last = shape.shape[0] - 1
-    n = shape[last]
-    step = strides[last]
-    o = r * n
-    dst = base + bcast_offset(o, shape, strides)
-    for j in range(n):
-        out[np.uint64(dst + j * step)] = x[np.uint64(o + j)]
 
 
 @dual

@@ -5,13 +5,16 @@ Each op's kernels are generated from one per-item statement (see
 thread. Where a plain loop over it is slow on a CPU, a function here computes
 the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
 on padded phases (im2col where that does not fit), depthwise Conv in register
-blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
-and :func:`install` sets it as the pair's ``cpu_fast``. (MatMul/Gemm with a
-constant B call :func:`mm_packed_cpu` on a B packed at build time directly,
-when the target's ``fast_paths`` is on.) A fast path may
-reorder *which* output elements are computed when (blocking, vectorising
-across elements) but gives every element exactly the sequence of float32
-operations of the generated kernel, so results are bit for bit the same:
+blocks, rows of accumulators for AveragePool, shared row maxima for MaxPool,
+row-wise Softmax/LayerNorm/Resize/Pad/gathers, strided copies coalesced into
+contiguous rows or tiled transposes -- and :func:`install` sets it as the pair's
+``cpu_fast``. (MatMul/Gemm with a constant B call :func:`mm_packed_cpu` on a B
+packed at build time directly, when the target's ``fast_paths`` is on.) A fast
+path may reorder *which* output elements are computed when (blocking,
+vectorising across elements) but gives every element exactly the sequence of
+float32 operations of the generated kernel (MaxPool: the same selection, see
+:func:`_maxpool_cpu`; data movement: the same bits copied), so results are bit
+for bit the same:
 ``tests/test_fastpaths.py`` checks each one against the generated kernel on
 random shapes, and fails for a fast path that has no cases there.
 
@@ -29,10 +32,10 @@ from numba.extending import intrinsic
 
 from . import data, nn
 from .common import bcast_offset, cpu_kernel
-from .data import gather_row_checked, strided_gather_row, strided_scatter_row
+from .data import gather_row_checked
 from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _gpool_item, _lerp,
                  _ln_apply, _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
-from .pmath import exp_f32, log_f32
+from .pmath import _sel, exp_f32, log_f32
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 
 
@@ -1353,19 +1356,277 @@ def _convt_cpu(x, w, bias, has_b, p, out):
                         dst[j] = dst[j] + bv
 
 
+# --- MaxPool: rows of taps folded by selects --------------------------------------------
+_NINF = np.float32(-np.inf)
+
+
 @njit(**_JIT)
-def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
-    """CPU only: one output row of MaxPool/AveragePool with a row of
-    accumulators, taps (kh, kw) ascending: each element sees the same sequence
-    as _pool_at."""
+def _mp_hspan(x, xo, xr, sw, dw, g, n, rows, dst, do, dr):
+    """dst[do + r*dr + j] for r < rows, j < n: a MaxPool row's first group of g (1-3)
+    consecutive taps folded from acc = -inf by the generated kernel's step
+    ``if v > acc: acc = v`` (a select), for v = x[xo + r*xr + j*sw + t*dw], t = 0 .. g-1 in
+    order. A group of fewer than three taps repeats its last tap, which changes nothing (a
+    second ``v > acc`` is false). Literal strides for the common cases (dw 1, sw 1/2), so that
+    LLVM vectorises the loads; no accumulator is read (an invariant flag choosing -inf or a
+    loaded value kept the loops scalar)."""
+    for r in range(rows):
+        xb = xo + r * xr
+        db = do + r * dr
+        if dw == 1 and g == 3 and sw == 2:
+            for j in range(n):
+                b = np.uint64(xb + 2 * j)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(1)]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(2)]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+        elif dw == 1 and g == 3 and sw == 1:
+            for j in range(n):
+                b = np.uint64(xb + j)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(1)]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(2)]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+        elif dw == 1 and g == 2 and sw == 2:
+            for j in range(n):
+                b = np.uint64(xb + 2 * j)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + np.uint64(1)]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+        else:
+            t1 = np.uint64(dw * min(1, g - 1))
+            t2 = np.uint64(dw * (g - 1))
+            for j in range(n):
+                b = np.uint64(xb + j * sw)
+                a = _NINF
+                v = x[b]
+                a = _sel(v > a, v, a)
+                v = x[b + t1]
+                a = _sel(v > a, v, a)
+                v = x[b + t2]
+                a = _sel(v > a, v, a)
+                dst[np.uint64(db + j)] = a
+
+
+@njit(**_JIT)
+def _mp_hspan_acc(x, xo, xr, sw, dw, g, n, rows, prev, dst, do, dr):
+    """:func:`_mp_hspan` for a later group of taps (a row of more than three), any strides,
+    continuing from acc = prev[do + r*dr + j]; dst is not prev (a select stored back where it
+    was read becomes a slow masked store)."""
+    t1 = np.uint64(dw * min(1, g - 1))
+    t2 = np.uint64(dw * (g - 1))
+    for r in range(rows):
+        xb = xo + r * xr
+        db = do + r * dr
+        for j in range(n):
+            a = prev[np.uint64(db + j)]
+            b = np.uint64(xb + j * sw)
+            v = x[b]
+            a = _sel(v > a, v, a)
+            v = x[b + t1]
+            a = _sel(v > a, v, a)
+            v = x[b + t2]
+            a = _sel(v > a, v, a)
+            dst[np.uint64(db + j)] = a
+
+
+@njit(**_JIT)
+def _mp_vspan(h, r0, r1, r2, n, dst, do):
+    """dst[do + j] = -inf folded with h[r0 + j], h[r1 + j], h[r2 + j] in that order (the row
+    maxima of an output row's first three rows; a repeated row changes nothing), j < n."""
+    for j in range(n):
+        a = _NINF
+        v = h[np.uint64(r0 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r1 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r2 + j)]
+        a = _sel(v > a, v, a)
+        dst[np.uint64(do + j)] = a
+
+
+@njit(**_JIT)
+def _mp_vspan_acc(h, r0, r1, r2, n, prev, dst, do):
+    """:func:`_mp_vspan` continuing from acc = prev[j] (later rows of a window of more than
+    three; dst is not prev)."""
+    for j in range(n):
+        a = prev[j]
+        v = h[np.uint64(r0 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r1 + j)]
+        a = _sel(v > a, v, a)
+        v = h[np.uint64(r2 + j)]
+        a = _sel(v > a, v, a)
+        dst[np.uint64(do + j)] = a
+
+
+@njit(**_JIT)
+def _mp_hfold(x, xo, xr, sw, dw, KW, n, rows, bufs, do, dr):
+    """All KW taps of ``rows`` spans of n row maxima (x span r from xo + r*xr, into
+    bufs[*][do + r*dr:][:n]): groups of three taps, the later ones chained through the other
+    buffer; returns the index of the buffer holding them."""
+    _mp_hspan(x, xo, xr, sw, dw, min(3, KW), n, rows, bufs[0], do, dr)
+    cur = 0
+    for g0 in range(3, KW, 3):
+        _mp_hspan_acc(x, xo + g0 * dw, xr, sw, dw, min(3, KW - g0), n, rows, bufs[cur], bufs[1 - cur], do, dr)
+        cur = 1 - cur
+    return cur
+
+
+@njit(**_JIT)
+def _mp_edges(W, OW, KW, sw, dw, pl, jlo, jhi):
+    """MaxPool's edge columns (j < jlo, jhi <= j < OW: a tap outside the row) as rows of
+    (j, number of in-row taps, x column of the first one); the in-row taps are consecutive."""
+    ne = jlo + OW - jhi
+    e = np.zeros((ne, 3), np.int64)
+    for q in range(ne):
+        j = q if q < jlo else jhi + q - jlo
+        k0 = 0
+        while k0 < KW and j * sw - pl + k0 * dw < 0:
+            k0 += 1
+        k1 = k0
+        while k1 < KW and j * sw - pl + k1 * dw < W:
+            k1 += 1
+        e[q, 0] = j
+        e[q, 1] = k1 - k0
+        e[q, 2] = j * sw - pl + k0 * dw
+    return e
+
+
+@njit(**_JIT)
+def _mp_vplane(h, vrows, OH, OW, out, ob, vb):
+    """One output plane from its row maxima h: output row oh folds the rows of h listed in
+    vrows[oh] (count, then offsets; kh ascending) from -inf, three at a time (the later
+    groups of a window of more than three rows chained through the buffers vb)."""
+    for oh in range(OH):
+        o = ob + oh * OW
+        m = vrows[oh, 0]
+        if m == 0:
+            for j in range(OW):
+                out[o + j] = _NINF
+        elif m <= 3:
+            r0, r1, r2 = vrows[oh, 1], vrows[oh, 1 + min(1, m - 1)], vrows[oh, m]
+            h0 = h[r0:r0 + OW]
+            h1 = h[r1:r1 + OW]
+            h2 = h[r2:r2 + OW]
+            d = out[o:o + OW]
+            for j in range(OW):
+                a = _NINF
+                v = h0[j]
+                a = _sel(v > a, v, a)
+                v = h1[j]
+                a = _sel(v > a, v, a)
+                v = h2[j]
+                a = _sel(v > a, v, a)
+                d[j] = a
+        else:
+            _mp_vspan(h, vrows[oh, 1], vrows[oh, 2], vrows[oh, 3], OW, vb[0], 0)
+            cur = 0
+            for g0 in range(3, m, 3):
+                g = min(3, m - g0)
+                r0, r1, r2 = vrows[oh, 1 + g0], vrows[oh, 1 + g0 + min(1, g - 1)], vrows[oh, g0 + g]
+                if g0 + 3 >= m:
+                    _mp_vspan_acc(h, r0, r1, r2, OW, vb[cur], out, o)
+                else:
+                    _mp_vspan_acc(h, r0, r1, r2, OW, vb[cur], vb[1 - cur], 0)
+                    cur = 1 - cur
+
+
+@njit(**_JIT)
+def _maxpool_cpu(x, p, out):
+    """2-D (and 1-D) float32 MaxPool. The generated kernel (_pool_at) folds the in-input taps
+    of each output, (kh, kw) ascending, from acc = -inf with ``if v > acc: acc = v``: the
+    result is the first tap (in that order) whose value is the largest of the non-NaN taps
+    (-inf if there is none); only +0 and -0 tie with different bits, and NaN never wins.
+
+    That fold splits exactly at row boundaries: folding row kh's taps from -inf gives that
+    row's first maximal tap m_kh (never NaN), and ``if m > acc: acc = m`` over m_0, m_1, ...
+    from acc = -inf keeps the earlier of equal values -- the first maximal tap of the whole
+    window in the same (kh, kw) order, with the same bits. So the row maxima of every input
+    row (h: per output column) are computed once and shared by the output rows whose windows
+    hold that row (about KH/sh of them), and each output row folds its rows of h. Both passes
+    are loops of selects over contiguous spans. When W is a multiple of sw (W = hw * sw) the
+    row maxima of a whole plane are one span (h row r, column j reads x row r from column
+    j*sw - pl on), the edge columns (a tap outside the row) recomputed after; otherwise one
+    span per row. Taps outside the input are skipped, as in _pool_at."""
+    H, W, OH, OW, KH, KW, sh, sw, dh, dw = p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
+    pt, pl = p[12], p[13]
+    if out.shape[0] == 0:
+        return
+    NC = out.shape[0] // (OH * OW)
+    # the columns whose KW taps all lie inside the row: j in [jlo, jhi)
+    jlo = min((pl + sw - 1) // sw, OW)
+    jhi = min(max((W - 1 + pl - (KW - 1) * dw) // sw + 1, jlo), OW)
+    flat = W % sw == 0 and OW <= W // sw
+    hw = W // sw if flat else OW
+    bufs = (np.empty(H * hw, np.float32), np.empty(H * hw, np.float32))
+    vb = (np.empty(OW, np.float32), np.empty(OW, np.float32))
+    edges = _mp_edges(W, OW, KW, sw, dw, pl, jlo, jhi)
+    # per output row: the number of its in-input rows and their offsets in h, kh ascending
+    vrows = np.zeros((OH, KH + 1), np.int64)
+    for oh in range(OH):
+        for kh in range(KH):
+            ih = oh * sh - pt + kh * dh
+            if ih >= 0 and ih < H:
+                vrows[oh, 0] += 1
+                vrows[oh, vrows[oh, 0]] = ih * hw
+    for nc in range(NC):
+        xb = nc * H * W
+        hc = 0
+        if jhi > jlo:
+            if flat:
+                hc = _mp_hfold(x, xb + jlo * sw - pl, 0, sw, dw, KW, (H - 1) * hw + jhi - jlo, 1, bufs, jlo, 0)
+            else:
+                hc = _mp_hfold(x, xb + jlo * sw - pl, W, sw, dw, KW, jhi - jlo, H, bufs, jlo, hw)
+        h = bufs[hc]
+        # the edge columns (in a flat span also computed, wrongly, as if each row went on
+        # into the next): their in-row taps, kw ascending (up to three as straight-line
+        # selects, a repeated last tap changing nothing)
+        for q in range(edges.shape[0]):
+            j, nk, c0 = edges[q, 0], edges[q, 1], edges[q, 2]
+            if nk > 0 and nk <= 3:
+                t1 = np.uint64(dw * min(1, nk - 1))
+                t2 = np.uint64(dw * (nk - 1))
+                for r in range(H):
+                    b = np.uint64(xb + r * W + c0)
+                    a = _NINF
+                    v = x[b]
+                    a = _sel(v > a, v, a)
+                    v = x[b + t1]
+                    a = _sel(v > a, v, a)
+                    v = x[b + t2]
+                    a = _sel(v > a, v, a)
+                    h[np.uint64(r * hw + j)] = a
+            else:
+                for r in range(H):
+                    xr = xb + r * W + c0
+                    a = _NINF
+                    for t in range(nk):
+                        v = x[xr + t * dw]
+                        a = _sel(v > a, v, a)
+                    h[r * hw + j] = a
+        _mp_vplane(h, vrows, OH, OW, out, nc * OH * OW, vb)
+
+
+@njit(**_JIT)
+def _avgpool_row_cpu(x, xb, oh, p, acc, wcnt, wpad, dst):
+    """CPU only: one output row of AveragePool with a row of accumulators, taps (kh, kw)
+    ascending: each element sees the same sequence of adds as _pool_at, then its division."""
     H, W, OW, KH, KW, sh, sw, dh = p[2], p[3], p[5], p[6], p[7], p[8], p[9], p[10]
     dw, pt, pl, pb, include = p[11], p[12], p[13], p[14], p[16]
     h0 = oh * sh - pt
     a = acc[:OW]
-    if is_max:
-        a[:] = np.float32(-np.inf)
-    else:
-        a[:] = np.float32(0)
+    a[:] = np.float32(0)
     nh = 0
     nhp = 0
     for kh in range(KH):
@@ -1389,29 +1650,26 @@ def _pool_row_cpu(x, xb, oh, p, is_max, acc, wcnt, wpad, dst):
             seg = a[lo:hi]
             st = xr + lo * sw - c
             xs = x[st:st + (hi - lo - 1) * sw + 1:sw]
-            if is_max:
-                for j in range(hi - lo):
-                    v = xs[j]
-                    seg[j] = v if v > seg[j] else seg[j]
-            else:
-                for j in range(hi - lo):
-                    seg[j] = seg[j] + xs[j]
-    if is_max:
-        dst[:] = a
-    else:
-        for ow in range(OW):
-            cnt = nh * wcnt[ow]
-            if include:
-                cnt = nhp * wpad[ow]
-            dst[ow] = _div(a[ow], np.float32(cnt))
+            for j in range(hi - lo):
+                seg[j] = seg[j] + xs[j]
+    for ow in range(OW):
+        cnt = nh * wcnt[ow]
+        if include:
+            cnt = nhp * wpad[ow]
+        dst[ow] = _div(a[ow], np.float32(cnt))
 
 
 @cpu_kernel
 def _pool_cpu(x, p, is_max, out):
+    """MaxPool/AveragePool: 3-D and depth-padded pools per element (_pool_at); 1-D/2-D
+    MaxPool by row maxima (_maxpool_cpu); 1-D/2-D AveragePool by rows of accumulators."""
     if p[17] != 1 or p[18] != 1 or p[19] != 1 or p[22] != 0 or p[23] != 0:
         for i in range(out.shape[0]):
             nc, od, oh, ow = _pool_pos(i, p)
             out[i] = _pool_at(x, nc, od, oh, ow, p, is_max)
+        return
+    if is_max:
+        _maxpool_cpu(x, p, out)
         return
     H, W, OH, OW, KW, sw, dw, pl = p[2], p[3], p[4], p[5], p[7], p[9], p[11], p[13]
     pr = p[15]
@@ -1430,7 +1688,7 @@ def _pool_cpu(x, p, is_max, out):
     for nc in range(NC):
         for oh in range(OH):
             o = (nc * OH + oh) * OW
-            _pool_row_cpu(x, nc * H * W, oh, p, is_max, acc, wcnt, wpad, out[o:o + OW])
+            _avgpool_row_cpu(x, nc * H * W, oh, p, acc, wcnt, wpad, out[o:o + OW])
 
 
 #: rows of a GlobalAveragePool summed side by side (_gpool_cpu): independent add chains
@@ -1704,53 +1962,92 @@ def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sf
 
 @cpu_kernel
 def _resize_cpu(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
+    """_resize_item for every element, a row (the last axis) at a time when the last axis is
+    the inner interpolated one (or none is); other layouts per element. Rows are walked plane
+    by plane (the dims before the last two by an odometer: no division per row). A row whose
+    input offset and row-axis table entry equal the previous row's (upsampling along the row
+    axis) is a copy of that row: the same operations on the same values, so the same bits.
+    Nearest x2 along the last axis (columns 2q and 2q + 1 both read element q) writes each
+    input element twice. The loops are inline: a helper call per row with a dozen array
+    arguments cost ~90 ns (reference counts), more than a 32-element row."""
     nd = oshape.shape[0]
     last = nd - 1
     OW = oshape[last]
-    # row-wise fast path: the last axis is the inner interpolated one (or no axis is)
-    if OW == 0 or not (nlin == 0 or ax_b == last):
+    if OW == 0 or out.shape[0] == 0 or not (nlin == 0 or ax_b == last):
         for i in range(out.shape[0]):
             out[i] = _resize_item(i, x, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b)
         return
-    rows = out.shape[0] // OW
     lo = tab_off[last]
     sl = istr[last]
-    i0 = idx0[lo:lo + OW]
-    i1 = idx1[lo:lo + OW]
+    c0 = idx0[lo:lo + OW] * sl
+    c1 = idx1[lo:lo + OW] * sl
     a0 = w0[lo:lo + OW]
     a1 = w1[lo:lo + OW]
-    for r in range(rows):
-        base = 0
-        pa = 0
-        t = r
-        for d in range(nd - 2, -1, -1):
-            n = oshape[d]
-            o = t % n
-            t = t // n
-            k = tab_off[d] + o
+    rep2 = nlin == 0 and sl == 1 and OW % 2 == 0
+    for j in range(OW):
+        if c0[j] != c0[0] + j // 2:
+            rep2 = False
+    sa = istr[ax_a] if ax_a >= 0 else 0
+    rd = last - 1                       # the row axis (-1 for 1-D)
+    R = oshape[rd] if rd >= 0 else 1
+    planes = out.shape[0] // (OW * R)
+    cnt = np.zeros(nd, np.int64)        # the plane's output coordinates (dims before rd)
+    o = 0
+    for _ in range(planes):
+        pbase = 0
+        ppa = 0
+        for d in range(rd):
+            k = tab_off[d] + cnt[d]
             if d == ax_a:
-                pa = k
+                ppa = k
             else:
-                base += idx0[k] * istr[d]
-        dst = out[r * OW:(r + 1) * OW]
-        if nlin == 0:
-            for j in range(OW):
-                dst[j] = x[base + i0[j] * sl]
-        elif nlin == 1:
-            for j in range(OW):
-                dst[j] = _lerp(x[base + i0[j] * sl], x[base + i1[j] * sl], a0[j], a1[j])
-        else:
-            sa = istr[ax_a]
-            r0 = base + idx0[pa] * sa
-            r1 = base + idx1[pa] * sa
-            b0 = w0[pa]
-            b1 = w1[pa]
-            for j in range(OW):
-                c0 = i0[j] * sl
-                c1 = i1[j] * sl
-                top = _lerp(x[r0 + c0], x[r0 + c1], a0[j], a1[j])
-                bot = _lerp(x[r1 + c0], x[r1 + c1], a0[j], a1[j])
-                dst[j] = _lerp(top, bot, b0, b1)
+                pbase += idx0[k] * istr[d]
+        prev = -1
+        prev_pa = -1
+        for oh in range(R):
+            base = pbase
+            pa = ppa
+            if rd >= 0:
+                k = tab_off[rd] + oh
+                if rd == ax_a:
+                    pa = k
+                else:
+                    base += idx0[k] * istr[rd]
+            if base == prev and pa == prev_pa:
+                for j in range(OW):
+                    out[np.uint64(o + j)] = out[np.uint64(o - OW + j)]
+            elif nlin == 0:
+                if rep2:
+                    s0 = base + c0[0]
+                    for q in range(OW // 2):
+                        v = x[np.uint64(s0 + q)]
+                        out[np.uint64(o + 2 * q)] = v
+                        out[np.uint64(o + 2 * q + 1)] = v
+                else:
+                    for j in range(OW):
+                        out[np.uint64(o + j)] = x[np.uint64(base + c0[j])]
+            elif nlin == 1:
+                for j in range(OW):
+                    out[np.uint64(o + j)] = _lerp(x[np.uint64(base + c0[j])], x[np.uint64(base + c1[j])], a0[j], a1[j])
+            else:
+                r0 = base + idx0[pa] * sa
+                r1 = base + idx1[pa] * sa
+                b0 = w0[pa]
+                b1 = w1[pa]
+                for j in range(OW):
+                    top = _lerp(x[np.uint64(r0 + c0[j])], x[np.uint64(r0 + c1[j])], a0[j], a1[j])
+                    bot = _lerp(x[np.uint64(r1 + c0[j])], x[np.uint64(r1 + c1[j])], a0[j], a1[j])
+                    out[np.uint64(o + j)] = _lerp(top, bot, b0, b1)
+            prev = base
+            prev_pa = pa
+            o += OW
+        d = rd - 1
+        while d >= 0:
+            cnt[d] += 1
+            if cnt[d] < oshape[d]:
+                break
+            cnt[d] = 0
+            d -= 1
 
 
 @cpu_kernel
@@ -1788,21 +2085,157 @@ def _pad_cpu(x, out, cval, oshape, ishape, istr, pbeg, mode):
                 dst[ow] = cv if c < 0 else x[off + c]
 
 
-# --- kernels -----------------------------------------------------------------
+# --- strided copies: Transpose, Slice, Split, Expand, DepthToSpace (gather); Concat (scatter) --------
+#: a transposition's tile: _MV_TP elements along the source's contiguous axis (read in a row) by
+#: _MV_TL along the destination's (measured on the bench machine: 64 x 32 beat 8-32 x 8-16)
+_MV_TP = 64
+_MV_TL = 32
+
+
+@njit(**_JIT)
+def _mv_coalesce(shape, strides):
+    """The walk of a strided copy (``shape`` on the contiguous side, ``strides`` on the other)
+    with size-1 dims dropped and each dim merged into the one outside it where the strided
+    side is contiguous across both (stride[d-1] == stride[d] * shape[d]): (sizes, strides), at
+    least one dim. Visits the same (contiguous index, strided offset) pairs in the same order."""
+    nd = shape.shape[0]
+    cn = np.empty(nd, np.int64)
+    cs = np.empty(nd, np.int64)
+    k = 0
+    for d in range(nd):
+        n = shape[d]
+        if n == 1:
+            continue
+        s = strides[d]
+        if k > 0 and cs[k - 1] == s * n:
+            cn[k - 1] *= n
+            cs[k - 1] = s
+        else:
+            cn[k] = n
+            cs[k] = s
+            k += 1
+    if k == 0:
+        cn[0] = 1
+        cs[0] = 0
+        k = 1
+    return cn[:k], cs[:k]
+
+
+@njit(**_JIT)
+def _mv_transpose(x, src, out, o, P, L, sL, OSp):
+    """out[o + ip*OSp + il] = x[src + ip + il*sL] for ip < P, il < L, in tiles: each tile
+    reads rows of _MV_TP contiguous elements of x and scatters them _MV_TL at a time,
+    instead of reading one element per cache line along the strided axis."""
+    for p0 in range(0, P, _MV_TP):
+        p1 = min(P, p0 + _MV_TP)
+        for l0 in range(0, L, _MV_TL):
+            l1 = min(L, l0 + _MV_TL)
+            for il in range(l0, l1):
+                sb = src + il * sL
+                ob = o + il
+                for ip in range(p0, p1):
+                    out[np.uint64(ob + ip * OSp)] = x[np.uint64(sb + ip)]
+
+
+@njit(**_JIT)
+def _mv_rows(x, out, base, cn, cs, gather):
+    """The coalesced walk row by row (the innermost dim), the strided offset carried by an
+    odometer (no division per row): gather, out[i] = x[base + off(i)]; else scatter,
+    out[base + off(i)] = x[i]. Contiguous rows are plain copy loops."""
+    k = cn.shape[0]
+    L = cn[k - 1]
+    sL = cs[k - 1]
+    rows = 1
+    for d in range(k - 1):
+        rows *= cn[d]
+    cnt = np.zeros(k, np.int64)
+    off = base
+    for r in range(rows):
+        o = r * L
+        if sL == 1:
+            if gather:
+                for j in range(L):
+                    out[np.uint64(o + j)] = x[np.uint64(off + j)]
+            else:
+                for j in range(L):
+                    out[np.uint64(off + j)] = x[np.uint64(o + j)]
+        elif gather:
+            if sL == 0:
+                v = x[np.uint64(off)]
+                for j in range(L):
+                    out[np.uint64(o + j)] = v
+            else:
+                for j in range(L):
+                    out[np.uint64(o + j)] = x[np.uint64(off + j * sL)]
+        else:
+            for j in range(L):
+                out[np.uint64(off + j * sL)] = x[np.uint64(o + j)]
+        d = k - 2                       # the odometer (inline: a call per row costs more than a short row)
+        while d >= 0:
+            cnt[d] += 1
+            off += cs[d]
+            if cnt[d] < cn[d]:
+                break
+            off -= cs[d] * cn[d]
+            cnt[d] = 0
+            d -= 1
+
+
 @cpu_kernel
 def _gather_strided_cpu(x, out, base, shape, strides):
-    n = shape[shape.shape[0] - 1]
-    if n > 0:
-        for r in range(out.shape[0] // n):
-            strided_gather_row(r, x, out, base, shape, strides)
+    """strided_gather_item for every element: out[i] = x[base + sum_d coord_d(i) * strides[d]].
+    Pure data movement (bits, no arithmetic on values), so any order of the copies gives the
+    same result. The walk is coalesced (_mv_coalesce); when the innermost remaining dim is
+    not contiguous in x but another is (a transposition), it is copied in 2-D tiles
+    (_mv_transpose) over the other dims; otherwise row by row (_mv_rows)."""
+    if out.shape[0] == 0:
+        return
+    cn, cs = _mv_coalesce(shape, strides)
+    k = cn.shape[0]
+    p = -1
+    if cs[k - 1] != 1:
+        for d in range(k - 1):
+            if cs[d] == 1:
+                p = d
+    if p < 0:
+        _mv_rows(x, out, base, cn, cs, True)
+        return
+    ostr = np.empty(k, np.int64)   # out's (contiguous) strides of the coalesced dims
+    acc = 1
+    for d in range(k - 1, -1, -1):
+        ostr[d] = acc
+        acc *= cn[d]
+    P, L = cn[p], cn[k - 1]
+    cnt = np.zeros(k, np.int64)
+    src = base
+    o = 0
+    for t in range(acc // (P * L)):
+        _mv_transpose(x, src, out, o, P, L, cs[k - 1], ostr[p])
+        d = k - 2                       # the odometer over the other dims
+        while d >= 0:
+            if d == p:
+                d -= 1
+                continue
+            cnt[d] += 1
+            src += cs[d]
+            o += ostr[d]
+            if cnt[d] < cn[d]:
+                break
+            src -= cs[d] * cn[d]
+            o -= ostr[d] * cn[d]
+            cnt[d] = 0
+            d -= 1
 
 
 @cpu_kernel
 def _scatter_strided_cpu(x, out, base, shape, strides):
-    n = shape[shape.shape[0] - 1]
-    if n > 0:
-        for r in range(x.shape[0] // n):
-            strided_scatter_row(r, x, out, base, shape, strides)
+    """strided_scatter_item for every element: out[base + sum_d coord_d(i) * strides[d]] = x[i]
+    (Concat's parts). Pure data movement; the coalesced walk (_mv_coalesce) turns a Concat
+    along an axis into one contiguous copy per outer index (_mv_rows)."""
+    if x.shape[0] == 0:
+        return
+    cn, cs = _mv_coalesce(shape, strides)
+    _mv_rows(x, out, base, cn, cs, False)
 
 
 @cpu_kernel
