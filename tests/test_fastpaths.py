@@ -241,7 +241,8 @@ def case_conv_packed(rng):
     # px: k x k (and strided or padded 1x1) with 16+ output channels per group: channels not a
     # multiple of 16 (the last panel overlapping), pixels 6, 7 and more (the last tile
     # overlapping), strides, dilation, asymmetric pads, no padding (taps read the input in
-    # place), K > 256 (k blocks), groups, batch 2, 1-D, a 7x7/2 stem, non-finite values
+    # place), K > 256 (k blocks), chunks of 32 tiles (the last taking the rest), groups,
+    # batch 2, 1-D, a 7x7/2 stem, non-finite values
     for xs, ws, at in (((1, 3, 8, 8), (16, 3, 3, 3), dict(pads=[1] * 4)),
                        ((2, 5, 9, 7), (17, 5, 3, 3), dict(pads=[1, 0, 2, 1])),
                        ((1, 4, 5, 5), (33, 4, 3, 3), dict()),
@@ -250,6 +251,7 @@ def case_conv_packed(rng):
                        ((1, 6, 5, 7), (20, 6, 3, 3), dict(strides=[2, 2], pads=[1] * 4)),
                        ((1, 4, 11, 9), (16, 4, 3, 2), dict(dilations=[2, 3], pads=[2, 1, 1, 2])),
                        ((1, 30, 6, 6), (16, 30, 3, 3), dict(pads=[1] * 4)),
+                       ((1, 30, 20, 20), (17, 30, 3, 3), dict(pads=[1] * 4)),
                        ((1, 3, 23, 21), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3] * 4)),
                        ((2, 8, 9, 9), (36, 4, 3, 3), dict(group=2, pads=[1] * 4)),
                        ((1, 7, 10, 10), (18, 7, 1, 1), dict(strides=[2, 2])),

@@ -1743,25 +1743,38 @@ def _px_tables(p):
 
 @njit(**_JIT)
 def _px_pad(x, p, ch, xp):
-    """Input channel plane ``ch`` (of N*C) into its zero-padded plane of xp (the padding is
-    already zero; pure data movement)."""
+    """Input channel plane ``ch`` (of N*C) into its plane of xp, zero-padded: every float of
+    the Hp x Wp plane is written (data movement and zeros)."""
     H, W, pt, pl = p[2], p[3], p[13], p[14]
     Hp, Wp, direct = _px_dims(p)
-    nr = min(H, Hp - pt)
-    nc = min(W, Wp - pl)
-    for ih in range(nr):
-        d = (ch * Hp + ih + pt) * Wp + pl
-        s = (ch * H + ih) * W
-        dst = xp[d:d + nc]
-        src = x[s:s + nc]
-        for j in range(nc):
+    r1 = min(Hp, H + pt)    # padded rows [pt, r1) hold input rows
+    c1 = min(Wp, W + pl)
+    zero = np.float32(0)
+    for r in range(Hp):
+        d = (ch * Hp + r) * Wp
+        row = xp[d:d + Wp]
+        if r < pt or r >= r1:
+            row[:] = zero
+            continue
+        row[:pl] = zero
+        row[c1:] = zero
+        s = (ch * H + r - pt) * W
+        src = x[s:s + c1 - pl]
+        dst = row[pl:c1]
+        for j in range(c1 - pl):
             dst[j] = src[j]
 
 
+#: pixel tiles per item of _conv_px (fixed: the last chunk of a plane takes the remainder, so
+#: that the last tile, which overlaps the one before it, always shares its item)
+_PX_TILES = 32
+
+
 @njit(**_JIT)
-def _px_do(it, xp, bp, bias, has_b, p, out, pofs, koff):
-    """Item ``it`` of _conv_px: (image, group) it // nq, channel panels from (it % nq):
-    one panel, or the last two when the last one overlaps (they share output channels)."""
+def _px_do(it, xp, bp, bias, has_b, p, out, pofs, koff, nq, ntc):
+    """Item ``it`` of _conv_px: (image, group, channel panels, pixel tiles). Panels from
+    (it // ntc) % nq: one panel, or the last two when the last one overlaps (they share
+    output channels); tiles from (it % ntc) * _PX_TILES, the last chunk taking the rest."""
     C, M, KH, KW, OH, OW, G = p[1], p[4], p[5], p[6], p[7], p[8], p[15]
     Cg = C // G
     Mg = M // G
@@ -1769,35 +1782,40 @@ def _px_do(it, xp, bp, bias, has_b, p, out, pofs, koff):
     P = OH * OW
     Hp, Wp, direct = _px_dims(p)
     npn = (Mg + _PX_W - 1) // _PX_W
-    nq = npn - 1 if Mg % _PX_W != 0 else npn
-    ng = it // nq
-    q0 = it - ng * nq
+    tc = it % ntc
+    u = it // ntc
+    ng = u // nq
+    q0 = u - ng * nq
     q1 = npn if q0 == nq - 1 else q0 + 1
     g = ng % G
     n = ng // G
     xo = ng * Cg * Hp * Wp
     nt = (P + _PX_R - 1) // _PX_R
-    acc = np.empty(nt * _PX_R * _PX_W if K > _MK_KC else 1, dtype=np.float32)
+    t0 = tc * _PX_TILES
+    t1 = nt if tc == ntc - 1 else t0 + _PX_TILES
+    nkb = (K + _MK_KC - 1) // _MK_KC
+    kcb = (K + nkb - 1) // nkb   # k blocks of equal size (a last block of a few taps costs a whole epilogue)
+    acc = np.empty((t1 - t0) * _PX_R * _PX_W if nkb > 1 else 1, dtype=np.float32)
     for q in range(q0, q1):
         mq = g * Mg + min(q * _PX_W, Mg - _PX_W)
         bb = (g * npn + q) * K * _PX_W
         ob = (n * M + mq) * P
-        for k0 in range(0, K, _MK_KC):
-            kc = min(_MK_KC, K - k0)
+        for k0 in range(0, K, kcb):
+            kc = min(kcb, K - k0)
             fin = k0 + kc == K
-            for t in range(nt):
+            for t in range(t0, t1):
                 p0 = min(t * _PX_R, P - _PX_R)
-                _mkpx6(xp, xo, pofs, p0, koff, k0, kc, bp, bb + k0 * _PX_W, acc, t * _PX_R * _PX_W, k0, fin,
-                       bias, mq, has_b, out, ob + p0, P)
+                _mkpx6(xp, xo, pofs, p0, koff, k0, kc, bp, bb + k0 * _PX_W, acc, (t - t0) * _PX_R * _PX_W, k0,
+                       fin, bias, mq, has_b, out, ob + p0, P)
 
 
 @njit(**_PAR)
-def _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, nch, nit, pad):
+def _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, nch, nit, pad, nq, ntc):
     if pad:
         for cu in prange(nch):
             _px_pad(x, p, np.int64(cu), xp)
     for iu in prange(nit):
-        _px_do(np.int64(iu), xp if pad else x, bp, bias, has_b, p, out, pofs, koff)
+        _px_do(np.int64(iu), xp if pad else x, bp, bias, has_b, p, out, pofs, koff, nq, ntc)
 
 
 @njit(**_JIT)
@@ -1809,12 +1827,12 @@ def _conv_px(x, bp, bias, has_b, p, out):
     zero-padded copy of each plane) and multiply it into the 16 channels' weights of tap k
     (W^T packed by conv_pack in panels of 16 channels, the last one overlapping). Per element:
     acc = 0.0f, acc = acc + w * xv over k = (c, kh, kw) ascending (a padding tap multiplies
-    0.0f), k blocks of _MK_KC resuming from stored partial sums, then + bias: the generated
+    0.0f), k blocks of at most _MK_KC resuming from stored partial sums, then + bias: the generated
     sequence. The last k block transposes the tile in registers into the output planes; the
     last tile of a plane overlaps the previous one (the same values again), so no column is
     computed for nothing but those few, whatever the plane's width (the wide path computes
-    Wq - OW garbage columns per row). Items of (image, group, channel panel) run in parallel
-    when the Conv is large (fixed blocking)."""
+    Wq - OW garbage columns per row). Items of (image, group, channel panel, chunk of pixel
+    tiles) run in parallel when the Conv is large (fixed blocking)."""
     N, C, M, KH, KW, OH, OW, G = p[0], p[1], p[4], p[5], p[6], p[7], p[8], p[15]
     Cg = C // G
     Mg = M // G
@@ -1822,16 +1840,17 @@ def _conv_px(x, bp, bias, has_b, p, out):
     pofs, koff = _px_tables(p)
     npn = (Mg + _PX_W - 1) // _PX_W
     nq = npn - 1 if Mg % _PX_W != 0 else npn
-    nit = N * G * nq
-    xp = np.zeros(1 if direct else N * C * Hp * Wp, dtype=np.float32)
+    ntc = max(1, (OH * OW + _PX_R - 1) // _PX_R // _PX_TILES)
+    nit = N * G * nq * ntc
+    xp = np.empty(1 if direct else N * C * Hp * Wp, dtype=np.float32)
     if N * M * OH * OW * Cg * KH * KW >= _PAR_WORK and nit > 1 and _num_threads() > 1:
-        _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, N * C, nit, not direct)
+        _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, N * C, nit, not direct, nq, ntc)
     else:
         if not direct:
             for ch in range(N * C):
                 _px_pad(x, p, ch, xp)
         for it in range(nit):
-            _px_do(it, x if direct else xp, bp, bias, has_b, p, out, pofs, koff)
+            _px_do(it, x if direct else xp, bp, bias, has_b, p, out, pofs, koff, nq, ntc)
 
 
 def _gemvt_of(NW):
