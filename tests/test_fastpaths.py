@@ -151,8 +151,8 @@ def case_conv(rng):
     same("Conv", [rnd(rng, 1, 8, 9, 9), rnd(rng, 12, 2, 3, 3), rnd(rng, 12)], const_inputs=(1, 2),
          strides=[2, 3], dilations=[2, 1], pads=[1, 1, 2, 2], group=4)
     same("Conv", [rnd(rng, 2, 4, 13), rnd(rng, 4, 1, 3)], const_inputs=(1,), strides=[2], pads=[1, 1], group=4)
-    # the depthwise path (one input channel per group): taps in passes of four and a tail of
-    # 1-3 (1x1, 2x3, 3x3, 5x5, 1x7), odd sizes, strides 1/2/3, pads, dilation, channel
+    # the depthwise path (one input channel per group; _conv_dw8, more in case_conv_packed): 1x1,
+    # 2x3, 3x3, 5x5, 1x7 kernels, odd sizes, strides 1/2/3, pads, dilation, channel
     # multipliers 1-3, with and without bias, batch 2
     for KH, KW, s, d, pd, mult, bias in ((3, 3, 1, 1, 1, 1, True), (3, 3, 2, 1, 1, 1, False),
                                          (3, 3, 1, 2, 2, 2, True), (5, 5, 2, 1, 2, 1, True),
@@ -165,8 +165,8 @@ def case_conv(rng):
              dilations=[d, 1], pads=[pd, pd // 2, pd // 2 + 1, pd], group=C)
 
 
-    # the wide indirect-GEMM path (_conv_wide: k x k kernels of dense and grouped Conv with more
-    # than 4 outputs per group): every row tail (M % 6 = 0..5: row pairs, an odd last row),
+    # the wide indirect-GEMM path (_conv_wide: k x k kernels of dense and grouped Conv with 5-15
+    # outputs per group; from 16 the pixel-tile path, below): every row tail (M % 6 = 0..5: row pairs, an odd last row),
     # k blocks (K = Cg*KH*KW > 256), several column blocks (OH*Wq > 128), strides, dilations,
     # asymmetric pads, batch 2, bias or not, a 7x7/2 stem, a 4x4/4 patchify, 1-D, odd sizes
     for M in range(6, 14):
@@ -181,12 +181,16 @@ def case_conv(rng):
         ins = [rnd(rng, *xs), rnd(rng, *ws)] + ([rnd(rng, ws[0])] if bias else [])
         same("Conv", ins, const_inputs=(1, 2) if bias else (1,), **at)
 
-    # 1x1 Conv on maps of fewer than 16 pixels (_conv_gemv: channels 8 at a time and a tail),
-    # squeeze-excite style (1x1 maps), groups, batch 2, bias or not
-    for xs, M, g, bias in (((1, 37, 1, 1), 20, 1, True), ((2, 8, 3, 5), 7, 1, False), ((1, 12, 2, 2), 9, 3, True),
-                           ((1, 200, 1, 1), 17, 1, True)):
+    # 1x1 Conv on maps of fewer than 8 pixels (_conv_gemv: channels 8 at a time and a tail; one
+    # pixel with 8+ channels: gemvT, below), groups, batch 2, bias or not
+    for xs, M, g, bias in (((1, 37, 1, 1), 5, 1, True), ((2, 30, 2, 3), 20, 1, False), ((1, 12, 2, 2), 9, 3, True),
+                           ((1, 16, 1, 7), 9, 1, True), ((2, 8, 3, 5), 7, 1, False)):
         ins = [rnd(rng, *xs), rnd(rng, M * g, xs[1] // g, 1, 1)] + ([rnd(rng, M * g)] if bias else [])
         same("Conv", ins, const_inputs=(1, 2) if bias else (1,), group=g)
+    # the im2col GEMM (_conv_gemm): 1x1 with fewer than 6 outputs per group on 16+ pixels, and a
+    # k x k Conv whose wide grid would be mostly garbage (one output column)
+    same("Conv", [rnd(rng, 1, 5, 4, 5), rnd(rng, 4, 5, 1, 1), rnd(rng, 4)], const_inputs=(1, 2))
+    same("Conv", [rnd(rng, 2, 4, 9, 3), rnd(rng, 8, 4, 3, 3)], const_inputs=(1,))
     case_conv_packed(rng)
 
 

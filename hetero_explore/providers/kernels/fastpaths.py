@@ -1965,14 +1965,14 @@ def _conv_kind(p):
         return _CK_DIRECT
     if KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W:
         NN = OH * OW
-        if NN == 1 and Mg >= 8:
+        if NN == 1 and Mg >= 8 and Cg >= 1:
             return _CK_GEMVT
-        if NN >= 8 and Mg >= _PW_R:
+        if NN >= 8 and Mg >= _PW_R and Cg >= 1:
             return _CK_PW
         if NN < _MK_W:
             return _CK_GEMV
         return _CK_GEMM
-    if Mg >= _PX_W and OH * OW >= _PX_R:
+    if Mg >= _PX_W and OH * OW >= _PX_R and Cg >= 1:
         return _CK_PX
     if _conv_wide_ok(p):
         return _CK_WIDE
