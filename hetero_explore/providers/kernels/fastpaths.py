@@ -1653,11 +1653,11 @@ def _mkpx_codegen(R, NW, x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, f
     indirect GEMM with the pixels as rows. Pixel r's tap k is the input value
     x[xo + pofs[po + r] + koff[ko + k]] (broadcast), channel j's weight of tap k is
     b[bo + k*NW + j] (packed by conv_pack); in registers, acc = 0.0f (or the partial sums at
-    acc[ao + r*NW : +NW] when ``resume`` != 0), acc = acc + x*w per k ascending (fmul then
-    fadd, each rounded; no FMA). When ``fin`` != 0 (the last k block), + bias[bo2 + j] (when
-    has_b), and the tile is transposed in registers and stored to the output planes:
-    out[oo + j*P + r]; else the partial sums go back to ``acc``. R <= 8, NW a multiple of 8.
-    No bounds checks."""
+    acc[ao + r*NW : +NW] when ``resume`` != 0), acc = acc + w*x per k ascending (fmul then
+    fadd, each rounded; no FMA; the generated kernel's operand order). When ``fin`` != 0 (the
+    last k block), + bias[bo2 + j] (when has_b), and the tile is transposed in registers and
+    stored to the output planes: out[oo + j*P + r]; else the partial sums go back to ``acc``.
+    R <= 8, NW a multiple of 8. No bounds checks."""
     sig = types.void(x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, fin, bias, bo2, has_b, out, oo, P)
     vt = llvm_ir.VectorType(llvm_ir.FloatType(), NW)
 
@@ -1684,7 +1684,7 @@ def _mkpx_codegen(R, NW, x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, f
             kv = builder.load(builder.gep(kbase, [k]))
             bv = builder.load(_vptr(builder, bbase, builder.mul(k, _c64(NW)), vt), align=4)
             for r in range(R):
-                _mac(builder, accs[r], _splat(builder, builder.load(builder.gep(bases[r], [kv])), NW), bv)
+                _mac(builder, accs[r], bv, _splat(builder, builder.load(builder.gep(bases[r], [kv])), NW))
         with builder.if_else(_true(builder, fin_)) as (then, otherwise):
             with then:
                 with builder.if_then(_true(builder, hb_)):
@@ -1864,8 +1864,8 @@ def _gemvt_of(NW):
 
 
 def _gemvt_codegen(NW, x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo):
-    """CPU only, compiled inline: out[oo + j] = sum_k x[xo + k] * wt[wo + k*ld + j] (k
-    ascending from 0.0f, acc = acc + x*w in registers: fmul then fadd), then + bias[bo + j]
+    """CPU only, compiled inline: out[oo + j] = sum_k wt[wo + k*ld + j] * x[xo + k] (k
+    ascending from 0.0f, acc = acc + w*x in registers: fmul then fadd), then + bias[bo + j]
     when has_b, for j < NW (W^T packed by conv_pack: output channels contiguous)."""
     sig = types.void(x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo)
     vt = llvm_ir.VectorType(llvm_ir.FloatType(), NW)
@@ -1879,8 +1879,8 @@ def _gemvt_codegen(NW, x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo):
         slot = _acc_slots(builder, vt, 1)[0]
         with cgutils.for_range(builder, K_) as loop:
             k = loop.index
-            _mac(builder, slot, _splat(builder, builder.load(builder.gep(xp, [k])), NW),
-                 builder.load(_vptr(builder, wp, builder.mul(k, ld_), vt), align=4))
+            _mac(builder, slot, builder.load(_vptr(builder, wp, builder.mul(k, ld_), vt), align=4),
+                 _splat(builder, builder.load(builder.gep(xp, [k])), NW))
         with builder.if_then(_true(builder, hb_)):
             builder.store(builder.fadd(builder.load(slot), builder.load(_vptr(builder, biasp, bo_, vt), align=4)),
                           slot)
