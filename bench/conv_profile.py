@@ -5,17 +5,23 @@
 
 For each Conv node (after the loader's optimisation, so Conv+BN are folded as
 in a real run) prints its shape (N,C,H,W -> M,KH,KW, stride, group), its
-multiply-adds, the CPU fast path's time (the kernel called directly on the
-node's weights, the least of ``--runs`` calls), its GMAC/s, which CPU path
-``_conv_cpu`` takes for it, and onnxruntime's time for a one-node model of the
-same Conv (weights and bias as initializers, the least of ``--runs`` runs, same
-thread count). The ratio column is ours / onnxruntime's. Never run as a test.
+multiply-adds, the CPU fast path's time (what the node's build runs: the weights
+packed once by ``fastpaths.conv_pack`` and ``conv_packed_cpu``, or the
+``_conv_cpu`` override for paths that read the weight as it is), its GMAC/s,
+which CPU path it takes, and onnxruntime's time for a one-node model of the
+same Conv (weights and bias as initializers, same thread count; its time
+includes the NCHWc reorders it does around a lone Conv, which in a whole model
+it mostly does not). The two run alternately, ``--runs`` times each (each run
+repeats the call enough times for ~0.2 ms); the times are medians of the
+calling thread's CPU time per call (``--wall``: of wall time), robust on a
+shared machine. The ratio column is ours / onnxruntime's. Never run as a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -57,8 +63,11 @@ def conv_nodes(name):
 
 
 def path_of(p):
-    """Which branch of fastpaths._conv_cpu a geometry takes (mirrors its tests)."""
+    """Which branch of fastpaths._conv_cpu a geometry takes."""
     from hetero_explore.providers.kernels import fastpaths as fp
+    if hasattr(fp, "conv_kind"):
+        return fp.CONV_PATHS[fp.conv_kind(p)]
+    # older checkouts (before / after comparisons): mirrors their _conv_cpu
     N, C, H, W, M, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, G = (int(v) for v in p[:16])
     if p[16] != 1 or p[17] != 1 or p[18] != 1:
         return "item (3-D)"
@@ -74,17 +83,27 @@ def path_of(p):
     return "im2col+gemm"
 
 
-def best_of(fn, runs):
-    fn()
-    best = float("inf")
-    for _ in range(runs):
+def interleaved(fns, runs, wall=False):
+    """Median seconds per call of each of ``fns``, run alternately ``runs`` times each; a run
+    repeats the call enough times for ~0.2 ms (the clock's cost stays out of small calls)."""
+    clock = time.perf_counter if wall else time.thread_time
+    reps = []
+    for fn in fns:
+        fn()
         t = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        reps.append(max(1, min(1000, int(2e-4 / max(time.perf_counter() - t, 1e-7)))))
+    times = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, r, ts in zip(fns, reps, times):
+            t = clock()
+            for _ in range(r):
+                fn()
+            ts.append((clock() - t) / r)
+    return [statistics.median(ts) for ts in times]
 
 
-def ort_time(xs, w, b, attrs, threads, runs):
+def ort_session(xs, w, b, attrs, threads):
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -99,10 +118,10 @@ def ort_time(xs, w, b, attrs, threads, runs):
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).standard_normal(xs).astype(np.float32)
-    return best_of(lambda: sess.run(None, {"x": x}), runs), sess.run(None, {"x": x})[0], x
+    return (lambda: sess.run(None, {"x": x})), sess.run(None, {"x": x})[0], x
 
 
-def ours_time(name, xs, w, b, attrs, ys, runs, x):
+def ours_call(name, xs, w, b, attrs, ys, x):
     from types import SimpleNamespace
     from hetero_explore.providers.kernels import nn
     ctx = SimpleNamespace(node=SimpleNamespace(op_type="Conv", name=name), attrs=attrs)
@@ -112,21 +131,29 @@ def ours_time(name, xs, w, b, attrs, ys, runs, x):
     bf = np.ascontiguousarray(b, dtype=np.float32).ravel() if b is not None else np.zeros(1, np.float32)
     from hetero_explore.providers.kernels import fastpaths
     fastpaths.install()
-    k = nn._CONV.cpu_fast.compiled
     xf = x.ravel()
-    t = best_of(lambda: k(xf, wf, bf, b is not None, p, out), runs)
-    return t, out.reshape(ys), p
+    wp = fastpaths.conv_pack(wf, p) if hasattr(fastpaths, "conv_pack") else None
+    if wp is not None:   # what _build_conv runs for an initializer weight
+        k = fastpaths.conv_packed_cpu
+        fn = lambda: k(xf, wp, bf, b is not None, p, out)   # noqa: E731
+    else:
+        k = nn._CONV.cpu_fast.compiled
+        fn = lambda: k(xf, wf, bf, b is not None, p, out)   # noqa: E731
+    fn()
+    return fn, out.reshape(ys), p
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="resnet,detector,mobilenet,vit")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--wall", action="store_true", help="medians of wall time instead of thread CPU time")
     args = ap.parse_args(argv)
     import numba
     numba.set_num_threads(args.threads)
-    print(f"# Conv nodes, {args.threads} thread(s), least of {args.runs}; load {os.getloadavg()[0]:.2f}")
+    print(f"# Conv nodes, {args.threads} thread(s), medians of {args.runs} alternating runs "
+          f"({'wall' if args.wall else 'thread CPU'} time); load {os.getloadavg()[0]:.2f}")
     for fam in args.only.split(","):
         rows = conv_nodes(fam)
         print(f"\n## {fam}: {len(rows)} Conv nodes")
@@ -134,8 +161,9 @@ def main(argv=None):
               f"{'GMAC/s':>6} {'ort us':>7} {'ort GMAC/s':>10} {'ratio':>5}  path")
         tot_o = tot_r = 0.0
         for nm, xs, w, b, attrs, ys in rows:
-            tr, yr, x = ort_time(xs, w, b, attrs, args.threads, args.runs)
-            to, yo, p = ours_time(nm, xs, w, b, attrs, ys, args.runs, x)
+            fr, yr, x = ort_session(xs, w, b, attrs, args.threads)
+            fo, yo, p = ours_call(nm, xs, w, b, attrs, ys, x)
+            to, tr = interleaved([fo, fr], args.runs, args.wall)
             err = float(np.max(np.abs(yo - yr)) / max(np.max(np.abs(yr)), 1e-30))
             assert err < 1e-4, (nm, err)
             macs = int(np.prod(ys)) * int(np.prod(w.shape[1:]))

@@ -151,8 +151,8 @@ def case_conv(rng):
     same("Conv", [rnd(rng, 1, 8, 9, 9), rnd(rng, 12, 2, 3, 3), rnd(rng, 12)], const_inputs=(1, 2),
          strides=[2, 3], dilations=[2, 1], pads=[1, 1, 2, 2], group=4)
     same("Conv", [rnd(rng, 2, 4, 13), rnd(rng, 4, 1, 3)], const_inputs=(1,), strides=[2], pads=[1, 1], group=4)
-    # the depthwise path (one input channel per group): taps in passes of four and a tail of
-    # 1-3 (1x1, 2x3, 3x3, 5x5, 1x7), odd sizes, strides 1/2/3, pads, dilation, channel
+    # the depthwise path (one input channel per group; _conv_dw8, more in case_conv_packed): 1x1,
+    # 2x3, 3x3, 5x5, 1x7 kernels, odd sizes, strides 1/2/3, pads, dilation, channel
     # multipliers 1-3, with and without bias, batch 2
     for KH, KW, s, d, pd, mult, bias in ((3, 3, 1, 1, 1, 1, True), (3, 3, 2, 1, 1, 1, False),
                                          (3, 3, 1, 2, 2, 2, True), (5, 5, 2, 1, 2, 1, True),
@@ -165,8 +165,8 @@ def case_conv(rng):
              dilations=[d, 1], pads=[pd, pd // 2, pd // 2 + 1, pd], group=C)
 
 
-    # the wide indirect-GEMM path (_conv_wide: k x k kernels of dense and grouped Conv with more
-    # than 4 outputs per group): every row tail (M % 6 = 0..5: row pairs, an odd last row),
+    # the wide indirect-GEMM path (_conv_wide: k x k kernels of dense and grouped Conv with 5-15
+    # outputs per group; from 16 the pixel-tile path, below): every row tail (M % 6 = 0..5: row pairs, an odd last row),
     # k blocks (K = Cg*KH*KW > 256), several column blocks (OH*Wq > 128), strides, dilations,
     # asymmetric pads, batch 2, bias or not, a 7x7/2 stem, a 4x4/4 patchify, 1-D, odd sizes
     for M in range(6, 14):
@@ -181,12 +181,115 @@ def case_conv(rng):
         ins = [rnd(rng, *xs), rnd(rng, *ws)] + ([rnd(rng, ws[0])] if bias else [])
         same("Conv", ins, const_inputs=(1, 2) if bias else (1,), **at)
 
-    # 1x1 Conv on maps of fewer than 16 pixels (_conv_gemv: channels 8 at a time and a tail),
-    # squeeze-excite style (1x1 maps), groups, batch 2, bias or not
-    for xs, M, g, bias in (((1, 37, 1, 1), 20, 1, True), ((2, 8, 3, 5), 7, 1, False), ((1, 12, 2, 2), 9, 3, True),
-                           ((1, 200, 1, 1), 17, 1, True)):
+    # 1x1 Conv on maps of fewer than 8 pixels (_conv_gemv: channels 8 at a time and a tail; one
+    # pixel with 8+ channels: gemvT, below), groups, batch 2, bias or not
+    for xs, M, g, bias in (((1, 37, 1, 1), 5, 1, True), ((2, 30, 2, 3), 20, 1, False), ((1, 12, 2, 2), 9, 3, True),
+                           ((1, 16, 1, 7), 9, 1, True), ((2, 8, 3, 5), 7, 1, False)):
         ins = [rnd(rng, *xs), rnd(rng, M * g, xs[1] // g, 1, 1)] + ([rnd(rng, M * g)] if bias else [])
         same("Conv", ins, const_inputs=(1, 2) if bias else (1,), group=g)
+    # the im2col GEMM (_conv_gemm): 1x1 with fewer than 6 outputs per group on 16+ pixels, and a
+    # k x k Conv whose wide grid would be mostly garbage (one output column)
+    same("Conv", [rnd(rng, 1, 5, 4, 5), rnd(rng, 4, 5, 1, 1), rnd(rng, 4)], const_inputs=(1, 2))
+    same("Conv", [rnd(rng, 2, 4, 9, 3), rnd(rng, 8, 4, 3, 3)], const_inputs=(1,))
+    case_conv_packed(rng)
+
+
+def _conv_both(rng, xs, ws, bias=True, nonfinite=False, **attrs):
+    """One Conv with its weight an initializer (packed once at build time: conv_packed_cpu)
+    and as an input (packed per call in _conv_cpu), each against the generated kernel."""
+    x, w = rnd(rng, *xs), rnd(rng, *ws)
+    if nonfinite:   # inf/NaN weights (a padding tap must multiply them by 0.0f) and inputs
+        w.reshape(-1)[::7] = np.inf
+        w.reshape(-1)[3::11] = -np.inf
+        x.reshape(-1)[::13] = np.nan
+    ins = [x, w] + ([rnd(rng, ws[0])] if bias else [])
+    same("Conv", ins, const_inputs=(1, 2) if bias else (1,), **attrs)
+    same("Conv", ins, **attrs)
+
+
+def case_conv_packed(rng):
+    """The packed-weight Conv paths (fastpaths.conv_kind: dw8, pw, px, gemvT), each with its
+    weight an initializer and not."""
+    from hetero_explore.providers.kernels import fastpaths
+    # dw8: depthwise, 8 channels per vector: channel counts not a multiple of 8 (the last
+    # block's lanes past M), multipliers 1-3, 3x3/5x5/1x7, strides 1-3, dilation, asymmetric
+    # and oversized pads, output planes of fewer than 8 pixels and not a multiple of 8 (the
+    # last 8 overlapping), input planes of fewer than 8 elements and ones the taps read only
+    # partly (stride 3), batch 2, bias or not, non-finite weights and inputs
+    for xs, mult, k, at in (((1, 5, 9, 9), 1, 3, dict(pads=[1] * 4)),
+                            ((2, 13, 14, 14), 1, 3, dict(pads=[1] * 4, strides=[2, 2])),
+                            ((1, 19, 7, 7), 1, 5, dict(pads=[2] * 4)),
+                            ((1, 9, 4, 4), 1, 5, dict(pads=[2] * 4)),
+                            ((1, 16, 7, 7), 1, 5, dict(pads=[2] * 4, strides=[2, 2])),
+                            ((1, 6, 2, 2), 2, 3, dict(pads=[1, 0, 1, 1])),
+                            ((1, 4, 12, 11), 3, 3, dict(pads=[2, 1, 0, 2], dilations=[2, 1])),
+                            ((2, 8, 10, 13), 1, 3, dict(strides=[3, 3])),
+                            ((1, 3, 5, 6), 2, 3, dict(pads=[4, 3, 4, 5])),
+                            ((1, 11, 30, 23), 1, 3, dict(pads=[1] * 4)),
+                            ((1, 8, 1, 20), 1, (1, 7), dict(pads=[0, 3, 0, 3], strides=[1, 2]))):
+        C = xs[1]
+        kh, kw = k if isinstance(k, tuple) else (k, k)
+        for bias in (True, False):
+            _conv_both(rng, xs, (C * mult, 1, kh, kw), bias=bias, group=C, **at)
+    _conv_both(rng, (1, 10, 9, 8), (10, 1, 3, 3), nonfinite=True, group=10, pads=[1] * 4)
+    # pw: 1x1 stride 1: output channels per group 6-13 (the last 6-row block overlapping),
+    # pixels 8-15 (8-wide panels), 17-31 (the last 16-wide panel overlapping), a multiple of
+    # 64 (panels copied), K > 256 (k blocks resuming, with the overlapping blocks), groups,
+    # batch 2, bias or not, non-finite values
+    for xs, M, g in (((1, 5, 2, 4), 6, 1), ((1, 7, 3, 5), 13, 1), ((2, 9, 4, 5), 11, 1), ((1, 12, 3, 7), 8, 1),
+                     ((1, 20, 8, 8), 17, 1), ((1, 300, 5, 7), 14, 1), ((1, 270, 8, 8), 9, 1),
+                     ((2, 12, 6, 6), 14, 2), ((1, 3, 1, 9), 7, 1)):
+        for bias in (True, False):
+            _conv_both(rng, xs, (M, xs[1] // g, 1, 1), bias=bias, group=g)
+    _conv_both(rng, (1, 9, 5, 5), (12, 9, 1, 1), nonfinite=True)
+    # px: k x k (and strided or padded 1x1) with 16+ output channels per group: channels not a
+    # multiple of 16 (the last panel overlapping), pixels 6, 7 and more (the last tile
+    # overlapping), strides, dilation, asymmetric pads, no padding (taps read the input in
+    # place), K > 256 (k blocks), chunks of 32 tiles (the last taking the rest), groups,
+    # batch 2, 1-D, a 7x7/2 stem, non-finite values
+    for xs, ws, at in (((1, 3, 8, 8), (16, 3, 3, 3), dict(pads=[1] * 4)),
+                       ((2, 5, 9, 7), (17, 5, 3, 3), dict(pads=[1, 0, 2, 1])),
+                       ((1, 4, 5, 5), (33, 4, 3, 3), dict()),
+                       ((1, 4, 4, 5), (16, 4, 3, 3), dict()),
+                       ((1, 4, 9), (16, 4, 3), dict()),
+                       ((1, 6, 5, 7), (20, 6, 3, 3), dict(strides=[2, 2], pads=[1] * 4)),
+                       ((1, 4, 11, 9), (16, 4, 3, 2), dict(dilations=[2, 3], pads=[2, 1, 1, 2])),
+                       ((1, 30, 6, 6), (16, 30, 3, 3), dict(pads=[1] * 4)),
+                       ((1, 30, 20, 20), (17, 30, 3, 3), dict(pads=[1] * 4)),
+                       ((1, 3, 23, 21), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3] * 4)),
+                       ((2, 8, 9, 9), (36, 4, 3, 3), dict(group=2, pads=[1] * 4)),
+                       ((1, 7, 10, 10), (18, 7, 1, 1), dict(strides=[2, 2])),
+                       ((1, 7, 5, 5), (16, 7, 1, 1), dict(pads=[1, 0, 0, 1])),
+                       ((1, 4, 30), (21, 4, 5), dict(pads=[2, 2], strides=[2]))):
+        for bias in (True, False):
+            _conv_both(rng, xs, ws, bias=bias, **at)
+    _conv_both(rng, (1, 6, 7, 7), (19, 6, 3, 3), nonfinite=True, pads=[1] * 4)
+    # gemvT: 1x1 on a one-pixel map, blocks of 64/32/8 channels (the last overlapping), groups,
+    # batch 2, bias or not
+    for xs, M, g in (((1, 20, 1, 1), 8, 1), ((1, 7, 1, 1), 9, 1), ((2, 40, 1, 1), 31, 1), ((1, 33, 1, 1), 32, 1),
+                     ((1, 300, 1, 1), 65, 1), ((1, 16, 1, 1), 100, 1), ((2, 24, 1, 1), 20, 2)):
+        for bias in (True, False):
+            _conv_both(rng, xs, (M * g if g > 1 else M, xs[1] // g, 1, 1), bias=bias, group=g)
+    _conv_both(rng, (1, 30, 1, 1), (40, 30, 1, 1), nonfinite=True)
+    # every packed path was taken by some case above
+    kinds = {fastpaths.conv_kind(nn_geometry(xs, ws, at)) for xs, ws, at in (
+        ((1, 5, 9, 9), (5, 1, 3, 3), dict(group=5, pads=[1] * 4)), ((1, 5, 2, 4), (6, 5, 1, 1), {}),
+        ((1, 3, 8, 8), (16, 3, 3, 3), dict(pads=[1] * 4)), ((1, 20, 1, 1), (8, 20, 1, 1), {}))}
+    assert kinds == {fastpaths._CK_DW, fastpaths._CK_PW, fastpaths._CK_PX, fastpaths._CK_GEMVT}, kinds
+
+
+def nn_geometry(xs, ws, attrs):
+    """Conv's geometry array for shapes and attributes (as the build computes it)."""
+    from types import SimpleNamespace
+    from hetero_explore.providers.kernels import nn
+    ctx = SimpleNamespace(node=SimpleNamespace(op_type="Conv", name="c"), attrs=attrs)
+    nsp = len(xs) - 2
+    pads = attrs.get("pads", [0] * 2 * nsp)
+    st = attrs.get("strides", [1] * nsp)
+    dl = attrs.get("dilations", [1] * nsp)
+    ys = [xs[0], ws[0]] + [(xs[2 + i] + pads[i] + pads[nsp + i] - (ws[2 + i] - 1) * dl[i] - 1) // st[i] + 1
+                           for i in range(nsp)]
+    return nn.conv_geometry(ctx, xs, ws, ys)
 
 def case_convt(rng):
     for _ in range(4):
@@ -479,3 +582,28 @@ def test_the_packed_constant_b_path_is_taken_and_checked(monkeypatch):
         with pytest.raises(AssertionError):
             same(op, ins, const_inputs=(1,), **at)
         assert len(calls) > n, op
+
+
+def test_the_packed_conv_path_is_taken_and_checked(monkeypatch):
+    """A Conv with an initializer weight runs fastpaths.conv_packed_cpu on the weight packed at
+    build time (called from the build's run function, not a pair's cpu_fast): the comparison
+    above reaches it, on every packed path, and can fail."""
+    from hetero_explore.providers.kernels import fastpaths
+    real = fastpaths.conv_packed_cpu
+    calls = []
+
+    def broken(*args):
+        calls.append(fastpaths.conv_kind(args[4]))
+        real(*args)
+        args[5][0] += F(1)   # out
+
+    monkeypatch.setattr(fastpaths, "conv_packed_cpu", broken)
+    rng = np.random.default_rng(0)
+    for xs, ws, at in (((1, 8, 6, 6), (8, 1, 3, 3), dict(group=8, pads=[1] * 4)), ((1, 8, 4, 4), (12, 8, 1, 1), {}),
+                       ((1, 4, 6, 6), (16, 4, 3, 3), dict(pads=[1] * 4)), ((1, 8, 1, 1), (16, 8, 1, 1), {})):
+        n = len(calls)
+        with pytest.raises(AssertionError):
+            same("Conv", [rnd(rng, *xs), rnd(rng, *ws)], const_inputs=(1,), **at)
+        assert len(calls) > n, (xs, ws)
+    assert set(calls) == {fastpaths._CK_DW, fastpaths._CK_PW, fastpaths._CK_PX, fastpaths._CK_GEMVT}
+

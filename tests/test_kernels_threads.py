@@ -51,17 +51,21 @@ def _cases(rng, small=False):
                                                                                              group=C)
     yield "Conv", [rnd(rng, 2, C, H, H), rnd(rng, C, 1, 5, 5)], (1,), 17, dict(pads=[2] * 4, strides=[2, 2],
                                                                               group=C)
-    # depthwise with channel multiplier 2, dilation and bias (fastpaths._conv_dw_cpu, chunks of planes)
+    # depthwise with channel multiplier 2, dilation and bias (fastpaths._conv_dw8, chunks of 8-channel blocks)
     yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, 2 * C, 1, 3, 3), rnd(rng, 2 * C)], (1, 2), 17, dict(
         pads=[2] * 4, dilations=[2, 2], group=C)
     yield "Conv", [rnd(rng, 1, 3, 2 * H, 2 * H), rnd(rng, 8, 3, 7, 7)], (1,), 17, dict(pads=[3] * 4,
                                                                                       strides=[2, 2])
-    # the wide indirect GEMM (fastpaths._conv_wide), grouped (more than 4 outputs per group),
-    # stride 2, batch 2; and 1x1 Conv on a 1x1 map (fastpaths._conv_gemv, blocks of 8 channels)
+    # the pixel-tile indirect GEMM (fastpaths._conv_px), grouped (more than 4 outputs per group),
+    # stride 2, batch 2; and 1x1 Conv on a 1x1 map (fastpaths._conv_gemvt, blocks of 64 channels)
     yield "Conv", [rnd(rng, 2, 2 * C, H, H), rnd(rng, 4 * C, C, 3, 3), rnd(rng, 4 * C)], (1, 2), 17, dict(
         pads=[1] * 4, strides=[2, 2], group=2)
     yield "Conv", [rnd(rng, 1, 24 * C, 1, 1), rnd(rng, 16 * C + 3, 24 * C, 1, 1), rnd(rng, 16 * C + 3)], (1, 2), \
         17, {}
+    # pointwise 1x1 (fastpaths._conv_pw: items of 48 output channels x 256 pixels, the last 6-row
+    # block and 16-pixel panel overlapping) and the pixel-tile path on a strided 1x1 (_conv_px)
+    yield "Conv", [rnd(rng, 1, 2 * C, H, H), rnd(rng, 2 * C + 6, 2 * C, 1, 1), rnd(rng, 2 * C + 6)], (1, 2), 17, {}
+    yield "Conv", [rnd(rng, 2, 2 * C, H, H), rnd(rng, 16 * C + 3, 2 * C, 1, 1)], (1,), 17, dict(strides=[2, 2])
     yield "MatMul", [rnd(rng, 2, 2 * s, 16 * s, 8 * s), rnd(rng, 2, 2 * s, 8 * s, 16 * s)], (), 17, {}
     yield "MatMul", [rnd(rng, 3, 16 * s, 32 * s), rnd(rng, 32 * s, 16 * s)], (1,), 17, {}
     yield "Gemm", [rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s)], (1, 2), 17, dict(transB=1)

@@ -3,18 +3,20 @@
 Each op's kernels are generated from one per-item statement (see
 :func:`.target.kernel_pair`); the CUDA kernel runs that statement once per
 thread. Where a plain loop over it is slow on a CPU, a function here computes
-the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
-on padded phases (im2col where that does not fit), depthwise Conv in register
-blocks, rows of accumulators for AveragePool, shared row maxima for MaxPool,
-row-wise Softmax/LayerNorm/Resize/Pad/gathers, strided copies coalesced into
-contiguous rows or tiled transposes -- and :func:`install` sets it as the pair's
-``cpu_fast``. (MatMul/Gemm with a constant B call :func:`mm_packed_cpu` on a B
-packed at build time directly, when the target's ``fast_paths`` is on.) A fast
-path may reorder *which* output elements are computed when (blocking,
-vectorising across elements) but gives every element exactly the sequence of
-float32 operations of the generated kernel (MaxPool: the same selection, see
-:func:`_maxpool_cpu`; data movement: the same bits copied), so results are bit
-for bit the same:
+the same values faster -- a register-blocked GEMM, Conv as register-blocked
+(indirect) GEMMs on packed weights (pixel tiles x channel panels, pointwise
+row blocks x pixel panels, depthwise 8 pixels x 8 channels in an interleaved
+copy; padded phases or im2col where those do not fit), rows of accumulators for
+AveragePool, shared row maxima for MaxPool, row-wise Softmax/LayerNorm/Resize/Pad/
+gathers, strided copies coalesced into contiguous rows or tiled transposes -- and
+:func:`install` sets it as the pair's ``cpu_fast``. (MatMul/Gemm with a constant B
+call :func:`mm_packed_cpu` on a B packed at build time directly, and Conv with a
+constant weight :func:`conv_packed_cpu` on a weight packed by :func:`conv_pack`,
+when the target's ``fast_paths`` is on.) A fast path may reorder *which* output
+elements are computed when (blocking, vectorising across elements) but gives
+every element exactly the sequence of float32 operations of the generated kernel
+(MaxPool: the same selection, see :func:`_maxpool_cpu`; data movement: the same
+bits copied), so results are bit for bit the same:
 ``tests/test_fastpaths.py`` checks each one against the generated kernel on
 random shapes, and fails for a fast path that has no cases there.
 
@@ -50,6 +52,26 @@ _bcast_offset_cpu = bcast_offset.cpu  # the @dual's CPU twin, callable from plai
 _PAR_WORK = 1 << 18
 #: a grouped Conv with at most this many output channels per group runs the direct path
 _DIRECT_MG = 4
+
+
+@intrinsic
+def _num_threads(typingctx):
+    """numba.get_num_threads() through the threading layer's symbol, as numba's own
+    parallel code calls it (numba.get_num_threads in a kernel reads a ctypes pointer, which
+    keeps the kernel out of the disk cache). Only in functions that also call a parallel one:
+    loading such a function from the cache starts the threading layer first (numba's reload
+    hook of parallel code), which registers the symbol. The Conv dispatchers run their
+    parallel loop only with more than one thread (a parallel region on one thread costs a few
+    microseconds for nothing); the blocking never depends on it, so neither do the results."""
+    from numba.np.ufunc.parallel import _launch_threads
+    _launch_threads()
+
+    def codegen(context, builder, signature, args):
+        fnty = llvm_ir.FunctionType(llvm_ir.IntType(64), [])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads")
+        return builder.call(fn, [])
+
+    return types.intp(), codegen
 
 
 @njit(**_JIT)
@@ -691,7 +713,7 @@ def _conv_direct_cpu(x, w, bias, has_b, p, out):
     Cg = C // G
     if OH <= 0 or OW <= 0:
         return
-    if N * M * OH * OW * Cg * KH * KW >= _PAR_WORK:
+    if N * M * OH * OW * Cg * KH * KW >= _PAR_WORK and N * M > 1 and _num_threads() > 1:
         _conv_direct_par(x, w, bias, has_b, p, out, N * M)
     else:
         for q in range(N * M):
@@ -749,155 +771,6 @@ def _phase_copy(x, xb, sw, plan, xq):
         else:
             for j in range(c):
                 dst[j] = x[st + j * sw]
-
-
-#: output rows per call of the depthwise micro-kernel (_dw_rows: _DW_R rows x 8 columns)
-_DW_R = 4
-#: chunks of planes of a parallel depthwise Conv, each with its own scratch (fixed, not the
-#: thread count: a kernel cannot read it and stay cacheable; 64 made the scratch set-up cost
-#: ~30 us at one thread on mobilenet's 240-plane Conv, where the parallel loop runs serially)
-_DW_CHUNKS = 16
-
-
-@intrinsic
-def _dw_rows(typingctx, xq, xo, rs, toff, T, w, wo, acc, ao, ast):
-    """CPU only, compiled inline: for r < _DW_R, j < 8,
-    acc[ao + r*ast + j] = sum_t w[wo + t] * xq[xo + r*rs + toff[t] + j]
-    with t ascending from 0.0f, step by step (acc = acc + w*x: fmul then fadd, each
-    rounded, no FMA); the _DW_R x 8 accumulators live in registers over the taps. No
-    bounds checks: the caller guarantees the ranges."""
-    sig = types.void(xq, xo, rs, toff, T, w, wo, acc, ao, ast)
-    VW = 8
-
-    def codegen(context, builder, signature, args):
-        xq_, xo_, rs_, toff_, T_, w_, wo_, acc_, ao_, ast_ = args
-        xp = context.make_array(signature.args[0])(context, builder, xq_).data
-        tp = context.make_array(signature.args[3])(context, builder, toff_).data
-        wp = context.make_array(signature.args[5])(context, builder, w_).data
-        op = context.make_array(signature.args[7])(context, builder, acc_).data
-        i32 = llvm_ir.IntType(32)
-        i64 = llvm_ir.IntType(64)
-        vt = llvm_ir.VectorType(llvm_ir.FloatType(), VW)
-        undef = llvm_ir.Constant(vt, llvm_ir.Undefined)
-        splat = llvm_ir.Constant(llvm_ir.VectorType(i32, VW), [0] * VW)
-
-        def vptr(base, idx):
-            return builder.bitcast(builder.gep(base, [idx]), vt.as_pointer())
-
-        accs = []
-        for r in range(_DW_R):
-            slot = cgutils.alloca_once(builder, vt)
-            builder.store(llvm_ir.Constant(vt, [0.0] * VW), slot)
-            accs.append(slot)
-        with cgutils.for_range(builder, T_) as loop:
-            t = loop.index
-            base = builder.add(xo_, builder.load(builder.gep(tp, [t])))
-            wv = builder.load(builder.gep(wp, [builder.add(wo_, t)]))
-            wv = builder.shuffle_vector(builder.insert_element(undef, wv, llvm_ir.Constant(i32, 0)), undef, splat)
-            for r in range(_DW_R):
-                xv = builder.load(vptr(xp, builder.add(base, builder.mul(llvm_ir.Constant(i64, r), rs_))), align=4)
-                builder.store(builder.fadd(builder.load(accs[r]), builder.fmul(wv, xv)), accs[r])
-        for r in range(_DW_R):
-            builder.store(builder.load(accs[r]),
-                          vptr(op, builder.add(ao_, builder.mul(llvm_ir.Constant(i64, r), ast_))), align=4)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@njit(**_JIT)
-def _conv_dw_dims(p):
-    """(Hq, Wq, nseg, OHp) of _conv_dw_planes: phase plane Hq x Wq, 8-column segments per
-    output row, output rows rounded up to _DW_R."""
-    OH, OW, sh, sw, KH, KW, dh, dw = p[7], p[8], p[9], p[10], p[5], p[6], p[11], p[12]
-    Hq = ((OH - 1) * sh + (KH - 1) * dh + sh) // sh
-    Wq = ((OW - 1) * sw + (KW - 1) * dw + sw) // sw
-    return Hq, Wq, (OW + 7) // 8, (OH + _DW_R - 1) // _DW_R * _DW_R
-
-
-@njit(**_JIT)
-def _conv_dw_planes(q0, q1, x, w, bias, has_b, p, out, xq, acc, toff, plan):
-    """Output planes q0 <= q < q1 (plane q: image n = q // M, channel m = q % M) of
-    _conv_dw_cpu; ``xq``, ``acc``, ``toff``, ``plan``: from _conv_dw_scratch. The geometry
-    is read once for all of them and (n, m) stepped, not divided out per plane (the
-    divisions cost as much as a small plane's copies)."""
-    N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
-    OW, sw, G = p[8], p[10], p[15]
-    Mg = M // G
-    Hq, Wq, nseg, OHp = _conv_dw_dims(p)
-    W8 = nseg * 8
-    KK = KH * KW
-    HW = H * W
-    n = q0 // M
-    m = q0 - n * M
-    g = m // Mg   # the one input channel of output channel m (Cg == 1)
-    gm = m - g * Mg
-    for q in range(q0, q1):
-        _phase_copy(x, (n * C + g) * HW, sw, plan, xq)
-        for sg in range(nseg):
-            for rb in range(0, OHp, _DW_R):
-                _dw_rows(xq, rb * Wq + sg * 8, Wq, toff, KK, w, m * KK, acc, rb * W8 + sg * 8, W8)
-        _plane_out(out, q, OH, OW, acc, W8, has_b, bias, m)
-        # the next plane: m + 1 (its group: g + 1 after Mg channels), or the next image
-        m += 1
-        gm += 1
-        if gm == Mg:
-            gm = 0
-            g += 1
-        if m == M:
-            m = 0
-            g = 0
-            gm = 0
-            n += 1
-
-
-@njit(**_JIT)
-def _conv_dw_scratch(p):
-    """(phase scratch, accumulator rows, tap offsets, phase copy plan) of _conv_dw_planes.
-    The phase scratch has a zero tail that the garbage rows and columns of the last blocks
-    read."""
-    H, W, KH, KW, sh, sw, dh, dw, pt, pl = p[2], p[3], p[5], p[6], p[9], p[10], p[11], p[12], p[13], p[14]
-    Hq, Wq, nseg, OHp = _conv_dw_dims(p)
-    PQ = Hq * Wq
-    toff = np.empty(KH * KW, dtype=np.int64)
-    for kh in range(KH):
-        r0 = kh * dh
-        for kw in range(KW):
-            c0 = kw * dw
-            toff[kh * KW + kw] = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
-    xq = np.zeros(sh * sw * PQ + OHp * Wq + nseg * 8 + 8, dtype=np.float32)
-    return xq, np.empty(OHp * nseg * 8, dtype=np.float32), toff, _phase_plan(H, W, sh, sw, pt, pl, Hq, Wq)
-
-
-@njit(**_PAR)
-def _conv_dw_par(x, w, bias, has_b, p, out, planes, nchunk):
-    # fixed chunks of planes (not thread-dependent), scratch per chunk
-    for cu in prange(nchunk):
-        c = np.int64(cu)
-        xq, acc, toff, plan = _conv_dw_scratch(p)
-        _conv_dw_planes(c * planes // nchunk, (c + 1) * planes // nchunk, x, w, bias, has_b, p, out, xq, acc, toff,
-                        plan)
-
-
-@njit(**_JIT)
-def _conv_dw_cpu(x, w, bias, has_b, p, out):
-    """CPU only: depthwise Conv (one input channel per group, any channel multiplier), 2-D,
-    any stride/pad/dilation. Each input plane is copied into zero-padded phases (as
-    _conv_direct_cpu's: every tap reads one phase contiguously); then blocks of _DW_R output
-    rows x 8 columns go through a register micro-kernel (_dw_rows) that runs, for each tap
-    (kh, kw) ascending, ``acc = acc + w * xv`` from 0.0f (a tap in the padding multiplies
-    0.0f); then + bias: the generated sequence. Rows and columns past the plane's edge are
-    computed on padding and dropped. Chunks of planes run in parallel when the Conv is large
-    (_PAR_WORK)."""
-    N, M, KH, KW, OH, OW = p[0], p[4], p[5], p[6], p[7], p[8]
-    if OH <= 0 or OW <= 0:
-        return
-    planes = N * M
-    if planes * OH * OW * KH * KW >= _PAR_WORK and planes > 1:
-        _conv_dw_par(x, w, bias, has_b, p, out, planes, min(planes, _DW_CHUNKS))
-    else:
-        xq, acc, toff, plan = _conv_dw_scratch(p)
-        _conv_dw_planes(0, planes, x, w, bias, has_b, p, out, xq, acc, toff, plan)
 
 
 @njit(**_JIT)
@@ -965,7 +838,7 @@ def _conv_gemm(x, w, bias, has_b, p, out):
     # work for two threads) re-im2cols the tile per block and measured 1.4-2x slower on one thread
     RB = Mg
     nr = 1
-    if N * M * NN * Cg * KH * KW >= _PAR_WORK:
+    if N * M * NN * Cg * KH * KW >= _PAR_WORK and _num_threads() > 1:
         _conv_gemm_par(x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct, blocks * nr)
     else:
         for it in range(blocks * nr):
@@ -1182,7 +1055,7 @@ def _conv_wide(x, w, bias, has_b, p, out):
     xq = np.zeros(N * G * S, dtype=np.float32)
     nwt = (NWp + _CW_T - 1) // _CW_T
     nblocks = N * G * nwt
-    if N * M * OH * OW * koff.shape[0] >= _PAR_WORK:
+    if N * M * OH * OW * koff.shape[0] >= _PAR_WORK and _num_threads() > 1:
         _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, N * C, nblocks, plan)
     else:
         for ch in range(N * C):
@@ -1279,38 +1152,939 @@ def _conv_gemv(x, w, bias, has_b, p, out):
     N, C, H, W, M, G = p[0], p[1], p[2], p[3], p[4], p[15]
     Mg = M // G
     nblocks = N * G * H * W * ((Mg + 7) // 8)
-    if N * M * H * W * (C // G) >= _PAR_WORK and nblocks > 1:
+    if N * M * H * W * (C // G) >= _PAR_WORK and nblocks > 1 and _num_threads() > 1:
         _conv_gemv_par(x, w, bias, has_b, p, out, nblocks)
     else:
         for b in range(nblocks):
             _conv_gemv_block(b, x, w, bias, has_b, p, out)
 
 
-@cpu_kernel
-def _conv_cpu(x, w, bias, has_b, p, out):
-    if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
-        # 3-D: the generated per-element walk (the fast paths below are 2-D)
-        for i in range(out.shape[0]):
-            out[i] = _conv_item(i, x, w, bias, has_b, p)
-        return
+# --- Conv with packed weights -------------------------------------------------------------
+# The paths below take the weights in a layout of their own (conv_pack: once per node when
+# the weight is an initializer, else per call in _conv_cpu). Each output element still gets
+# the generated kernel's sequence: acc = 0.0f; acc = acc + w*x per tap (c, kh, kw) ascending,
+# fmul then fadd, each rounded to float32 (LLVM fuses neither without fast-math flags);
+# padding taps multiply a 0.0f of a zero-padded copy; then acc + bias. The vectors run
+# across output elements (pixels or channels); none splits or reorders a sum.
+
+
+_V8 = llvm_ir.VectorType(llvm_ir.FloatType(), 8)
+_I32 = llvm_ir.IntType(32)
+_I64 = llvm_ir.IntType(64)
+
+
+def _c64(v):
+    return llvm_ir.Constant(_I64, v)
+
+
+def _shuf(builder, a, b, idx):
+    return builder.shuffle_vector(a, b, llvm_ir.Constant(llvm_ir.VectorType(_I32, len(idx)), idx))
+
+
+def _splat(builder, v, n):
+    vt = llvm_ir.VectorType(llvm_ir.FloatType(), n)
+    undef = llvm_ir.Constant(vt, llvm_ir.Undefined)
+    return _shuf(builder, builder.insert_element(undef, v, llvm_ir.Constant(_I32, 0)), undef, [0] * n)
+
+
+def _data(context, builder, ty, val):
+    return context.make_array(ty)(context, builder, val).data
+
+
+def _vptr(builder, base, idx, vt=_V8):
+    return builder.bitcast(builder.gep(base, [idx]), vt.as_pointer())
+
+
+def _acc_slots(builder, vt, n):
+    """n accumulator vectors at 0.0f (allocas that mem2reg turns into registers)."""
+    slots = []
+    for _ in range(n):
+        slot = cgutils.alloca_once(builder, vt)
+        builder.store(llvm_ir.Constant(vt, [0.0] * vt.count), slot)
+        slots.append(slot)
+    return slots
+
+
+def _mac(builder, slot, a, b):
+    """slot = slot + a*b: an fmul, then an fadd (each rounded; no contraction flags, no FMA)."""
+    builder.store(builder.fadd(builder.load(slot), builder.fmul(a, b)), slot)
+
+
+def _transpose8(builder, rows):
+    """Eight <8 x float> rows to their eight columns (unpck/shufps/perm2f128 shuffles; data
+    movement only)."""
+    t = []
+    for i in range(0, 8, 2):
+        t.append(_shuf(builder, rows[i], rows[i + 1], [0, 8, 1, 9, 4, 12, 5, 13]))
+        t.append(_shuf(builder, rows[i], rows[i + 1], [2, 10, 3, 11, 6, 14, 7, 15]))
+    s = [None] * 8
+    for h, (a, b) in enumerate(((0, 2), (4, 6))):
+        s[4 * h] = _shuf(builder, t[a], t[b], [0, 1, 8, 9, 4, 5, 12, 13])
+        s[4 * h + 1] = _shuf(builder, t[a], t[b], [2, 3, 10, 11, 6, 7, 14, 15])
+        s[4 * h + 2] = _shuf(builder, t[a + 1], t[b + 1], [0, 1, 8, 9, 4, 5, 12, 13])
+        s[4 * h + 3] = _shuf(builder, t[a + 1], t[b + 1], [2, 3, 10, 11, 6, 7, 14, 15])
+    cols = [None] * 8
+    for j in range(4):
+        cols[j] = _shuf(builder, s[j], s[4 + j], [0, 1, 2, 3, 8, 9, 10, 11])
+        cols[4 + j] = _shuf(builder, s[j], s[4 + j], [4, 5, 6, 7, 12, 13, 14, 15])
+    return cols
+
+
+def _store_first(builder, vec, n, base, idx):
+    """The first n (<= 8) lanes of an <8 x float> at base[idx:idx + n] (4-, 2- and 1-lane stores)."""
+    off = 0
+    for w in (4, 2, 1):
+        while n - off >= w:
+            at = builder.add(idx, _c64(off))
+            if w == 1:
+                builder.store(builder.extract_element(vec, llvm_ir.Constant(_I32, off)), builder.gep(base, [at]))
+            else:
+                vt = llvm_ir.VectorType(llvm_ir.FloatType(), w)
+                builder.store(_shuf(builder, vec, vec, list(range(off, off + w))), _vptr(builder, base, at, vt),
+                              align=4)
+            off += w
+
+
+def _true(builder, v):
+    return builder.icmp_signed("!=", v, llvm_ir.Constant(v.type, 0))
+
+
+@intrinsic
+def _tr8_scatter(typingctx, src, soff, so, dst, dpos, do):
+    """CPU only: dst[dpos[do + j] + i] = src[soff[i] + so + j] for i, j < 8: eight rows of eight
+    floats transposed in registers, each column stored where the table says (data movement)."""
+    sig = types.void(src, soff, so, dst, dpos, do)
+
+    def codegen(context, builder, signature, args):
+        s_, soff_, so_, d_, dpos_, do_ = args
+        sp = _data(context, builder, signature.args[0], s_)
+        op = _data(context, builder, signature.args[1], soff_)
+        dp = _data(context, builder, signature.args[3], d_)
+        pp = _data(context, builder, signature.args[4], dpos_)
+        rows = [builder.load(_vptr(builder, sp, builder.add(builder.load(builder.gep(op, [_c64(i)])), so_)), align=4)
+                for i in range(8)]
+        cols = _transpose8(builder, rows)
+        for j in range(8):
+            d = builder.load(builder.gep(pp, [builder.add(do_, _c64(j))]))
+            builder.store(cols[j], _vptr(builder, dp, d), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _dw8_tile(typingctx, xs, pofs, po, toff, T, w8, wo, bias8, bo, has_b, out, oo, ost, nv):
+    """CPU only, compiled inline: depthwise Conv for 8 output pixels x 8 output channels. xs
+    holds the channels' zero-padded planes interleaved (8 floats per position, one per
+    channel); pixel r's window starts at xs[pofs[po + r]], tap t at toff[t] from it, and
+    w8[wo + 8t : +8] are the 8 channels' weights of tap t. For each pixel, in registers:
+    acc = 0.0f, then acc = acc + w*x for t ascending (an fmul, then an fadd), then + bias
+    (bias8[bo : +8]) when has_b. The 8 x 8 block is transposed in registers and channel i's 8
+    pixels are stored at out[oo + i*ost : +8], for i < nv. No bounds checks."""
+    sig = types.void(xs, pofs, po, toff, T, w8, wo, bias8, bo, has_b, out, oo, ost, nv)
+
+    def codegen(context, builder, signature, args):
+        xs_, pofs_, po_, toff_, T_, w8_, wo_, b8_, bo_, hb_, out_, oo_, ost_, nv_ = args
+        xp = _data(context, builder, signature.args[0], xs_)
+        pp = _data(context, builder, signature.args[1], pofs_)
+        tp = _data(context, builder, signature.args[3], toff_)
+        wp = _data(context, builder, signature.args[5], w8_)
+        bp = _data(context, builder, signature.args[7], b8_)
+        op = _data(context, builder, signature.args[10], out_)
+        bases = [builder.gep(xp, [builder.load(builder.gep(pp, [builder.add(po_, _c64(r))]))]) for r in range(8)]
+        accs = _acc_slots(builder, _V8, 8)
+        with cgutils.for_range(builder, T_) as loop:
+            t = loop.index
+            to = builder.load(builder.gep(tp, [t]))
+            wv = builder.load(_vptr(builder, wp, builder.add(wo_, builder.mul(t, _c64(8)))), align=4)
+            for r in range(8):
+                _mac(builder, accs[r], wv, builder.load(_vptr(builder, bases[r], to), align=4))
+        with builder.if_then(_true(builder, hb_)):
+            bv = builder.load(_vptr(builder, bp, bo_), align=4)
+            for r in range(8):
+                builder.store(builder.fadd(builder.load(accs[r]), bv), accs[r])
+        cols = _transpose8(builder, [builder.load(a) for a in accs])
+        for i in range(8):
+            with builder.if_then(builder.icmp_signed(">", nv_, _c64(i))):
+                builder.store(cols[i], _vptr(builder, op, builder.add(oo_, builder.mul(ost_, _c64(i)))), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+#: blocks of a parallel depthwise Conv per chunk: fixed chunks of (image, 8 channels) blocks,
+#: each chunk with its own scratch (the chunking does not depend on the thread count)
+_DW_CHUNKS = 16
+
+
+@njit(**_JIT)
+def _dw8_dims(p):
+    """(Hp, Wp): the padded input extent the taps of a Conv read (rows x columns)."""
+    KH, KW, OH, OW, sh, sw, dh, dw = p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12]
+    return (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
+
+
+def _dw8_pack(w, p):
+    """Depthwise weights for _dw8_tile: [block of 8 output channels][tap][channel in the
+    block], 0.0f for the channels past M (their results are never stored)."""
+    M, KK = int(p[4]), int(p[5]) * int(p[6])
+    nb = (M + 7) // 8
+    w8 = np.zeros((nb * 8, KK), dtype=np.float32)
+    w8[:M] = np.asarray(w, dtype=np.float32).reshape(M, KK)
+    return np.ascontiguousarray(w8.reshape(nb, 8, KK).transpose(0, 2, 1)).reshape(-1)
+
+
+@njit(**_JIT)
+def _dw8_tables(p):
+    """(tap offsets, pixel offsets, input positions) of _dw8_blocks, in floats of the
+    interleaved scratch: toff[kh*KW + kw], pofs[oh*OW + ow] (at least 8 entries, the last
+    repeated), ipos[ih*W + iw] (where input element (ih, iw) goes: padded row ih + pt, column
+    iw + pl; elements outside the extent the taps read go to a dump slot past it)."""
+    H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl = (p[2], p[3], p[5], p[6], p[7], p[8], p[9], p[10], p[11],
+                                                    p[12], p[13], p[14])
+    Hp, Wp = _dw8_dims(p)
+    toff = np.empty(KH * KW, dtype=np.int64)
+    for kh in range(KH):
+        for kw in range(KW):
+            toff[kh * KW + kw] = ((kh * dh) * Wp + kw * dw) * 8
+    P = OH * OW
+    pofs = np.empty(max(P, 8), dtype=np.int64)
+    for oh in range(OH):
+        for ow in range(OW):
+            pofs[oh * OW + ow] = ((oh * sh) * Wp + ow * sw) * 8
+    for j in range(P, pofs.shape[0]):
+        pofs[j] = pofs[P - 1]
+    ipos = np.empty(H * W, dtype=np.int64)
+    for ih in range(H):
+        for iw in range(W):
+            r = ih + pt
+            c = iw + pl
+            ipos[ih * W + iw] = (r * Wp + c) * 8 if r < Hp and c < Wp else Hp * Wp * 8
+    return toff, pofs, ipos
+
+
+@njit(**_JIT)
+def _dw8_scratch(p):
+    """The interleaved scratch (Hp x Wp positions of 8 floats, then the 8-float dump slot)
+    with its padding zeroed; the copies of _dw8_blocks overwrite only the rest."""
+    H, W, pt, pl = p[2], p[3], p[13], p[14]
+    Hp, Wp = _dw8_dims(p)
+    xs = np.empty(Hp * Wp * 8 + 8, dtype=np.float32)
+    r1 = min(Hp, H + pt)
+    c1 = min(Wp, W + pl)
+    zero = np.float32(0)
+    for r in range(Hp):
+        row = xs[r * Wp * 8:(r + 1) * Wp * 8]
+        if r < pt or r >= r1:
+            row[:] = zero
+        else:
+            row[:pl * 8] = zero
+            row[c1 * 8:] = zero
+    xs[Hp * Wp * 8:] = zero
+    return xs
+
+
+@njit(**_JIT)
+def _dw8_blocks(b0, b1, x, w8, bias, has_b, p, out, xs, toff, pofs, ipos):
+    """Blocks b0 <= b < b1 of _conv_dw8: block b is image b // nb, output channels 8*(b % nb)
+    and up. The 8 channels' input planes (channel m reads input channel m // Mg; a lane past
+    M repeats the last) go into the scratch, eight input elements x eight channels per
+    transposition; then _dw8_tile runs the output pixels eight at a time (the last eight
+    overlap the previous ones when the plane is not a multiple of 8: the same values again)."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
-    OW, sh, sw, dh, dw, pt, pl, G = p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]
+    OW, G = p[8], p[15]
+    Mg = M // G
+    KK = KH * KW
+    nb = (M + 7) // 8
+    P = OH * OW
+    HW = H * W
+    soff = np.empty(8, dtype=np.int64)
+    tmp = np.empty(64 if P < 8 else 1, dtype=np.float32)
+    b8 = np.zeros(8, dtype=np.float32)
+    for b in range(b0, b1):
+        n = b // nb
+        cb = b - n * nb
+        m0 = cb * 8
+        nv = min(8, M - m0)
+        for i in range(8):
+            soff[i] = (n * C + min(m0 + i, M - 1) // Mg) * HW
+        if HW >= 8:
+            for e in range(0, HW, 8):
+                e0 = min(e, HW - 8)
+                _tr8_scatter(x, soff, e0, xs, ipos, e0)
+        else:
+            for e in range(HW):
+                d = ipos[e]
+                for i in range(8):
+                    xs[d + i] = x[soff[i] + e]
+        bb = bias
+        bo = m0
+        if has_b and nv < 8:   # the tile reads 8 biases: the last block's from a padded copy
+            for i in range(nv):
+                b8[i] = bias[m0 + i]
+            bb = b8
+            bo = 0
+        wo = cb * KK * 8
+        ob = (n * M + m0) * P
+        if P >= 8:
+            for q in range(0, P, 8):
+                q0 = min(q, P - 8)
+                _dw8_tile(xs, pofs, q0, toff, KK, w8, wo, bb, bo, has_b, out, ob + q0, P, nv)
+        else:
+            _dw8_tile(xs, pofs, 0, toff, KK, w8, wo, bb, bo, has_b, tmp, 0, 8, 8)
+            for i in range(nv):
+                for j in range(P):
+                    out[ob + i * P + j] = tmp[i * 8 + j]
+
+
+@njit(**_PAR)
+def _conv_dw8_par(x, w8, bias, has_b, p, out, toff, pofs, ipos, nblk, nch):
+    for cu in prange(nch):
+        c = np.int64(cu)
+        xs = _dw8_scratch(p)
+        _dw8_blocks(c * nblk // nch, (c + 1) * nblk // nch, x, w8, bias, has_b, p, out, xs, toff, pofs, ipos)
+
+
+@njit(**_JIT)
+def _conv_dw8(x, w8, bias, has_b, p, out):
+    """CPU only: depthwise Conv (one input channel per group, any channel multiplier), 2-D,
+    any stride/pad/dilation, vectorised across 8 output channels (weights packed by
+    _dw8_pack): per (image, 8 channels), the channels' input planes are copied into one
+    zero-padded scratch with the 8 channels interleaved (every position one vector), then
+    blocks of 8 output pixels x 8 channels run in registers (_dw8_tile: for each tap (kh, kw)
+    ascending, acc = acc + w * xv from 0.0f, a padding tap multiplying 0.0f, then + bias: the
+    generated sequence) and are transposed into the output planes. Planes of any size and
+    strides need no garbage columns. Chunks of blocks run in parallel when the Conv is large."""
+    N, M, KH, KW, OH, OW = p[0], p[4], p[5], p[6], p[7], p[8]
+    if OH <= 0 or OW <= 0:
+        return
+    toff, pofs, ipos = _dw8_tables(p)
+    nblk = N * ((M + 7) // 8)
+    if N * M * OH * OW * KH * KW >= _PAR_WORK and nblk > 1 and _num_threads() > 1:
+        _conv_dw8_par(x, w8, bias, has_b, p, out, toff, pofs, ipos, nblk, min(nblk, _DW_CHUNKS))
+    else:
+        xs = _dw8_scratch(p)
+        _dw8_blocks(0, nblk, x, w8, bias, has_b, p, out, xs, toff, pofs, ipos)
+
+
+def _mkr_of(R, NW):
+    """A register micro-kernel of R rows x NW columns with A packed k-major (see _mkr_codegen)."""
+
+    def tile(typingctx, a, ao, b, bo, sbk, K, out, oo, som, resume, bias, bo2, fin):
+        return _mkr_codegen(R, NW, a, ao, b, bo, sbk, K, out, oo, som, resume, bias, bo2, fin)
+
+    tile.__name__ = tile.__qualname__ = f"_mkr_r{R}_w{NW}"
+    return intrinsic(tile)
+
+
+def _mkr_codegen(R, NW, a, ao, b, bo, sbk, K, out, oo, som, resume, bias, bo2, fin):
+    """CPU only, compiled inline: for r < R, j < NW,
+    out[oo + r*som + j] = acc + sum_k a[ao + k*R + r] * b[bo + k*sbk + j], k ascending, the
+    sum taken step by step in registers (acc = acc + a*b: fmul then fadd, each rounded; no
+    FMA); acc = 0.0f, or out's value when ``resume`` != 0 (a later k block); then, when
+    ``fin`` != 0, acc + bias[bo2 + r] (the Conv's bias, after the last k block). A is packed
+    R rows at a time, k-major (conv_pack), so its broadcasts read one stream. No bounds
+    checks: the caller guarantees the ranges."""
+    sig = types.void(a, ao, b, bo, sbk, K, out, oo, som, resume, bias, bo2, fin)
+    vt = llvm_ir.VectorType(llvm_ir.FloatType(), NW)
+
+    def codegen(context, builder, signature, args):
+        a_, ao_, b_, bo_, sbk_, K_, out_, oo_, som_, res_, bias_, bo2_, fin_ = args
+        abase = builder.gep(_data(context, builder, signature.args[0], a_), [ao_])
+        bp = _data(context, builder, signature.args[2], b_)
+        op = _data(context, builder, signature.args[6], out_)
+        biasp = _data(context, builder, signature.args[10], bias_)
+
+        def orow(r):
+            return _vptr(builder, op, builder.add(oo_, builder.mul(_c64(r), som_)), vt)
+
+        accs = _acc_slots(builder, vt, R)
+        with builder.if_then(_true(builder, res_)):
+            for r in range(R):
+                builder.store(builder.load(orow(r), align=4), accs[r])
+        with cgutils.for_range(builder, K_) as loop:
+            k = loop.index
+            bv = builder.load(_vptr(builder, bp, builder.add(bo_, builder.mul(k, sbk_)), vt), align=4)
+            ak = builder.gep(abase, [builder.mul(k, _c64(R))])
+            for r in range(R):
+                _mac(builder, accs[r], _splat(builder, builder.load(builder.gep(ak, [_c64(r)])), NW), bv)
+        with builder.if_then(_true(builder, fin_)):
+            for r in range(R):
+                bb = _splat(builder, builder.load(builder.gep(biasp, [builder.add(bo2_, _c64(r))])), NW)
+                builder.store(builder.fadd(builder.load(accs[r]), bb), accs[r])
+        for r in range(R):
+            builder.store(builder.load(accs[r]), orow(r), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_PW_R = 6          # rows (output channels) per pointwise block, as _MK_R
+_mkr6 = _mkr_of(_PW_R, _MK_W)
+_mkr6n8 = _mkr_of(_PW_R, 8)
+#: output channels and pixels per parallel item of _conv_pw (fixed; the last item of each
+#: dimension takes the remainder, so that overlapping blocks always share an item)
+_PW_ROWS = 8 * _PW_R
+_PW_COLS = 16 * _MK_W
+
+
+@njit(**_JIT)
+def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1, bbuf):
+    """Row blocks r0 <= rb < r1 (block rb: output channels from min(rb*_PW_R, Mg - _PW_R) of
+    the group) x pixels c0 <= j < c1 (c1 - c0 >= 8) of a pointwise Conv's group: out[ob +
+    m*NN + j] = sum_k A[m, k] * x[xb + k*NN + j] (+ bias[mb + m]). Panels of 16 pixels, the
+    last one overlapping the previous ones (or 8 wide: the same values again); per panel
+    the k blocks resume from the partial sums in ``out``, and the overlapping last row
+    block runs after the others have finished (it never resumes from a row they wrote).
+    Pixel rows a multiple of 256 bytes apart are first copied into ``bbuf`` (they would share
+    L1 sets)."""
+    nrb = (Mg + _PW_R - 1) // _PW_R
+    copy = NN % 64 == 0
+    rl = r1 - 1 if r1 == nrb and Mg % _PW_R != 0 else r1
+    j = c0
+    while j < c1:
+        w = c1 - j
+        if w >= _MK_W:
+            jp, nw = j, _MK_W
+        elif w > 8 and c1 - _MK_W >= c0:
+            jp, nw = c1 - _MK_W, _MK_W
+        elif w > 8:
+            jp, nw = j, 8
+        else:
+            jp, nw = c1 - 8, 8
+        for part in range(2):
+            ra, rb = (r0, rl) if part == 0 else (rl, r1)
+            if rb <= ra:
+                continue
+            for k0 in range(0, K, _MK_KC):
+                kc = min(_MK_KC, K - k0)
+                fin = has_b and k0 + kc == K
+                bsrc = x
+                bo = xb + k0 * NN + jp
+                sb = NN
+                if copy:
+                    for k in range(kc):
+                        s = xb + (k0 + k) * NN + jp
+                        if nw == _MK_W:
+                            _mk_copy(x, s, bbuf, k * _MK_W)
+                        else:
+                            for jj in range(8):
+                                bbuf[k * 8 + jj] = x[s + jj]
+                    bsrc = bbuf
+                    bo = 0
+                    sb = nw
+                for blk in range(ra, rb):
+                    m0 = min(blk * _PW_R, Mg - _PW_R)
+                    if nw == _MK_W:
+                        _mkr6(ap, ab + (blk * K + k0) * _PW_R, bsrc, bo, sb, kc, out, ob + m0 * NN + jp, NN, k0,
+                              bias, mb + m0, fin)
+                    else:
+                        _mkr6n8(ap, ab + (blk * K + k0) * _PW_R, bsrc, bo, sb, kc, out, ob + m0 * NN + jp, NN, k0,
+                                bias, mb + m0, fin)
+        j = jp + nw
+
+
+@njit(**_JIT)
+def _pw_do(it, x, ap, bias, has_b, p, out, nrc, ncc):
+    """Item ``it`` of _conv_pw: (image, group, chunk of row blocks, chunk of pixels)."""
+    C, H, W, M, G = p[1], p[2], p[3], p[4], p[15]
+    Cg = C // G
+    Mg = M // G
+    NN = H * W
+    nrb = (Mg + _PW_R - 1) // _PW_R
+    per = nrc * ncc
+    ng = it // per
+    t = it - ng * per
+    rc = t // ncc
+    cc = t - rc * ncc
+    n = ng // G
+    g = ng - n * G
+    r0 = rc * (_PW_ROWS // _PW_R)
+    r1 = nrb if rc == nrc - 1 else r0 + _PW_ROWS // _PW_R
+    c0 = cc * _PW_COLS
+    c1 = NN if cc == ncc - 1 else c0 + _PW_COLS
+    bbuf = np.empty(min(_MK_KC, Cg) * _MK_W if NN % 64 == 0 else 1, dtype=np.float32)
+    _pw_item(ap, g * nrb * Cg * _PW_R, Mg, Cg, x, (n * C + g * Cg) * NN, NN, out, (n * M + g * Mg) * NN, bias,
+             g * Mg, has_b, r0, r1, c0, c1, bbuf)
+
+
+@njit(**_PAR)
+def _conv_pw_par(x, ap, bias, has_b, p, out, nrc, ncc, nit):
+    for iu in prange(nit):
+        _pw_do(np.int64(iu), x, ap, bias, has_b, p, out, nrc, ncc)
+
+
+@njit(**_JIT)
+def _conv_pw(x, ap, bias, has_b, p, out):
+    """CPU only: pointwise Conv (1x1, stride 1, no padding; at least 8 pixels and _PW_R
+    output channels per group) as a GEMM per (image, group): W (Mg x Cg, packed by
+    conv_pack: blocks of _PW_R rows, k-major, the last block overlapping) times the input
+    planes (Cg x H*W, read in place). The register micro-kernel (_mkr6: 6 output channels x
+    16 pixels; 8 pixels for a last panel of at most 8) runs acc = acc + w * x over the input
+    channels ascending from 0.0f, k blocks resuming from the partial sums, then + bias in
+    registers before its last store: the generated sequence per element. Items of row and
+    pixel chunks run in parallel when the Conv is large (fixed blocking)."""
+    N, C, H, W, M, G = p[0], p[1], p[2], p[3], p[4], p[15]
+    Mg = M // G
+    NN = H * W
+    nrb = (Mg + _PW_R - 1) // _PW_R
+    nrc = max(1, nrb // (_PW_ROWS // _PW_R))
+    ncc = max(1, NN // _PW_COLS)
+    nit = N * G * nrc * ncc
+    if N * M * NN * (C // G) >= _PAR_WORK and nit > 1 and _num_threads() > 1:
+        _conv_pw_par(x, ap, bias, has_b, p, out, nrc, ncc, nit)
+    else:
+        for it in range(nit):
+            _pw_do(it, x, ap, bias, has_b, p, out, nrc, ncc)
+
+
+def _mkpx_of(R, NW):
+    """The pixel-tile micro-kernel of R output pixels x NW output channels (see _mkpx_codegen)."""
+
+    def tile(typingctx, x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, fin, bias, bo2, has_b, out, oo, P):
+        return _mkpx_codegen(R, NW, x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, fin, bias, bo2, has_b,
+                             out, oo, P)
+
+    tile.__name__ = tile.__qualname__ = f"_mkpx_r{R}_w{NW}"
+    return intrinsic(tile)
+
+
+def _mkpx_codegen(R, NW, x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, fin, bias, bo2, has_b, out, oo,
+                  P):
+    """CPU only, compiled inline: R output pixels x NW output channels of a Conv as an
+    indirect GEMM with the pixels as rows. Pixel r's tap k is the input value
+    x[xo + pofs[po + r] + koff[ko + k]] (broadcast), channel j's weight of tap k is
+    b[bo + k*NW + j] (packed by conv_pack); in registers, acc = 0.0f (or the partial sums at
+    acc[ao + r*NW : +NW] when ``resume`` != 0), acc = acc + w*x per k ascending (fmul then
+    fadd, each rounded; no FMA; the generated kernel's operand order). When ``fin`` != 0 (the
+    last k block), + bias[bo2 + j] (when has_b), and the tile is transposed in registers and
+    stored to the output planes: out[oo + j*P + r]; else the partial sums go back to ``acc``.
+    R <= 8, NW a multiple of 8. No bounds checks."""
+    sig = types.void(x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, fin, bias, bo2, has_b, out, oo, P)
+    vt = llvm_ir.VectorType(llvm_ir.FloatType(), NW)
+
+    def codegen(context, builder, signature, args):
+        x_, xo_, pofs_, po_, koff_, ko_, K_, b_, bo_, acc_, ao_, res_, fin_, bias_, bo2_, hb_, out_, oo_, P_ = args
+        xp = builder.gep(_data(context, builder, signature.args[0], x_), [xo_])
+        pp = _data(context, builder, signature.args[2], pofs_)
+        kbase = builder.gep(_data(context, builder, signature.args[4], koff_), [ko_])
+        bbase = builder.gep(_data(context, builder, signature.args[7], b_), [bo_])
+        sp = _data(context, builder, signature.args[9], acc_)
+        biasp = _data(context, builder, signature.args[13], bias_)
+        op = _data(context, builder, signature.args[16], out_)
+
+        def srow(r):
+            return _vptr(builder, sp, builder.add(ao_, _c64(r * NW)), vt)
+
+        bases = [builder.gep(xp, [builder.load(builder.gep(pp, [builder.add(po_, _c64(r))]))]) for r in range(R)]
+        accs = _acc_slots(builder, vt, R)
+        with builder.if_then(_true(builder, res_)):
+            for r in range(R):
+                builder.store(builder.load(srow(r), align=4), accs[r])
+        with cgutils.for_range(builder, K_) as loop:
+            k = loop.index
+            kv = builder.load(builder.gep(kbase, [k]))
+            bv = builder.load(_vptr(builder, bbase, builder.mul(k, _c64(NW)), vt), align=4)
+            for r in range(R):
+                _mac(builder, accs[r], bv, _splat(builder, builder.load(builder.gep(bases[r], [kv])), NW))
+        with builder.if_else(_true(builder, fin_)) as (then, otherwise):
+            with then:
+                with builder.if_then(_true(builder, hb_)):
+                    bv = builder.load(_vptr(builder, biasp, bo2_, vt), align=4)
+                    for r in range(R):
+                        builder.store(builder.fadd(builder.load(accs[r]), bv), accs[r])
+                vals = [builder.load(a) for a in accs]
+                undef = llvm_ir.Constant(_V8, llvm_ir.Undefined)
+                for h in range(NW // 8):
+                    rows = [_shuf(builder, v, v, list(range(8 * h, 8 * h + 8))) for v in vals]
+                    cols = _transpose8(builder, rows + [undef] * (8 - R))
+                    for j in range(8):
+                        _store_first(builder, cols[j], R, op, builder.add(oo_, builder.mul(P_, _c64(8 * h + j))))
+            with otherwise:
+                for r in range(R):
+                    builder.store(builder.load(accs[r]), srow(r), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_PX_R = 6         # output pixels per tile
+_PX_W = _MK_W     # output channels per tile
+_mkpx6 = _mkpx_of(_PX_R, _PX_W)
+
+
+@njit(**_JIT)
+def _px_dims(p):
+    """(Hp, Wp, direct) of _conv_px: the planes the taps read are the input's own (direct:
+    no tap reaches the padding) or zero-padded copies Hp x Wp."""
+    H, W, pt, pl = p[2], p[3], p[13], p[14]
+    Hp, Wp = _dw8_dims(p)
+    if pt == 0 and pl == 0 and Hp <= H and Wp <= W:
+        return H, W, True
+    return Hp, Wp, False
+
+
+@njit(**_JIT)
+def _px_tables(p):
+    """(pofs, koff) of _conv_px: output pixel oh*OW + ow starts at pofs (in its group's
+    planes), tap (c, kh, kw) at koff[(c*KH + kh)*KW + kw] from it."""
+    C, KH, KW, OH, OW, sh, sw, dh, dw, G = p[1], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[15]
+    Cg = C // G
+    Hp, Wp, direct = _px_dims(p)
+    pofs = np.empty(OH * OW, dtype=np.int64)
+    for oh in range(OH):
+        for ow in range(OW):
+            pofs[oh * OW + ow] = (oh * sh) * Wp + ow * sw
+    koff = np.empty(Cg * KH * KW, dtype=np.int64)
+    for c in range(Cg):
+        for kh in range(KH):
+            for kw in range(KW):
+                koff[(c * KH + kh) * KW + kw] = c * Hp * Wp + (kh * dh) * Wp + kw * dw
+    return pofs, koff
+
+
+@njit(**_JIT)
+def _px_pad(x, p, ch, xp):
+    """Input channel plane ``ch`` (of N*C) into its plane of xp, zero-padded: every float of
+    the Hp x Wp plane is written (data movement and zeros)."""
+    H, W, pt, pl = p[2], p[3], p[13], p[14]
+    Hp, Wp, direct = _px_dims(p)
+    r1 = min(Hp, H + pt)    # padded rows [pt, r1) hold input rows
+    c1 = min(Wp, W + pl)
+    zero = np.float32(0)
+    for r in range(Hp):
+        d = (ch * Hp + r) * Wp
+        row = xp[d:d + Wp]
+        if r < pt or r >= r1:
+            row[:] = zero
+            continue
+        row[:pl] = zero
+        row[c1:] = zero
+        s = (ch * H + r - pt) * W
+        src = x[s:s + c1 - pl]
+        dst = row[pl:c1]
+        for j in range(c1 - pl):
+            dst[j] = src[j]
+
+
+#: pixel tiles per item of _conv_px (fixed: the last chunk of a plane takes the remainder, so
+#: that the last tile, which overlaps the one before it, always shares its item)
+_PX_TILES = 32
+
+
+@njit(**_JIT)
+def _px_do(it, xp, bp, bias, has_b, p, out, pofs, koff, nq, ntc):
+    """Item ``it`` of _conv_px: (image, group, channel panels, pixel tiles). Panels from
+    (it // ntc) % nq: one panel, or the last two when the last one overlaps (they share
+    output channels); tiles from (it % ntc) * _PX_TILES, the last chunk taking the rest."""
+    C, M, KH, KW, OH, OW, G = p[1], p[4], p[5], p[6], p[7], p[8], p[15]
+    Cg = C // G
+    Mg = M // G
+    K = Cg * KH * KW
+    P = OH * OW
+    Hp, Wp, direct = _px_dims(p)
+    npn = (Mg + _PX_W - 1) // _PX_W
+    tc = it % ntc
+    u = it // ntc
+    ng = u // nq
+    q0 = u - ng * nq
+    q1 = npn if q0 == nq - 1 else q0 + 1
+    g = ng % G
+    n = ng // G
+    xo = ng * Cg * Hp * Wp
+    nt = (P + _PX_R - 1) // _PX_R
+    t0 = tc * _PX_TILES
+    t1 = nt if tc == ntc - 1 else t0 + _PX_TILES
+    nkb = (K + _MK_KC - 1) // _MK_KC
+    kcb = (K + nkb - 1) // nkb   # k blocks of equal size (a last block of a few taps costs a whole epilogue)
+    acc = np.empty((t1 - t0) * _PX_R * _PX_W if nkb > 1 else 1, dtype=np.float32)
+    for q in range(q0, q1):
+        mq = g * Mg + min(q * _PX_W, Mg - _PX_W)
+        bb = (g * npn + q) * K * _PX_W
+        ob = (n * M + mq) * P
+        for k0 in range(0, K, kcb):
+            kc = min(kcb, K - k0)
+            fin = k0 + kc == K
+            for t in range(t0, t1):
+                p0 = min(t * _PX_R, P - _PX_R)
+                _mkpx6(xp, xo, pofs, p0, koff, k0, kc, bp, bb + k0 * _PX_W, acc, (t - t0) * _PX_R * _PX_W, k0,
+                       fin, bias, mq, has_b, out, ob + p0, P)
+
+
+@njit(**_PAR)
+def _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, nch, nit, pad, nq, ntc):
+    if pad:
+        for cu in prange(nch):
+            _px_pad(x, p, np.int64(cu), xp)
+    for iu in prange(nit):
+        _px_do(np.int64(iu), xp if pad else x, bp, bias, has_b, p, out, pofs, koff, nq, ntc)
+
+
+@njit(**_JIT)
+def _conv_px(x, bp, bias, has_b, p, out):
+    """CPU only: 2-D Conv (any kernel, stride, padding, dilation, groups; at least 16 output
+    channels per group and 6 output pixels) as an indirect GEMM with output pixels as rows
+    and output channels as columns: tiles of 6 pixels x 16 channels (_mkpx6) broadcast each
+    pixel's tap k from the input planes (x itself when no tap reaches the padding, else a
+    zero-padded copy of each plane) and multiply it into the 16 channels' weights of tap k
+    (W^T packed by conv_pack in panels of 16 channels, the last one overlapping). Per element:
+    acc = 0.0f, acc = acc + w * xv over k = (c, kh, kw) ascending (a padding tap multiplies
+    0.0f), k blocks of at most _MK_KC resuming from stored partial sums, then + bias: the generated
+    sequence. The last k block transposes the tile in registers into the output planes; the
+    last tile of a plane overlaps the previous one (the same values again), so no column is
+    computed for nothing but those few, whatever the plane's width (the wide path computes
+    Wq - OW garbage columns per row). Items of (image, group, channel panel, chunk of pixel
+    tiles) run in parallel when the Conv is large (fixed blocking)."""
+    N, C, M, KH, KW, OH, OW, G = p[0], p[1], p[4], p[5], p[6], p[7], p[8], p[15]
+    Cg = C // G
+    Mg = M // G
+    Hp, Wp, direct = _px_dims(p)
+    pofs, koff = _px_tables(p)
+    npn = (Mg + _PX_W - 1) // _PX_W
+    nq = npn - 1 if Mg % _PX_W != 0 else npn
+    ntc = max(1, (OH * OW + _PX_R - 1) // _PX_R // _PX_TILES)
+    nit = N * G * nq * ntc
+    xp = np.empty(1 if direct else N * C * Hp * Wp, dtype=np.float32)
+    if N * M * OH * OW * Cg * KH * KW >= _PAR_WORK and nit > 1 and _num_threads() > 1:
+        _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, N * C, nit, not direct, nq, ntc)
+    else:
+        if not direct:
+            for ch in range(N * C):
+                _px_pad(x, p, ch, xp)
+        for it in range(nit):
+            _px_do(it, x if direct else xp, bp, bias, has_b, p, out, pofs, koff, nq, ntc)
+
+
+def _gemvt_of(NW):
+    """NW output channels of a 1x1 Conv on a one-pixel map (see _gemvt_codegen)."""
+
+    def tile(typingctx, x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo):
+        return _gemvt_codegen(NW, x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo)
+
+    tile.__name__ = tile.__qualname__ = f"_gemvt_w{NW}"
+    return intrinsic(tile)
+
+
+def _gemvt_codegen(NW, x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo):
+    """CPU only, compiled inline: out[oo + j] = sum_k wt[wo + k*ld + j] * x[xo + k] (k
+    ascending from 0.0f, acc = acc + w*x in registers: fmul then fadd), then + bias[bo + j]
+    when has_b, for j < NW (W^T packed by conv_pack: output channels contiguous)."""
+    sig = types.void(x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo)
+    vt = llvm_ir.VectorType(llvm_ir.FloatType(), NW)
+
+    def codegen(context, builder, signature, args):
+        x_, xo_, K_, wt_, wo_, ld_, bias_, bo_, hb_, out_, oo_ = args
+        xp = builder.gep(_data(context, builder, signature.args[0], x_), [xo_])
+        wp = builder.gep(_data(context, builder, signature.args[3], wt_), [wo_])
+        biasp = _data(context, builder, signature.args[6], bias_)
+        op = _data(context, builder, signature.args[9], out_)
+        slot = _acc_slots(builder, vt, 1)[0]
+        with cgutils.for_range(builder, K_) as loop:
+            k = loop.index
+            _mac(builder, slot, builder.load(_vptr(builder, wp, builder.mul(k, ld_), vt), align=4),
+                 _splat(builder, builder.load(builder.gep(xp, [k])), NW))
+        with builder.if_then(_true(builder, hb_)):
+            builder.store(builder.fadd(builder.load(slot), builder.load(_vptr(builder, biasp, bo_, vt), align=4)),
+                          slot)
+        builder.store(builder.load(slot), _vptr(builder, op, oo_, vt), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_gemvt64 = _gemvt_of(64)
+_gemvt32 = _gemvt_of(32)
+_gemvt8 = _gemvt_of(8)
+
+
+@njit(**_JIT)
+def _gemvt_do(it, x, wt, bias, has_b, p, out, NW, nbk):
+    """Block ``it`` of _conv_gemvt: (image, group) it // nbk, NW channels from (it % nbk)*NW
+    (the last block overlapping)."""
+    C, M, G = p[1], p[4], p[15]
+    Cg = C // G
+    Mg = M // G
+    ng = it // nbk
+    m0 = min((it - ng * nbk) * NW, Mg - NW)
+    n = ng // G
+    g = ng - n * G
+    m = g * Mg + m0
+    xo = n * C + g * Cg
+    wo = g * Cg * Mg + m0
+    if NW == 64:
+        _gemvt64(x, xo, Cg, wt, wo, Mg, bias, m, has_b, out, n * M + m)
+    elif NW == 32:
+        _gemvt32(x, xo, Cg, wt, wo, Mg, bias, m, has_b, out, n * M + m)
+    else:
+        _gemvt8(x, xo, Cg, wt, wo, Mg, bias, m, has_b, out, n * M + m)
+
+
+@njit(**_PAR)
+def _conv_gemvt_par(x, wt, bias, has_b, p, out, NW, nbk, nit):
+    for iu in prange(nit):
+        _gemvt_do(np.int64(iu), x, wt, bias, has_b, p, out, NW, nbk)
+
+
+@njit(**_JIT)
+def _conv_gemvt(x, wt, bias, has_b, p, out):
+    """CPU only: 1x1 Conv on a one-pixel map (squeeze-excite Convs, a classifier as Conv;
+    at least 8 output channels per group): output channels 64, 32 or 8 at a time in vector
+    accumulators (W^T packed by conv_pack, channels contiguous; the last block overlapping),
+    acc = acc + x * w over the input channels ascending from 0.0f, then + bias: the
+    generated sequence. Blocks run in parallel when the Conv is large."""
+    N, C, M, G = p[0], p[1], p[4], p[15]
+    Mg = M // G
+    NW = 64 if Mg >= 64 else (32 if Mg >= 32 else 8)
+    nbk = (Mg + NW - 1) // NW
+    nit = N * G * nbk
+    if N * M * (C // G) >= _PAR_WORK and nit > 1 and _num_threads() > 1:
+        _conv_gemvt_par(x, wt, bias, has_b, p, out, NW, nbk, nit)
+    else:
+        for it in range(nit):
+            _gemvt_do(it, x, wt, bias, has_b, p, out, NW, nbk)
+
+
+# which CPU path a Conv geometry takes (_conv_kind)
+_CK_ITEM, _CK_DW, _CK_DIRECT, _CK_GEMVT, _CK_GEMV, _CK_PW, _CK_PX, _CK_WIDE, _CK_GEMM = range(9)
+#: the paths whose weights conv_pack lays out (the others read the weight as it is)
+_CK_PACKED = (_CK_DW, _CK_GEMVT, _CK_PW, _CK_PX)
+CONV_PATHS = {_CK_ITEM: "item (3-D)", _CK_DW: "dw8", _CK_DIRECT: "direct", _CK_GEMVT: "gemvT 1x1",
+              _CK_GEMV: "gemv 1x1", _CK_PW: "pw 1x1", _CK_PX: "px", _CK_WIDE: "wide", _CK_GEMM: "im2col+gemm"}
+
+
+@njit(**_JIT)
+def _conv_kind(p):
+    """The CPU path of a Conv geometry (_CK_*)."""
+    if p[16] != 1 or p[17] != 1 or p[18] != 1 or p[21] != 0:
+        return _CK_ITEM
+    C, H, W, M, KH, KW, OH = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+    OW, sh, sw, pt, pl, G = p[8], p[9], p[10], p[13], p[14], p[15]
     Cg = C // G
     Mg = M // G
     if G > 1 and Cg == 1:
-        _conv_dw_cpu(x, w, bias, has_b, p, out)
-        return
+        return _CK_DW
     if G > 1 and Mg <= _DIRECT_MG:
-        _conv_direct_cpu(x, w, bias, has_b, p, out)
-        return
-    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W \
-            and OH * OW < _MK_W:
-        _conv_gemv(x, w, bias, has_b, p, out)
-        return
+        return _CK_DIRECT
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and pt == 0 and pl == 0 and OH == H and OW == W:
+        NN = OH * OW
+        if NN == 1 and Mg >= 8 and Cg >= 1:
+            return _CK_GEMVT
+        if NN >= 8 and Mg >= _PW_R and Cg >= 1:
+            return _CK_PW
+        if NN < _MK_W:
+            return _CK_GEMV
+        return _CK_GEMM
+    if Mg >= _PX_W and OH * OW >= _PX_R and Cg >= 1:
+        return _CK_PX
     if _conv_wide_ok(p):
+        return _CK_WIDE
+    return _CK_GEMM
+
+
+def conv_kind(p) -> int:
+    """The CPU path (a key of CONV_PATHS) that _conv_cpu and conv_packed_cpu take for geometry ``p``."""
+    return int(_conv_kind(np.asarray(p, dtype=np.int64)))
+
+
+def conv_pack(w, p):
+    """The Conv weight ``w`` (M x Cg x KH x KW, float32) in the layout of the CPU path that
+    geometry ``p`` takes, or None when that path reads the weight as it is. A copy made once
+    when the node is built (the weight an initializer); the values, hence every product's
+    bits, are the weight's. Layouts (flat float32):
+
+    - dw8: [block of 8 output channels][tap][channel in the block] (_dw8_pack);
+    - pw: per group, blocks of _PW_R output channels (the last one overlapping), each k-major
+      [k][row];
+    - px: per group, panels of _PX_W output channels (the last one overlapping), each
+      k-major [k][channel] (k = (c, kh, kw));
+    - gemvT: per group, W^T [k][channel]."""
+    p = np.asarray(p, dtype=np.int64)
+    kind = conv_kind(p)
+    if kind not in _CK_PACKED:
+        return None
+    C, M, KH, KW, G = (int(v) for v in (p[1], p[4], p[5], p[6], p[15]))
+    Cg, Mg = C // G, M // G
+    K = Cg * KH * KW
+    w = np.asarray(w, dtype=np.float32).reshape(G, Mg, K)
+    if kind == _CK_DW:
+        return _dw8_pack(w, p)
+    if kind == _CK_GEMVT:
+        return np.ascontiguousarray(w.transpose(0, 2, 1)).reshape(-1)
+    R = _PW_R if kind == _CK_PW else _PX_W
+    starts = [min(b * R, Mg - R) for b in range((Mg + R - 1) // R)]
+    blocks = np.stack([w[:, s:s + R, :] for s in starts], axis=1)      # G x blocks x R x K
+    return np.ascontiguousarray(blocks.transpose(0, 1, 3, 2)).reshape(-1)
+
+
+@njit(**_JIT)
+def _conv_pack_nb(w, p, kind):
+    """conv_pack in a kernel (a Conv whose weight is not an initializer: packed per call)."""
+    C, M, KH, KW, G = p[1], p[4], p[5], p[6], p[15]
+    Cg = C // G
+    Mg = M // G
+    K = Cg * KH * KW
+    if kind == _CK_DW:
+        nb = (M + 7) // 8
+        w8 = np.zeros(nb * K * 8, dtype=np.float32)
+        for m in range(M):
+            cb = m // 8
+            for t in range(K):
+                w8[(cb * K + t) * 8 + m - cb * 8] = w[m * K + t]
+        return w8
+    if kind == _CK_GEMVT:
+        wt = np.empty(M * K, dtype=np.float32)
+        for g in range(G):
+            for k in range(K):
+                for m in range(Mg):
+                    wt[(g * K + k) * Mg + m] = w[(g * Mg + m) * K + k]
+        return wt
+    R = _PW_R if kind == _CK_PW else _PX_W
+    nbk = (Mg + R - 1) // R
+    pk = np.empty(G * nbk * R * K, dtype=np.float32)
+    for g in range(G):
+        for b in range(nbk):
+            s = min(b * R, Mg - R)
+            base = (g * nbk + b) * K * R
+            for k in range(K):
+                for r in range(R):
+                    pk[base + k * R + r] = w[(g * Mg + s + r) * K + k]
+    return pk
+
+
+@njit(**_JIT)
+def conv_packed_cpu(x, wp, bias, has_b, p, out):
+    """The Conv CPU path for weights packed by conv_pack (geometry ``p``; see _conv_cpu):
+    called directly by the build of a Conv whose weight is an initializer."""
+    kind = _conv_kind(p)
+    if kind == _CK_DW:
+        _conv_dw8(x, wp, bias, has_b, p, out)
+    elif kind == _CK_PW:
+        _conv_pw(x, wp, bias, has_b, p, out)
+    elif kind == _CK_PX:
+        _conv_px(x, wp, bias, has_b, p, out)
+    elif kind == _CK_GEMVT:
+        _conv_gemvt(x, wp, bias, has_b, p, out)
+
+
+@cpu_kernel
+def _conv_cpu(x, w, bias, has_b, p, out):
+    """The Conv CPU override: the path of _conv_kind (3-D: the generated per-element walk);
+    the packed-weight paths pack the weight here, per call (a Conv whose weight is an
+    initializer calls conv_packed_cpu on weights packed once at build time instead)."""
+    kind = _conv_kind(p)
+    if kind == _CK_ITEM:
+        for i in range(out.shape[0]):
+            out[i] = _conv_item(i, x, w, bias, has_b, p)
+    elif kind == _CK_DW or kind == _CK_PW or kind == _CK_PX or kind == _CK_GEMVT:
+        conv_packed_cpu(x, _conv_pack_nb(w, p, kind), bias, has_b, p, out)
+    elif kind == _CK_DIRECT:
+        _conv_direct_cpu(x, w, bias, has_b, p, out)
+    elif kind == _CK_GEMV:
+        _conv_gemv(x, w, bias, has_b, p, out)
+    elif kind == _CK_WIDE:
         _conv_wide(x, w, bias, has_b, p, out)
-        return
-    _conv_gemm(x, w, bias, has_b, p, out)
+    else:
+        _conv_gemm(x, w, bias, has_b, p, out)
 
 
 @cpu_kernel

@@ -443,6 +443,22 @@ def _check_conv(ctx, target):
 def _build_conv(ctx, target):
     p = conv_geometry(ctx, ctx.in_shapes[0], ctx.in_shapes[1], ctx.out_shapes[0])
     has_b = ctx.has_input(2)
+    wconst = ctx.const(1)
+    if target.fast_paths and wconst is not None:
+        # CPU fast path: an initializer weight is packed once here into the layout of the path
+        # the geometry takes (a copy: the same values, the same bits); None: that path reads
+        # the weight as it is
+        from . import fastpaths
+        wp = fastpaths.conv_pack(np.asarray(wconst, dtype=np.float32).reshape(-1), p)
+        if wp is not None:
+            dummy = _dummy_f32()
+
+            @replayable
+            def run_packed(inputs, outputs):
+                b = flat(inputs[2]) if has_b else dummy
+                target.call(fastpaths.conv_packed_cpu, flat(inputs[0]), wp, b, has_b, p, flat(outputs[0]))
+
+            return run_packed
     p, dummy = to_target(target, p, _dummy_f32())
 
     @replayable
