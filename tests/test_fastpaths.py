@@ -258,6 +258,23 @@ def case_softmax(rng):
             same("Softmax", [x], axis=-1)
             same("LogSoftmax", [x], axis=-1)
     same("Softmax", [rnd(rng, 1, 4, 37, 37) * F(8)], axis=-1)   # the attention shape
+    # exps in whole vectors: rows of A % 8 != 0 run A rounded up to 8 (into the next row, except
+    # the array's last row), rows of A % 8 == 0 straight into the output; groups of four rows
+    # with a short last group; the parallel blocks of 16 rows (outer * A >= 2**13) with both
+    for shape in ((1, 4, 64, 64), (1, 4, 64, 37), (2, 3, 7, 9), (5, 24), (7, 8), (3, 1, 8, 16)):
+        x = rnd(rng, *shape) * F(8)
+        x.reshape(-1, shape[-1])[-1, :3] = (np.nan, -np.inf, np.inf)[:shape[-1]]
+        same("Softmax", [x], axis=-1)
+        same("LogSoftmax", [x], axis=-1)
+    # the max of a row: signed zeros (the first one met wins), exps that underflow to subnormals
+    # and to 0, a row that is all NaN
+    x = np.zeros((6, 11), F)
+    x[0, 3], x[1, 0], x[2, :] = -0.0, -0.0, -0.0
+    x[3, :] = -np.arange(11, dtype=F) * F(9.5)
+    x[4, :] = np.nan
+    x[5, 1:] = -np.linspace(80, 110, 10, dtype=F)
+    same("Softmax", [x], axis=-1)
+    same("LogSoftmax", [x], axis=-1)
 
 
 def case_ln(rng):
@@ -266,6 +283,13 @@ def case_ln(rng):
         D = shape[-1]
         same("LayerNormalization", [rnd(rng, *shape), rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1)
     same("LayerNormalization", [rnd(rng, 3, 4, 5), rnd(rng, 4, 5)], const_inputs=(1,), axis=-2)
+    # groups of eight rows (interleaved sums) with a short last group, bias or none, the Mean and
+    # InvStdDev outputs, rows of one element and the models' 64 x 128 / 37 x 128
+    for rows in (1, 3, 8, 9, 17, 37, 64):
+        for D in (1, 5, 128):
+            x = rnd(rng, rows, D) * F(3) + F(1)
+            same("LayerNormalization", [x, rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1, n_out=3)
+            same("LayerNormalization", [x, rnd(rng, D)], const_inputs=(1,), axis=-1)
 
 
 def case_resize(rng):
