@@ -345,9 +345,25 @@ def case_reduce_inline(rng):
             same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=int(rng.integers(0, 2)))
 
 
+def case_erf(rng):
+    """Erf: erf_near_f32 on the blocks of eight with |x| < 1.25 only, erf_f32 on the rest (few
+    far blocks) or on everything (many); lengths not a multiple of 8, specials in both paths."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 0.84375, -0.84375, 1.25, -1.25, 4.0, 1e-40], F)
+    edges = np.nextafter(np.repeat(np.array([0.84375, 1.25, -0.84375, -1.25], F), 8), F(0))
+    for n, scale in ((1, 0.4), (7, 0.4), (8, 0.4), (1001, 0.4), (32768, 0.4), (5000, 0.6), (999, 3.0), (64, 0.1)):
+        x = rnd(rng, n) * F(scale)
+        same("Erf", [x])
+        if n >= 100:
+            x[rng.integers(0, n, 8)] = specials[rng.integers(0, specials.size, 8)]
+            x[:edges.size] = edges
+            same("Erf", [x])
+    same("Erf", [rnd(rng, 1, 37, 512) * F(0.4)])    # the GELU shape
+
+
 CASES = {"mm": case_mm, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
-         "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather}
+         "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
+         "Erf_f32": case_erf}
 INLINE = {"reduce": case_reduce_inline}
 
 

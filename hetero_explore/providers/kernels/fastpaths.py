@@ -5,7 +5,8 @@ Each op's kernels are generated from one per-item statement (see
 thread. Where a plain loop over it is slow on a CPU, a function here computes
 the same values faster -- a register-blocked GEMM, Conv as an indirect GEMM
 on padded phases (im2col where that does not fit), depthwise Conv in register
-blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers --
+blocks, rows of accumulators for pooling, row-wise Softmax/LayerNorm/Resize/Pad/gathers,
+Erf from its near range's formulas where every element of a block lies there --
 and :func:`install` sets it as the pair's ``cpu_fast``. (MatMul/Gemm with a
 constant B call :func:`mm_packed_cpu` on a B packed at build time directly,
 when the target's ``fast_paths`` is on.) A fast path may
@@ -27,12 +28,12 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import data, nn
+from . import data, elementwise, nn
 from .common import bcast_offset, cpu_kernel
 from .data import gather_row_checked, strided_gather_row, strided_scatter_row
 from .nn import (_JIT, _bn_apply, _bn_factor, _conv_item, _convt_item, _div, _gemm_epilogue, _gpool_item, _lerp,
                  _ln_apply, _ln_inv, _ln_row, _pad_map, _pool_at, _pool_pos, _resize_item)
-from .pmath import _sel, exp_f32, exp_nonpos_f32, log_f32
+from .pmath import ERF_B, _sel, erf_f32, erf_near_f32, exp_f32, exp_nonpos_f32, log_f32
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 
 
@@ -1500,8 +1501,8 @@ def _bn_cpu(x, scale, bias, mean, var, eps, C, S, out):
 _SM_ROWS = 16
 _SM_PAR = 1 << 13
 #: njit options of small helpers that take or make array slices: inlined into the caller, so
-#: that numba prunes the slices' reference counting (as calls, their atomic increments and
-#: decrements cost ~10% of a 64 x 64 Softmax)
+#: that numba prunes the slices' reference counting (as calls returning them, their atomic
+#: increments and decrements cost ~20% of a 148 x 37 Softmax)
 _JITI = dict(_JIT, inline="always")
 
 
@@ -1887,6 +1888,80 @@ def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sf
                 inv_out, want_stats)
 
 
+#: Erf: elements per block of the far-argument test (one AVX2 vector), and the share of such
+#: blocks from which the whole input goes through erf_f32 instead (measured break-even: ~1/4)
+_ERF_BLOCK = 8
+_ERF_FAR_SHARE = 3
+_F32_ABS = np.uint32(0x7FFFFFFF)
+_ERF_B_BITS = np.uint32(np.array([ERF_B], np.float32).view(np.uint32)[0])
+
+
+@njit(**_JIT)
+def _erf_flat(x, out):
+    """out = erf_f32(x), the generated kernel's loop."""
+    for i in range(x.shape[0]):
+        out[i] = erf_f32(x[i])
+
+
+@njit(**_JIT)
+def _erf_near_flat(x, out):
+    """out = erf_near_f32(x): erf_f32's bits where |x| < ERF_B."""
+    for i in range(x.shape[0]):
+        out[i] = erf_near_f32(x[i])
+
+
+@njit(**_JIT)
+def _erf_far_blocks(x):
+    """Indices of the _ERF_BLOCK-element blocks of x holding an element with |x| >= ERF_B or
+    a NaN (its magnitude bits compare above ERF_B's), the last block possibly short."""
+    n = x.shape[0]
+    nw = (n + _ERF_BLOCK - 1) // _ERF_BLOCK
+    far = np.zeros(nw * _ERF_BLOCK, dtype=np.uint8)
+    xb = x.view(np.uint32)
+    for i in range(n):
+        far[i] = np.uint8((xb[i] & _F32_ABS) >= _ERF_B_BITS)
+    fw = far.view(np.uint64)
+    idx = np.empty(nw, dtype=np.int64)
+    nf = 0
+    for w in range(nw):
+        idx[nf] = w
+        nf += np.int64(fw[w] != 0)
+    return idx[:nf]
+
+
+@cpu_kernel
+def _erf_cpu(X, out, p0, p1, aux):
+    """CPU only: Erf as the generated kernel's erf_f32 per element. erf_f32 computes all
+    three of its ranges' forms on every element (branch-free, vectorised) and selects one;
+    most inputs of a GELU lie in the first two (|x| < 1.25), where erf_near_f32 gives the
+    same bits from those two alone. So: the blocks of 8 holding a far element (or NaN) are
+    found first; with few of them, every element takes erf_near_f32 and the far blocks are
+    then recomputed with erf_f32 (gathered into a scratch row, so that its loop stays one
+    vectorised loop); with many (a share above 1 / _ERF_FAR_SHARE), all go through
+    erf_f32. Either way each element gets erf_f32's bits."""
+    n = X.shape[0]
+    nw = (n + _ERF_BLOCK - 1) // _ERF_BLOCK
+    blocks = _erf_far_blocks(X)
+    nf = blocks.shape[0]
+    if nf * _ERF_FAR_SHARE > nw:
+        _erf_flat(X, out)
+        return
+    _erf_near_flat(X, out)
+    if nf == 0:
+        return
+    xs = np.zeros(nf * _ERF_BLOCK, dtype=np.float32)
+    ys = np.empty(nf * _ERF_BLOCK, dtype=np.float32)
+    for j in range(nf):
+        o = blocks[j] * _ERF_BLOCK
+        for i in range(min(_ERF_BLOCK, n - o)):
+            xs[j * _ERF_BLOCK + i] = X[o + i]
+    _erf_flat(xs, ys)
+    for j in range(nf):
+        o = blocks[j] * _ERF_BLOCK
+        for i in range(min(_ERF_BLOCK, n - o)):
+            out[o + i] = ys[j * _ERF_BLOCK + i]
+
+
 @cpu_kernel
 def _resize_cpu(x, out, oshape, istr, tab_off, idx0, idx1, w0, w1, nlin, ax_a, ax_b):
     nd = oshape.shape[0]
@@ -2011,5 +2086,6 @@ def install() -> None:
                        (nn._SOFTMAX, _softmax_cpu),
                        (nn._LN, _ln_cpu), (nn._RESIZE, _resize_cpu), (nn._PAD, _pad_cpu),
                        (data._GATHER_STRIDED, _gather_strided_cpu),
-                       (data._SCATTER_STRIDED, _scatter_strided_cpu), (data._GATHER, _gather_cpu)):
+                       (data._SCATTER_STRIDED, _scatter_strided_cpu), (data._GATHER, _gather_cpu),
+                       (elementwise._ERF, _erf_cpu)):
         pair.cpu_fast = fast
