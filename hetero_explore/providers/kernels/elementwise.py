@@ -757,7 +757,9 @@ elif ma == SCALAR and mb == FULL:
 elif n > 0 and shape.shape[0] > 0:
     # broadcasting, a row (the last axis) at a time: the outer multi-index steps once per
     # row; each input walks the row with its last-axis stride (a bias row: 1, a value
-    # repeated along the row: 0), the same elements in the same order as per element
+    # repeated along the row: 0), the same elements in the same order as per element. One
+    # row loop per stride case, each in a loop of its own (a case test inside one row loop
+    # kept LLVM from vectorising the row loops: [576, 16] rows ran 2.7x slower)
     last = shape.shape[0] - 1
     L = shape[last]
     sal = sa[last]
@@ -765,36 +767,42 @@ elif n > 0 and shape.shape[0] > 0:
     idx = np.zeros(shape.shape[0], np.int64)
     oa = 0
     ob = 0
-    for r in range(n // L):
-        o = r * L
-        if sal == 1 and sbl == 1:
+    if sal == 1 and sbl == 1:
+        for r in range(n // L):
             ra = A[oa:oa + L]
             rb = B[ob:ob + L]
-            ro = out[o:o + L]
+            ro = out[r * L:(r + 1) * L]
             for j in range(L):
                 a = ra[j]
                 b = rb[j]
                 ro[j] = {expr}
-        elif sal == 1 and sbl == 0:
+            oa, ob = _step2_rows(idx, shape, sa, sb, oa, ob)
+    elif sal == 1 and sbl == 0:
+        for r in range(n // L):
             b = B[ob]
             ra = A[oa:oa + L]
-            ro = out[o:o + L]
+            ro = out[r * L:(r + 1) * L]
             for j in range(L):
                 a = ra[j]
                 ro[j] = {expr}
-        elif sal == 0 and sbl == 1:
+            oa, ob = _step2_rows(idx, shape, sa, sb, oa, ob)
+    elif sal == 0 and sbl == 1:
+        for r in range(n // L):
             a = A[oa]
             rb = B[ob:ob + L]
-            ro = out[o:o + L]
+            ro = out[r * L:(r + 1) * L]
             for j in range(L):
                 b = rb[j]
                 ro[j] = {expr}
-        else:
+            oa, ob = _step2_rows(idx, shape, sa, sb, oa, ob)
+    else:
+        for r in range(n // L):
+            o = r * L
             for j in range(L):
                 a = A[oa + j * sal]
                 b = B[ob + j * sbl]
                 out[o + j] = {expr}
-        oa, ob = _step2_rows(idx, shape, sa, sb, oa, ob)
+            oa, ob = _step2_rows(idx, shape, sa, sb, oa, ob)
 """
 
 _UNARY_PARAMS = "X, out, p0, p1, aux"
