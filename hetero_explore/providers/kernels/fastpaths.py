@@ -1692,11 +1692,21 @@ def _softmax_last_rows(x, out, r0, r1, A, is_log):
         while r < r1:
             _softmax_last1(x, out, r * A, A, is_log)
             r += 1
+    elif is_log:
+        _softmax_padded_rows(x, out, r0, r1, A, True)
     else:
-        e = np.empty(4 * ((A + 7) // 8 * 8), dtype=np.float32)
-        while r < r1:
-            _softmax_padded4(x, out, r, min(4, r1 - r), A, is_log, e)
-            r += 4
+        _softmax_padded_rows(x, out, r0, r1, A, False)
+
+
+@njit(**_JIT)
+def _softmax_padded_rows(x, out, r0, r1, A, is_log):
+    """Rows r0 <= r < r1 through _softmax_padded4, four at a time. is_log comes in as a
+    literal (numba compiles one variant per value, without the other's branch: the runtime
+    flag cost ~20% of a 148 x 37 Softmax here; the other paths did not notice it, and a
+    variant of each for both values doubled the Softmax compile time)."""
+    e = np.empty(4 * ((A + 7) // 8 * 8), dtype=np.float32)
+    for r in range(r0, r1, 4):
+        _softmax_padded4(x, out, r, min(4, r1 - r), A, is_log, e)
 
 
 @njit(**_PAR)
@@ -1719,19 +1729,11 @@ def _softmax_cpu(x, out, rows, A, inner, is_log):
         return
     outer = rows // inner
     if inner == 1:
-        # is_log as a literal: numba compiles one variant per value and drops the other's branch
-        # (a runtime flag there cost ~20% of a 148 x 37 Softmax)
         nblk = (outer + _SM_ROWS - 1) // _SM_ROWS
-        par = nblk > 1 and outer * A >= _SM_PAR
-        if is_log:
-            if par:
-                _softmax_last_par(x, out, outer, A, True, nblk)
-            else:
-                _softmax_last_rows(x, out, 0, outer, A, True)
-        elif par:
-            _softmax_last_par(x, out, outer, A, False, nblk)
+        if nblk > 1 and outer * A >= _SM_PAR:
+            _softmax_last_par(x, out, outer, A, is_log, nblk)
         else:
-            _softmax_last_rows(x, out, 0, outer, A, False)
+            _softmax_last_rows(x, out, 0, outer, A, is_log)
         return
     mx = np.empty(inner, dtype=np.float32)
     sm = np.empty(inner, dtype=np.float32)
@@ -1892,16 +1894,15 @@ def _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_o
 def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
             want_stats):
     """CPU only: _ln_row per row; with full-size scale and bias, _LN_G rows at a time
-    (_ln_group_cpu). Without the Mean/InvStdDev outputs, has_b goes in as a literal (numba
-    compiles a variant per value, without the other's branch: ~10% of a 64 x 128 node)."""
+    (_ln_group_cpu). The models' case (a bias, no Mean/InvStdDev outputs) passes its flags as
+    literals: numba compiles that variant without the other branches (~10% of a 64 x 128
+    node); every other case shares one variant with runtime flags."""
     if sfull and (bfull or not has_b):
         if D > 0:
-            if want_stats:
-                _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats)
-            elif has_b:
+            if has_b and not want_stats:
                 _ln_groups_cpu(x, out, scale, bias, True, rows, D, Df, eps, mean_out, inv_out, False)
             else:
-                _ln_groups_cpu(x, out, scale, bias, False, rows, D, Df, eps, mean_out, inv_out, False)
+                _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats)
             return
     for r in range(rows):
         _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out,
