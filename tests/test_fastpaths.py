@@ -409,6 +409,23 @@ def case_softmax(rng):
             same("Softmax", [x], axis=-1)
             same("LogSoftmax", [x], axis=-1)
     same("Softmax", [rnd(rng, 1, 4, 37, 37) * F(8)], axis=-1)   # the attention shape
+    # exps in whole vectors: rows of A % 8 != 0 run A rounded up to 8 (into the next row, except
+    # the array's last row), rows of A % 8 == 0 straight into the output; groups of four rows
+    # with a short last group; the parallel blocks of 16 rows (outer * A >= 2**13) with both
+    for shape in ((1, 4, 64, 64), (1, 4, 64, 37), (2, 3, 7, 9), (5, 24), (7, 8), (3, 1, 8, 16)):
+        x = rnd(rng, *shape) * F(8)
+        x.reshape(-1, shape[-1])[-1, :3] = (np.nan, -np.inf, np.inf)[:shape[-1]]
+        same("Softmax", [x], axis=-1)
+        same("LogSoftmax", [x], axis=-1)
+    # the max of a row: signed zeros (the first one met wins), exps that underflow to subnormals
+    # and to 0, a row that is all NaN
+    x = np.zeros((6, 11), F)
+    x[0, 3], x[1, 0], x[2, :] = -0.0, -0.0, -0.0
+    x[3, :] = -np.arange(11, dtype=F) * F(9.5)
+    x[4, :] = np.nan
+    x[5, 1:] = -np.linspace(80, 110, 10, dtype=F)
+    same("Softmax", [x], axis=-1)
+    same("LogSoftmax", [x], axis=-1)
 
 
 def case_ln(rng):
@@ -417,6 +434,13 @@ def case_ln(rng):
         D = shape[-1]
         same("LayerNormalization", [rnd(rng, *shape), rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1)
     same("LayerNormalization", [rnd(rng, 3, 4, 5), rnd(rng, 4, 5)], const_inputs=(1,), axis=-2)
+    # groups of eight rows (interleaved sums) with a short last group, bias or none, the Mean and
+    # InvStdDev outputs, rows of one element and the models' 64 x 128 / 37 x 128
+    for rows in (1, 3, 8, 9, 17, 37, 64):
+        for D in (1, 5, 128):
+            x = rnd(rng, rows, D) * F(3) + F(1)
+            same("LayerNormalization", [x, rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1, n_out=3)
+            same("LayerNormalization", [x, rnd(rng, D)], const_inputs=(1,), axis=-1)
 
 
 def case_resize(rng):
@@ -520,9 +544,25 @@ def case_reduce_inline(rng):
             same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=int(rng.integers(0, 2)))
 
 
+def case_erf(rng):
+    """Erf: erf_near_f32 on the blocks of eight with |x| < 1.25 only, erf_f32 on the rest (few
+    far blocks) or on everything (many); lengths not a multiple of 8, specials in both paths."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 0.84375, -0.84375, 1.25, -1.25, 4.0, 1e-40], F)
+    edges = np.nextafter(np.repeat(np.array([0.84375, 1.25, -0.84375, -1.25], F), 8), F(0))
+    for n, scale in ((1, 0.4), (7, 0.4), (8, 0.4), (1001, 0.4), (32768, 0.4), (5000, 0.6), (999, 3.0), (64, 0.1)):
+        x = rnd(rng, n) * F(scale)
+        same("Erf", [x])
+        if n >= 100:
+            x[rng.integers(0, n, 8)] = specials[rng.integers(0, specials.size, 8)]
+            x[:edges.size] = edges
+            same("Erf", [x])
+    same("Erf", [rnd(rng, 1, 37, 512) * F(0.4)])    # the GELU shape
+
+
 CASES = {"mm": case_mm, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
-         "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather}
+         "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
+         "Erf_f32": case_erf}
 INLINE = {"reduce": case_reduce_inline}
 
 

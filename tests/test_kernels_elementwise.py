@@ -407,6 +407,22 @@ def test_where_coalesced_broadcast():
     assert_same(run_both("Where", [c[:1], y[0, :, :1], x]), np.where(c[:1], y[0, :, :1], x))
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.int64, np.bool_, np.float16])
+def test_where_rows(dt):
+    # the CPU's row loop (rows of >= 16 on the coalesced last axis, every operand contiguous or
+    # repeated along it): a causal mask over heads (bool rows, a scalar, full rows), conditions
+    # and values repeated along the row, rows of a value broadcast over the outer axes
+    rng = np.random.default_rng(7)
+    full = (2, 3, 20)
+    cases = [((3, 20), (), full), ((2, 3, 1), (20,), (2, 1, 20)), ((1,), full, ()), (full, (3, 1), (1, 20)),
+             ((3, 20), (2, 3, 1), (20,))]
+    for cs, xs, ys in cases:
+        c = rng.standard_normal(cs) > 0
+        x = (rng.standard_normal(xs) * 10).astype(dt)
+        y = (rng.standard_normal(ys) * 10).astype(dt)
+        assert_same(run_both("Where", [c, x, y]), np.where(c, x, y))
+
+
 @pytest.mark.parametrize("op,fn", [("Max", np.maximum), ("Min", np.minimum), ("Sum", np.add)])
 def test_variadic(op, fn):
     a = np.array([[1.0, NAN, -0.0], [4.0, 0.0, 2.0]], F)

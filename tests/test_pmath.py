@@ -447,7 +447,8 @@ def test_exp_pair_and_scale_pair_are_the_bits_of_two_scales():
 
 
 @pytest.mark.parametrize("fn", ["_pow2f", "_scale_powers", "_scale", "_scale_pair", "_reduce", "_exp_core",
-                                "_exp_pair", "log_f32", "tanh_f32", "erf_f32"])
+                                "_exp_pair", "log_f32", "tanh_f32", "erf_f32", "_erf_near", "erf_near_f32",
+                                "exp_nonpos_f32"])
 def test_branch_free_helpers_are_one_block_of_numba_ir(fn):
     # a conditional expression is three blocks of numba IR, and numba's inliner deep-copies
     # the callee's IR block by block at every inlined call site: with `x if c else y` these
@@ -526,3 +527,47 @@ def test_hot_unary_kernels_vectorise(kernel):
     fresh(x, np.empty_like(x), F(0), F(0), 0)
     ir = fresh.inspect_llvm(fresh.signatures[0])
     assert len(re.findall(r"<(?:4|8|16) x float>", ir)) >= 20, kernel
+
+
+# --- restricted-range variants for the CPU fast paths: the bits of the full functions -----------
+def _patterns(lo, hi, step):
+    """Every ``step``-th float32 bit pattern in [lo, hi) (as uint32 codes), as float32."""
+    return np.arange(lo, hi, step, dtype=np.uint64).astype(np.uint32).view(F)
+
+
+@njit(error_model="numpy")
+def _exp_both(x, a, b):
+    for i in range(x.shape[0]):
+        a[i] = pmath.exp_nonpos_f32(x[i])
+        b[i] = exp_f32(x[i])
+
+
+@njit(error_model="numpy")
+def _erf_both(x, a, b):
+    for i in range(x.shape[0]):
+        a[i] = pmath.erf_near_f32(x[i])
+        b[i] = erf_f32(x[i])
+
+
+def test_exp_nonpos_is_exp_bits_for_x_at_most_zero():
+    # Softmax's exp(v - max): v - max is <= 0 or NaN. Every 97th negative pattern (subnormal and
+    # underflowing results included), the range switch points, signed zeros, infinities, NaNs
+    # Checked on all 2**31 negative patterns and every NaN when it was written.
+    x = np.concatenate([_patterns(0x80000000, 0x100000000, 97), _neighbours([pmath.EXP_LO, -87.33655, -103.97,
+                        -86.5, -0.5 * np.log(2)], span=200), np.array([0.0, -0.0, -np.inf, np.nan, -np.nan], F),
+                        _patterns(0x7F800001, 0x7F800001 + 1000, 1), _patterns(0xFF800001, 0xFF800001 + 1000, 1)])
+    x = x[~(x > 0)]
+    a, b = np.empty_like(x), np.empty_like(x)
+    _exp_both(x, a, b)
+    assert np.array_equal(canon(a), canon(b))
+
+
+def test_erf_near_is_erf_bits_below_1_25():
+    # the Erf fast path's first pass: erf_f32's first two ranges only, for |x| < ERF_B
+    x = np.concatenate([_patterns(0, 0x3FA00000, 31), _neighbours([pmath.ERF_A, 0.0, 1e-30], span=200),
+                        np.nextafter(np.full(200, pmath.ERF_B, F), F(0)) - np.arange(200, dtype=F) * F(2 ** -23)])
+    x = np.concatenate([x, -x])
+    x = x[np.abs(x) < pmath.ERF_B]
+    a, b = np.empty_like(x), np.empty_like(x)
+    _erf_both(x, a, b)
+    assert np.array_equal(canon(a), canon(b))

@@ -1042,8 +1042,10 @@ register("LRN", dtypes=F32, since=1, check=_check_lrn,
 # Softmax: y = exp_f32(v - m) / s; LogSoftmax: y = (v - m) - log_f32(s).
 # CUDA: one row per thread (_softmax_row). CPU (_softmax_cpu): the same
 # sequence per element, in passes over contiguous slices (max, exps, sum,
-# divide for a last-axis softmax; the axis outside and the inner index inside,
-# with a max and a sum per inner index, otherwise).
+# divide for a last-axis softmax, four rows at a time with their max and sum
+# chains interleaved, the exps by pmath.exp_nonpos_f32 = exp_f32's bits for
+# v - m <= 0; the axis outside and the inner index inside, with a max and a sum
+# per inner index, otherwise).
 # =============================================================================
 
 
@@ -1126,7 +1128,9 @@ register(("Softmax", "LogSoftmax"), dtypes=F32, since=13, check=_check_softmax,
 # mean = s / float32(D); q = 0.0f, q += (x - mean)^2 ascending (d = x - mean;
 # q = q + d*d); var = q / float32(D); inv = 1.0f / sqrt_f32(var + eps);
 # y = ((x - mean) * inv) * scale (+ bias). Optional outputs Mean, InvStdDev
-# get mean and inv. Both targets: one row per item.
+# get mean and inv. Both targets: one row per item (the CPU fast path,
+# fastpaths._ln_cpu, runs eight rows at a time with their sum chains
+# interleaved: each row's sequence unchanged).
 # =============================================================================
 
 

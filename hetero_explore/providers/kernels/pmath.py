@@ -399,6 +399,47 @@ def exp_f32(x):
     return exp_dd_f32(F(x), ZERO)
 
 
+@intrinsic
+def _pow2_bits_in_range(typingctx, kf):
+    """:func:`_pow2_bits` without its clamps, for an integral float32 k that the caller keeps
+    in [-126, 127] on every lane (NaN and out-of-range lanes included: a float->int
+    conversion out of range is poison). Three vector instructions: fptosi, add, shl."""
+    if kf != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        i32 = llvmir.IntType(32)
+        e = builder.add(builder.fptosi(args[0], i32), llvmir.Constant(i32, 127))
+        return builder.bitcast(builder.shl(e, llvmir.Constant(i32, 23)), llvmir.FloatType())
+
+    return types.float32(kf), codegen
+
+
+EXP_K1 = F(-64.0)    # exp_nonpos_f32 scales by 2**max(k, -64), then by 2**(k - that): both normal
+
+
+@njit(**_JIT)
+def exp_nonpos_f32(x_):
+    """e**x for x <= 0 (and NaN, -inf): exactly exp_f32's bits there, in fewer operations
+    (Softmax's exp(v - max)); any x > 0 gives a finite wrong value.
+
+    The same _exp_core as exp_dd_f32 on the same argument (one not in [EXP_LO, 0], which
+    is selected away, is replaced by 0 first, so that every lane converts a k in range);
+    no overflow test (k <= 0); and p * 2**k rounded once like :func:`_scale` does, but
+    with the exponent split k1 = max(k, -64), k - k1 >= -86 instead of k1 = floor(k/2):
+    p * 2**k1 is exact (p is in [0.7, 1.42], so the product stays normal) and the second
+    multiply rounds the exact p * 2**k once, which is the one correctly rounded value
+    _scale also gives, subnormal results included. Checked bit for bit against exp_f32 on
+    every float32 x <= 0 and every NaN (tests/test_pmath.py samples them)."""
+    x = F(x_)
+    inside = (x >= EXP_LO) & (x <= ZERO)
+    p, plo, kf = _exp_core(_sel(inside, x, ZERO), ZERO)
+    k1 = _sel(kf > EXP_K1, kf, EXP_K1)
+    y = (p * _pow2_bits_in_range(k1)) * _pow2_bits_in_range(kf - k1)
+    y = _sel(x >= EXP_LO, y, ZERO)
+    return _sel(x != x, x, y)
+
+
 # --- log -------------------------------------------------------------------------
 @njit(**_JIT)
 def log_f32(x_):
@@ -579,6 +620,17 @@ def sigmoid_f32(x_):
 
 
 @njit(**_JIT)
+def _erf_near(a):
+    """erf(a) for 0 <= a < ERF_B: the first two ranges' forms, both computed and selected
+    (a + a * A(a^2) below ERF_A, ERX + B(a - 1) from there)."""
+    s = a * a
+    y1 = a + a * (A0 + s * (A1 + s * (A2 + s * (A3 + s * (A4 + s * (A5 + s * A6))))))
+    u = a - ONE
+    y2 = ERX + (B0 + u * (B1 + u * (B2 + u * (B3 + u * (B4 + u * (B5 + u * (B6 + u * (B7 + u * B8))))))))
+    return _sel(a < ERF_A, y1, y2)
+
+
+@njit(**_JIT)
 def erf_f32(x_):
     """Error function in float32 (erf(-0) = -0, erf(+-inf) = +-1).
 
@@ -586,18 +638,23 @@ def erf_f32(x_):
     (the last on the argument clamped to its range) and the result selected."""
     x = F(x_)
     a = abs(x)
-    s = a * a
-    y1 = a + a * (A0 + s * (A1 + s * (A2 + s * (A3 + s * (A4 + s * (A5 + s * A6))))))
-    u = a - ONE
-    y2 = ERX + (B0 + u * (B1 + u * (B2 + u * (B3 + u * (B4 + u * (B5 + u * (B6 + u * (B7 + u * B8))))))))
     ac = min(a, ERF_C)
     t = ONE / ac
     g = C0 + t * (C1 + t * (C2 + t * (C3 + t * (C4 + t * (C5 + t * C6)))))
     sh, sl = _two_prod(ac, ac)
     y3 = ONE - _exp_neg_small(-sh, -sl) * g
-    y = _sel(a < ERF_A, y1, _sel(a < ERF_B, y2, _sel(a < ERF_C, y3, ONE)))
+    y = _sel(a < ERF_B, _erf_near(a), _sel(a < ERF_C, y3, ONE))
     r = math.copysign(y, x)
     return _sel(x != x, x, r)
+
+
+@njit(**_JIT)
+def erf_near_f32(x_):
+    """erf_f32's bits for |x| < ERF_B (1.25), from its first two ranges only (about a third
+    of erf_f32's operations); other inputs (NaN included) get a wrong value. For callers that
+    have checked the range, such as the CPU Erf fast path (most GELU inputs lie there)."""
+    x = F(x_)
+    return math.copysign(_erf_near(abs(x)), x)
 
 
 @njit(**_JIT)
@@ -1092,5 +1149,6 @@ UNARY = {
 }
 
 __all__ = ["exp_f32", "log_f32", "tanh_f32", "erf_f32", "sigmoid_f32", "pow_f32", "sqrt_f32", "softplus_f32",
+           "exp_nonpos_f32", "erf_near_f32",
            "exp_dd_f32", "log_dd_f32", "sin_f32", "cos_f32", "tan_f32", "asin_f32", "acos_f32", "atan_f32",
            "sinh_f32", "cosh_f32", "asinh_f32", "acosh_f32", "atanh_f32", "UNARY", "Portable"]
