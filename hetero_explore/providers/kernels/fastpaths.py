@@ -61,9 +61,10 @@ def _num_threads(typingctx):
     parallel code calls it (numba.get_num_threads in a kernel reads a ctypes pointer, which
     keeps the kernel out of the disk cache). Only in functions that also call a parallel one:
     loading such a function from the cache starts the threading layer first (numba's reload
-    hook of parallel code), which registers the symbol. The Conv dispatchers run their
-    parallel loop only with more than one thread (a parallel region on one thread costs a few
-    microseconds for nothing); the blocking never depends on it, so neither do the results."""
+    hook of parallel code), which registers the symbol. The Conv, MatMul/Gemm and Softmax
+    dispatchers run their parallel loop only with more than one thread (a parallel region on
+    one thread costs a few microseconds for nothing); the blocking never depends on it, so
+    neither do the results."""
     from numba.np.ufunc.parallel import _launch_threads
     _launch_threads()
 
@@ -476,9 +477,10 @@ def _mm_cpu(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn,
     nb = out.shape[0] // MN if MN > 0 else 0
     nrb = (M + _MM_PAR_ROWS - 1) // _MM_PAR_ROWS
     ncb = (N + _MM_PAR_COLS - 1) // _MM_PAR_COLS
-    if nb > 1 and nb * M * K * N >= _PAR_WORK:
+    par = _num_threads() > 1   # one thread: the serial loops (a parallel region costs ~3-5 us for nothing)
+    if nb > 1 and nb * M * K * N >= _PAR_WORK and par:
         _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb)
-    elif nb == 1 and sbn == 1 and nrb * ncb > 1 and M * K * N >= _PAR_WORK:
+    elif nb == 1 and sbn == 1 and nrb * ncb > 1 and M * K * N >= _PAR_WORK and par:
         _mm_blocks_par(a, b, out, c, M, K, N, sam, sak, sbk, scm, scn, epi, alpha, beta, nrb, ncb)
     elif nb > 0:
         acc = _gemm_scratch(K, N)
@@ -564,11 +566,12 @@ def mm_packed_cpu(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta):
     """out (M x N, contiguous) = A (rows m*sam, columns k*sak) times a constant B packed by
     mm_pack_b, then the Gemm epilogue (epi 0: none; see nn._gemm_epilogue): the MatMul/Gemm
     CPU path for an initializer B, bitwise the generated kernel's results. Panels run in
-    parallel (each writes its own columns) above _PAR_WORK multiply-adds."""
+    parallel (each writes its own columns) above _PAR_WORK multiply-adds, with more than one
+    numba thread."""
     NP = (N + _MK_W - 1) // _MK_W
     if M <= 0 or N <= 0:
         return
-    if NP > 1 and M * K * N >= _PAR_WORK:
+    if NP > 1 and M * K * N >= _PAR_WORK and _num_threads() > 1:
         _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP)
     else:
         for p in range(NP):
@@ -2762,7 +2765,7 @@ def _softmax_cpu(x, out, rows, A, inner, is_log):
     outer = rows // inner
     if inner == 1:
         nblk = (outer + _SM_ROWS - 1) // _SM_ROWS
-        if nblk > 1 and outer * A >= _SM_PAR:
+        if nblk > 1 and outer * A >= _SM_PAR and _num_threads() > 1:
             _softmax_last_par(x, out, outer, A, is_log, nblk)
         else:
             _softmax_last_rows(x, out, 0, outer, A, is_log)
