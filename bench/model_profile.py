@@ -56,7 +56,7 @@ def profile_family(name, threads, runs, top):
         for prog in progs:
             if prog is None:
                 continue
-            slow += sum(1 for it in prog.items if it[1] is None)
+            slow += sum(1 for it in prog.nodes if it[1] is None)
 
             def wrap(st, call):
                 op = st.node.op_type

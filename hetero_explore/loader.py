@@ -747,6 +747,11 @@ _SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
 _SHAPE_FN_OPS = {("", "GroupNormalization")}
 
 
+def _completed_by_op_shapes(n) -> bool:
+    """Whether :func:`complete_op_shapes` completes node ``n``'s outputs."""
+    return n.domain in _SHAPE_FN_DOMAINS or (n.domain, n.op_type) in _SHAPE_FN_OPS
+
+
 def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     """Output shapes that onnx's inference leaves unknown, from the op definitions.
 
@@ -757,17 +762,14 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     is then input 0's), and inference runs again so that the nodes downstream see
     them. Nothing changes for models without such nodes."""
     g = m.graph
-    if not any(n.domain in _SHAPE_FN_DOMAINS or (n.domain, n.op_type) in _SHAPE_FN_OPS for n in g.node):
+    if not any(_completed_by_op_shapes(n) for n in g.node):
         return m
     from .ir import Node, onnx_to_np_dtype
     from .providers.base import KernelContext
     from .providers.kernels import registry as reg   # the op definitions (no provider state)
 
-    def completed(n):
-        return n.domain in _SHAPE_FN_DOMAINS or (n.domain, n.op_type) in _SHAPE_FN_OPS
-
     opsets = {o.domain or "": o.version for o in m.opset_import}
-    for _ in range(sum(1 for n in g.node if completed(n)) + 1):
+    for _ in range(sum(1 for n in g.node if _completed_by_op_shapes(n)) + 1):
         types = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
         inits = {t.name: list(t.dims) for t in g.initializer}
 
@@ -787,7 +789,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
 
         changed = False
         for i, n in enumerate(g.node):
-            if not completed(n) or all(not o or static(o) is not None for o in n.output):
+            if not _completed_by_op_shapes(n) or all(not o or static(o) is not None for o in n.output):
                 continue
             opset = opsets.get(n.domain, 1)
             defs = [d for d in reg.registry() if d.domain == n.domain and d.op_type == n.op_type
