@@ -1,6 +1,6 @@
 """Compile time of the portable float32 math: one loop kernel per pmath function.
 
-For each public function of ``providers/kernels/pmath.py`` this compiles (uncached)
+For each public function of ``kernels/pmath.py`` this compiles (uncached)
 a plain ``@njit`` loop ``y[i] = f(x[i])`` on float32 arrays -- the shape of the
 generated unary kernels, with the function inlined into the loop -- and prints the
 seconds it took and how much of it was numba's ``inline_inlinables`` pass (which
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import numpy as np  # noqa: E402
 import numba  # noqa: E402
 
-from hetero_explore.providers.kernels import pmath  # noqa: E402
+from hetero_explore.kernels import pmath  # noqa: E402
 
 UNARY = ["exp_f32", "log_f32", "tanh_f32", "sigmoid_f32", "erf_f32", "sqrt_f32", "softplus_f32",
          "sin_f32", "cos_f32", "tan_f32", "atan_f32", "asin_f32", "acos_f32", "sinh_f32", "cosh_f32",

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, FOLDERS, load_folder_manifest,
+    from hetero_explore.analysis.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, FOLDERS, load_folder_manifest,
                                             load_manifest, manifest_entry, node_cases, run_conformance,
                                             run_folders, write_manifest)
     from hetero_explore.providers.cpu import NumbaCPUProvider

@@ -40,7 +40,7 @@ def conv_nodes(name):
     import onnx
     from onnx import numpy_helper
     import models as bm
-    from hetero_explore.loader import load_model
+    from hetero_explore.load.loader import load_model
 
     path, _ = bm.export(name)
     g = load_model(str(path))
@@ -64,7 +64,7 @@ def conv_nodes(name):
 
 def path_of(p):
     """Which branch of fastpaths._conv_cpu a geometry takes."""
-    from hetero_explore.providers.kernels import fastpaths as fp
+    from hetero_explore.kernels import fastpaths as fp
     if hasattr(fp, "conv_kind"):
         return fp.CONV_PATHS[fp.conv_kind(p)]
     # older checkouts (before / after comparisons): mirrors their _conv_cpu
@@ -123,13 +123,13 @@ def ort_session(xs, w, b, attrs, threads):
 
 def ours_call(name, xs, w, b, attrs, ys, x):
     from types import SimpleNamespace
-    from hetero_explore.providers.kernels import nn
+    from hetero_explore.kernels import nn
     ctx = SimpleNamespace(node=SimpleNamespace(op_type="Conv", name=name), attrs=attrs)
     p = nn.conv_geometry(ctx, xs, w.shape, ys)
     out = np.empty(int(np.prod(ys)), dtype=np.float32)
     wf = np.ascontiguousarray(w, dtype=np.float32).ravel()
     bf = np.ascontiguousarray(b, dtype=np.float32).ravel() if b is not None else np.zeros(1, np.float32)
-    from hetero_explore.providers.kernels import fastpaths
+    from hetero_explore.kernels import fastpaths
     fastpaths.install()
     xf = x.ravel()
     wp = fastpaths.conv_pack(wf, p) if hasattr(fastpaths, "conv_pack") else None

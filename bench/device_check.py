@@ -18,7 +18,7 @@ after every step, so even an outer kill leaves what was done):
 step       what it does                                                 budget (s)
 =========  ===========================================================  ==========
 (start)    launches in the background, at t=0: the kernel warm-up        --
-           (``hetero_explore.warmup`` on cpu and cuda, one process per
+           (``hetero_explore.session.warmup`` on cpu and cuda, one process per
            provider), the **ptx** worker, the **tests** subprocess and
            the **cases** shards
 ptx        lowers every generated elementwise kernel (154) to sm_90 PTX  240 from t=0
@@ -37,7 +37,7 @@ cases      every onnx backend node case the CUDA provider claims         250 fro
            expected outputs, in ``SHARDS`` parallel processes, each
            writing one JSON line per case (a killed shard keeps its
            rows)
-models     ``hetero_explore.models`` families (mlp, cnn, transformer,    90
+models     ``hetero_explore.data.models`` families (mlp, cnn, transformer,    90
            resnet18-like): CPU vs CUDA bitwise, median warm ms, and
            onnxruntime CPU (1 thread) beside them
 peers      MatMul 1024^3, Conv 1x64x56x56 3x3, Softmax 256x1024:         45
@@ -156,7 +156,7 @@ def _alarm(signum, frame):
 # ------------------------------------------------------------------------------------------
 WARM = r'''
 import sys
-from hetero_explore import warmup as w
+from hetero_explore.session import warmup as w
 if len(sys.argv) > 2:                     # only these jobs (the rehearsal: the smallest)
     jobs = w._jobs
     w._jobs = lambda: [j for j in jobs() if j[0] in sys.argv[2].split(",")]
@@ -222,7 +222,7 @@ def shard_main(index: int, count: int, path: str) -> int:
     """One case shard (a subprocess): every ``count``-th claimed case from ``index``;
     one JSON line per case, flushed, so a kill keeps what was done."""
     import numpy as np
-    from hetero_explore.conformance import node_cases, run_case
+    from hetero_explore.analysis.conformance import node_cases, run_case
     from hetero_explore.providers import cpu, cuda
     names = set(claimed_cases()[index::count])
     c, g = cpu(), cuda()
@@ -302,7 +302,7 @@ def ptx_main(limit: int, path: str, index: int = 0, count: int = 1) -> int:
         how = "numba cuda.jit + inspect_asm (the device's compiler)"
 
         def ptx_of(fn, sig):
-            from hetero_explore.providers.kernels.target import own_compilation
+            from hetero_explore.kernels.target import own_compilation
             with own_compilation():
                 k = cuda.jit(sig)(fn)
                 return k.inspect_asm(sig)
@@ -312,8 +312,8 @@ def ptx_main(limit: int, path: str, index: int = 0, count: int = 1) -> int:
             return {"fma": sum(o.startswith("fma") for o in ops), "f64": sum(".f64" in o for o in ops),
                     "approx": sum(".approx" in o or "div.full" in o for o in ops),
                     "ftz": sum(".ftz" in o for o in ops)}
-    from hetero_explore.providers.kernels.common import _retarget
-    from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
+    from hetero_explore.kernels.common import _retarget
+    from hetero_explore.kernels.elementwise import elementwise_ops, launch_signature
     pairs = [(d, pair) for d in elementwise_ops() for pair in d.kernels][:limit or None][index::count]
     with open(path, "w") as f:
         f.write(json.dumps({"of": len(pairs), "how": how}) + "\n")
@@ -436,8 +436,8 @@ def _median_ms(fn, n=20):
 def step_models(part, ctx):
     """Whole models: CPU vs CUDA bitwise, timed; onnxruntime CPU beside them."""
     import hetero_explore as he
-    from hetero_explore import models
-    from hetero_explore.executor import HeterogeneousExecutor
+    from hetero_explore.data import models
+    from hetero_explore.execution.executor import HeterogeneousExecutor
     from hetero_explore.planner import plan
     # wait (briefly) for the warm-up to compile the models' kernels
     warm = []

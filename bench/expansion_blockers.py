@@ -4,7 +4,7 @@
     python bench/expansion_blockers.py --cuda       # also the CUDA simulator (size cap 256)
 
 For every backend node case that is not claimed and holds an op that onnx defines
-by a function body (``hetero_explore.expand``), the case is loaded as the
+by a function body (``hetero_explore.load.expand``), the case is loaded as the
 conformance runner does (constants folded, small integer inputs as constants),
 its declined nodes are expanded, and every node the provider still declines is
 listed, as well as the ops whose nodes constant folding could not compute
@@ -37,16 +37,16 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from hetero_explore.conformance import (_as_array, _attempts, _expand_declined, _load, node_cases,
+    from hetero_explore.analysis.conformance import (_as_array, _attempts, _expand_declined, _load, node_cases,
                                             run_case)
-    from hetero_explore.expand import has_function_body
+    from hetero_explore.load.expand import has_function_body
     from hetero_explore.providers.base import node_context
     from hetero_explore.providers.cpu import NumbaCPUProvider
 
     provs = [("cpu", NumbaCPUProvider(), None)]
     if args.cuda:
         from hetero_explore.providers.cuda import NumbaCUDAProvider
-        from hetero_explore.conformance import CUDA_SIMULATOR_MAX_ELEMENTS
+        from hetero_explore.analysis.conformance import CUDA_SIMULATOR_MAX_ELEMENTS
         provs.append(("cuda-simulator", NumbaCUDAProvider(), CUDA_SIMULATOR_MAX_ELEMENTS))
     cases = [c for c in node_cases()
              if not args.pattern or any(fnmatch.fnmatchcase(c.name, p) for p in args.pattern)]

@@ -14,7 +14,7 @@ time is the copies plus the framework's bookkeeping::
 where transfer time is what the executor times around each copy (allocating
 the destination buffer, the copy, the fence). Also reported: the share of the
 split run's wall time spent in transfers. Medians over ``--repeat`` runs of a
-pre-built :class:`~hetero_explore.executor.HeterogeneousExecutor` (kernels are
+pre-built :class:`~hetero_explore.execution.executor.HeterogeneousExecutor` (kernels are
 built once, as a notebook re-running a plan would).
 
 Also reported: the one-partition run's time per node (the node runner's
@@ -34,10 +34,10 @@ import sys
 import time
 
 import hetero_explore as he
-from hetero_explore import models
-from hetero_explore.executor import HeterogeneousExecutor
-from hetero_explore.runner import instrument
-from hetero_explore.inputs import random_inputs
+from hetero_explore.data import models
+from hetero_explore.execution.executor import HeterogeneousExecutor
+from hetero_explore.runner.core import instrument
+from hetero_explore.execution.inputs import random_inputs
 from hetero_explore.providers import VirtualProvider
 from hetero_explore.providers.cpu import NumbaCPUProvider
 

@@ -82,9 +82,9 @@ import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import models  # noqa: E402
-from hetero_explore.executor import HeterogeneousExecutor  # noqa: E402
-from hetero_explore.inputs import random_inputs  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
+from hetero_explore.execution.executor import HeterogeneousExecutor  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers import cpu  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -304,8 +304,8 @@ _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import hetero_explore as he
-from hetero_explore.executor import HeterogeneousExecutor
-from hetero_explore.inputs import random_inputs
+from hetero_explore.execution.executor import HeterogeneousExecutor
+from hetero_explore.execution.inputs import random_inputs
 from hetero_explore.providers import cpu
 t1 = time.perf_counter()
 g = he.load_model(sys.argv[1])

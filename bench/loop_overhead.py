@@ -36,9 +36,9 @@ import numpy as np
 sys.path[:0] = [os.path.join(os.path.dirname(__file__), ".."), os.path.join(os.path.dirname(__file__), "..", "tests")]
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore.executor import HeterogeneousExecutor  # noqa: E402
+from hetero_explore.execution.executor import HeterogeneousExecutor  # noqa: E402
 from hetero_explore.providers import resolve  # noqa: E402
-from hetero_explore.runner import Ledger, NodeRunner  # noqa: E402
+from hetero_explore.runner.core import Ledger, NodeRunner  # noqa: E402
 
 import control_models as cm  # noqa: E402
 

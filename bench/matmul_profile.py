@@ -117,8 +117,8 @@ def _node_info(st, graph):
 def profile_family(name, threads, runs, ops):
     import numba
     import hetero_explore as he
-    from hetero_explore.executor import HeterogeneousExecutor
-    from hetero_explore.runner import instrument
+    from hetero_explore.execution.executor import HeterogeneousExecutor
+    from hetero_explore.runner.core import instrument
     from hetero_explore.providers import cpu
     import models as bm
 
@@ -208,9 +208,9 @@ def profile_family(name, threads, runs, ops):
 
 def _phases(ex, feeds, runs, clock):
     """The executor's per-run phases, each called on its own (fastest of ``runs``)."""
-    from hetero_explore.executor import _private_copies
-    from hetero_explore.inputs import validate_inputs
-    from hetero_explore.runner import instrument
+    from hetero_explore.execution.executor import _private_copies
+    from hetero_explore.execution.inputs import validate_inputs
+    from hetero_explore.runner.core import instrument
     g = ex.plan.graph
     phases = {
         "validate_inputs": lambda: validate_inputs(g, feeds),

@@ -2,7 +2,7 @@
 
     python bench/min_transfer.py [--execute] [--torch] [--models a,b]
 
-For each model of hetero_explore.models and a deny mask on the virtual GPU
+For each model of hetero_explore.data.models and a deny mask on the virtual GPU
 (ops that real accelerators' profiles often lack, one at a time), plans with
 policy="priority" and policy="min-transfer", and prints transfers, bytes moved
 and the cost model's estimated seconds. With --execute it also runs both plans
@@ -19,7 +19,7 @@ import argparse
 import numpy as np
 
 import hetero_explore as he
-from hetero_explore import models
+from hetero_explore.data import models
 from hetero_explore.providers import cpu, mask, virtual_gpu
 
 CASES = [("mlp", lambda: models.mlp("small"), ["Gemm", "Relu", "Softmax"]),

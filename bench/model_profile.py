@@ -34,8 +34,8 @@ sys.path.insert(0, str(HERE))
 def profile_family(name, threads, runs, top):
     import numba
     import hetero_explore as he
-    from hetero_explore.executor import HeterogeneousExecutor
-    from hetero_explore.runner import instrument
+    from hetero_explore.execution.executor import HeterogeneousExecutor
+    from hetero_explore.runner.core import instrument
     from hetero_explore.providers import cpu
     import models as bm
 

@@ -60,7 +60,7 @@ from pathlib import Path
 
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)  # CPU only
 # before torch is imported: torch loads OpenMP at import, which reads the wait policy then (see
-# hetero_explore/providers/kernels/target.py: actively spinning threads stall on a busy machine)
+# hetero_explore/kernels/target.py: actively spinning threads stall on a busy machine)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
@@ -349,7 +349,7 @@ def _rel_diff(ours: dict, theirs: list, names: list) -> float:
 def bench_family(name, threads, repeat, budget_s):
     import numba
     import hetero_explore as he
-    from hetero_explore.executor import HeterogeneousExecutor
+    from hetero_explore.execution.executor import HeterogeneousExecutor
     from hetero_explore.providers import cpu
 
     path, feeds = export(name)

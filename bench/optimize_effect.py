@@ -1,4 +1,4 @@
-"""What the load-time graph optimisation (hetero_explore.optimize) changes: node counts
+"""What the load-time graph optimisation (hetero_explore.load.optimize) changes: node counts
 before/after and warm run time with ``optimize`` on and off, on the CPU provider.
 
     PYTHONPATH=. python bench/optimize_effect.py                      # resnet18_like (224x224, width 64) and the demo
@@ -20,14 +20,14 @@ import numpy as np
 
 def measure(label, model, input_shapes, feeds, runs):
     import hetero_explore as he
-    from hetero_explore.executor import HeterogeneousExecutor
-    from hetero_explore.optimize import summary_text
+    from hetero_explore.execution.executor import HeterogeneousExecutor
+    from hetero_explore.load.optimize import summary_text
 
     graphs, exes, outs = {}, {}, {}
     for opt in (False, True):
         g = graphs[opt] = he.load_model(model, input_shapes=input_shapes, optimize=opt)
         if feeds is None:
-            from hetero_explore.inputs import random_inputs
+            from hetero_explore.execution.inputs import random_inputs
             feeds = random_inputs(g, seed=0)
         exes[opt] = HeterogeneousExecutor(he.plan(g, ["cpu"]))
         outs[opt] = exes[opt].run(feeds).outputs          # untimed: compiles what the cache lacks
@@ -56,7 +56,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=64, help="resnet18_like base width (default 64)")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per configuration (default 10)")
     args = ap.parse_args(argv)
-    from hetero_explore import demo, models
+    from hetero_explore.data import demo, models
 
     measure(f"models.resnet18_like(image={args.image}, width={args.width})",
             models.resnet18_like(image=args.image, width=args.width), None, None, args.runs)

@@ -30,8 +30,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from hetero_explore.providers.kernels import elementwise  # noqa: E402,F401  (registers the kernels)
-from hetero_explore.providers.kernels.target import GENERATED  # noqa: E402
+from hetero_explore.kernels import elementwise  # noqa: E402,F401  (registers the kernels)
+from hetero_explore.kernels.target import GENERATED  # noqa: E402
 
 F = np.float32
 
@@ -84,7 +84,7 @@ def vectorised(kernel_name):
     """(vector float ops in the optimised LLVM IR, packed float instructions in the asm)."""
     from numba import njit
 
-    from hetero_explore.providers.kernels.common import _retarget
+    from hetero_explore.kernels.common import _retarget
     lk = GENERATED[kernel_name]
     # a fresh, uncached compile (numba cannot inspect code loaded from its cache)
     disp = njit(cache=False, error_model="numpy", nogil=True)(_retarget(lk.py, "cpu"))

@@ -1,4 +1,4 @@
-"""Accuracy of the portable float32 math (hetero_explore.providers.kernels.pmath).
+"""Accuracy of the portable float32 math (hetero_explore.kernels.pmath).
 
 For each function: >= 10**6 float32 inputs (random float32 bit patterns filtered
 to the function's meaningful domain, plus a dense uniform grid over the region
@@ -26,7 +26,7 @@ import time
 import numpy as np
 from numba import njit
 
-from hetero_explore.providers.kernels import pmath
+from hetero_explore.kernels import pmath
 
 
 @njit

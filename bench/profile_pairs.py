@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def project_models():
-    from hetero_explore import models
-    from hetero_explore.demo import demo_input_shapes, demo_model
+    from hetero_explore.data import models
+    from hetero_explore.data.demo import demo_input_shapes, demo_model
     return [
         ("demo", demo_model(), demo_input_shapes()),
         ("mlp-small", models.mlp("small"), None),

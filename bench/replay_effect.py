@@ -5,7 +5,7 @@ onnxruntime, in one process.
     python bench/replay_effect.py --only bert,mobilenet --rounds 60
 
 Per family (the models of ``bench/models.py``): two executors of the same plan, one built
-with ``hetero_explore.runner.REPLAY = False`` (every node calls its run function at every
+with ``hetero_explore.runner.core.REPLAY = False`` (every node calls its run function at every
 run: flat views, argument tuples, numba's dispatch) and one with replay (the default: a
 node's compiled calls recorded at the first run, then called through numba's entry points
 directly; consecutive replayed nodes as one segment), and an onnxruntime session (1 thread,
@@ -35,8 +35,8 @@ sys.path.insert(0, str(HERE))
 def family(name, rounds):
     import numpy as np
     import hetero_explore as he
-    from hetero_explore import runner
-    from hetero_explore.executor import HeterogeneousExecutor
+    from hetero_explore.runner import core as runner
+    from hetero_explore.execution.executor import HeterogeneousExecutor
     from hetero_explore.providers import cpu
     import models as bm
 

@@ -116,7 +116,7 @@ def _graph_state(html: str) -> str:
 
 def bench_2000(repeats: int) -> dict:
     import hetero_explore as hx
-    from hetero_explore import models
+    from hetero_explore.data import models
 
     model = models.transformer("tiny", layers=61)
     t0 = time.perf_counter()

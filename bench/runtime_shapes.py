@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import numpy as np  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore.executor import HeterogeneousExecutor  # noqa: E402
+from hetero_explore.execution.executor import HeterogeneousExecutor  # noqa: E402
 
 
 def main() -> None:

@@ -95,7 +95,7 @@ def history(op: str, domain: str = ""):
 def extendable(d) -> dict | None:
     """For an op definition: how far `until` can rise through type-only steps (None: not)."""
     import onnx.defs
-    from hetero_explore.providers.kernels.opdef import schema_version
+    from hetero_explore.kernels.opdef import schema_version
     if d.domain not in ("", "ai.onnx"):
         return None
     last = schema_version(d.domain, d.op_type, d.until)
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
                     print(f"{op} {h['from']} -> {h['to']}{' (doc changed)' if h['doc_changed'] else ''}: "
                           f"{h['added']}")
         return 0
-    from hetero_explore.providers.kernels.registry import registry
+    from hetero_explore.kernels.registry import registry
     seen = set()
     for d in registry():
         e = extendable(d)

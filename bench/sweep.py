@@ -2,7 +2,7 @@
 
     python bench/sweep.py [--models 24] [--execute] [--workers 1,2]
 
-Generates a directory of models with ``hetero_explore.models`` (MLPs, CNNs, transformers,
+Generates a directory of models with ``hetero_explore.data.models`` (MLPs, CNNs, transformers,
 chains with different seeds and sizes), then sweeps them on ``gpu,cpu`` and ``cpu`` with and
 without a Relu deny mask: first in-process (``client="in-process"``: the same task function
 in a plain loop), then on a ``LocalCluster`` of N worker processes for each N. Cluster
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def make_models(d: Path, n: int) -> list[str]:
     import onnx
-    from hetero_explore import models
+    from hetero_explore.data import models
     makers = [lambda s: models.mlp("tiny", seed=s), lambda s: models.cnn("tiny", seed=s),
               lambda s: models.transformer("tiny", seed=s), lambda s: models.chain("tiny", seed=s)]
     out = []
@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2")
     args = ap.parse_args()
     import hetero_explore as he
-    from hetero_explore.fleet import IN_PROCESS, _warm_worker
+    from hetero_explore.analysis.fleet import IN_PROCESS, _warm_worker
     kw = dict(providers=["gpu,cpu", "cpu"], masks=[{}, {"gpu": ["Relu"]}], execute=args.execute)
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_models(Path(tmp), args.models)

@@ -28,7 +28,7 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 def affected(case, legacy, string_ops) -> bool:
     import onnx
 
-    from hetero_explore.loader import drop_unused_optional_outputs
+    from hetero_explore.load.loader import drop_unused_optional_outputs
 
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in case.model.opset_import}
     for n in case.model.graph.node:
@@ -53,11 +53,11 @@ def main() -> int:
     ap.add_argument("--no-folders", action="store_true", help="leave the on-disk folder entries as they are")
     args = ap.parse_args()
 
-    from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, SIZE_CAP, folder_cases,
+    from hetero_explore.analysis.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, SIZE_CAP, folder_cases,
                                             manifest_entry, node_cases, run_conformance, run_folders)
     from hetero_explore.providers.cpu import NumbaCPUProvider
     from hetero_explore.providers.cuda import NumbaCUDAProvider
-    from hetero_explore.providers.kernels import legacy, strings
+    from hetero_explore.kernels import legacy, strings
 
     path = ROOT / "tests" / "conformance_manifest.json"
     doc = json.loads(path.read_text())

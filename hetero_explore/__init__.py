@@ -10,22 +10,23 @@ Public API::
 """
 
 from . import providers
-from .compare import compare
-from .errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
+from .analysis.compare import compare
+from .ir.errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, MissingDependencyError, ModelLoadError,
                      PlanningError,
                      ProviderUnavailableError, RunCancelled, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
-from .executor import RunResult, execute, execute_reference
-from .explorer import Explorer, explore
-from .inputs import random_inputs
-from .ir import Graph, Node, Value
-from .loader import load_model
+from .execution.executor import RunResult, execute, execute_reference
+from .session.explorer import Explorer, explore
+from .execution.inputs import random_inputs
+from .ir.graph import Graph, Node, Value
+from .load.loader import load_model
 from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, guard_heterogeneous_fallback,
                       plan)
 from .providers import VirtualProvider, mask
-from .fleet import compare_sweeps, load_sweep, save_sweep, sweep
+from .analysis.fleet import compare_sweeps, load_sweep, save_sweep, sweep
 
-from .about import __version__
+from .data import models  # noqa: E402  (generated models: hetero_explore.models.mlp(...))
+from .ir.about import __version__
 
 __all__ = [
     "explore", "Explorer", "load_model", "plan", "execute", "execute_reference", "compare", "RunResult",

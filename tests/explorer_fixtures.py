@@ -9,7 +9,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 #: nodes and op types once loaded: the model has 12 nodes, and the loader's load-time
-#: optimisation folds bn1 into conv1 (hetero_explore.optimize)
+#: optimisation folds bn1 into conv1 (hetero_explore.load.optimize)
 N_NODES = 11
 OP_TYPES = sorted(["Conv", "Relu", "MaxPool", "Add", "GlobalAveragePool", "Flatten",
                    "Gemm", "Softmax", "GatherND"])

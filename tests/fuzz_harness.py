@@ -104,7 +104,7 @@ def _sym(name, elem, rank):
 
 def _real_models():
     """Real models: (name, serialized bytes, load_model kwargs)."""
-    from hetero_explore import models
+    from hetero_explore.data import models
     out = [("mlp", models.mlp("tiny").SerializeToString(), {}),
            ("cnn", models.cnn("tiny").SerializeToString(), {}),
            ("transformer", models.transformer("tiny").SerializeToString(), {})]
@@ -416,7 +416,7 @@ FEED_KINDS = ["float64", "big-endian", "list", "ragged", "object", "string", "no
 
 def build_feeds(params, workdir):
     import numpy as np
-    from hetero_explore import models
+    from hetero_explore.data import models
     kind = params[0]
     m = models.mlp("tiny")
     x = np.random.default_rng(5).standard_normal((2, 8)).astype(np.float32)
@@ -571,7 +571,7 @@ def build_bombs(params):
 # running one case (in the worker)
 # =============================================================================================
 def _typed(e) -> tuple[str, str]:
-    from hetero_explore.errors import HeteroExploreError
+    from hetero_explore.ir.errors import HeteroExploreError
     msg = str(e)
     if isinstance(e, HeteroExploreError):
         if not msg.strip():
@@ -621,7 +621,7 @@ def _agree(ours, ref) -> str | None:
 
 def _run_model(spec) -> tuple[str, str]:
     import hetero_explore as he
-    from hetero_explore.inputs import random_inputs
+    from hetero_explore.execution.inputs import random_inputs
     try:
         g = he.load_model(spec["model"], **spec.get("load", {}), check=spec.get("check", True))
         p = he.plan(g, spec["providers"])
@@ -729,7 +729,7 @@ def _run_names(spec, workdir) -> tuple[str, str]:
             if cat != "typed":
                 return cat, "widget: " + detail
     # the command line, on the model file
-    from hetero_explore.cli import main
+    from hetero_explore.cli.main import main
     path = Path(workdir) / "hostile.onnx"
     path.write_bytes(spec["model"])
     for argv in (["plan", str(path), "--providers", "cpu"], ["plan", str(path), "--providers", "cpu", "--json"],

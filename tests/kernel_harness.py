@@ -1,5 +1,5 @@
 """Run one ONNX node on a provider through the node runner the executors use
-(:class:`hetero_explore.runner.NodeRunner`), from numpy inputs."""
+(:class:`hetero_explore.runner.core.NodeRunner`), from numpy inputs."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from hetero_explore.ir import Node, onnx_to_np_dtype
+from hetero_explore.ir.graph import Node, onnx_to_np_dtype
 from hetero_explore.providers.base import KernelContext, present_outputs
-from hetero_explore.runner import Ledger, NodeRunner, memory_owners
+from hetero_explore.runner.core import Ledger, NodeRunner, memory_owners
 
 
 class _ConstGraph:

@@ -63,8 +63,8 @@ import numba.cuda.dispatcher as _d
 _d.get_current_device = lambda: _t.SimpleNamespace(compute_capability=(9, 0))
 from numba import types
 import numba.cuda.compiler as cc
-from hetero_explore.providers.kernels.common import _retarget
-from hetero_explore.providers.kernels.target import own_compilation
+from hetero_explore.kernels.common import _retarget
+from hetero_explore.kernels.target import own_compilation
 
 def ptx(fn, args, **opts):
     cres = cc.compile_cuda(fn, types.void, args, fastmath=False, cc=(9, 0))

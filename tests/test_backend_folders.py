@@ -18,13 +18,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, FOLDERS, MANIFEST_COMMAND, folder_cases,
+from hetero_explore.analysis.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, FOLDERS, MANIFEST_COMMAND, folder_cases,
                                         load_folder_manifest,
                                         manifest_verdict, op_without_kernel, run_case)
-from hetero_explore.loader import load_model
+from hetero_explore.load.loader import load_model
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.runtime import run_graph
+from hetero_explore.execution.runtime import run_graph
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hetero_explore.cli import main
+from hetero_explore.cli.main import main
 
 DEMO = str(Path(__file__).resolve().parents[1] / "hetero_explore" / "data" / "demo.onnx")
 
@@ -77,7 +77,7 @@ def test_bad_argument_syntax_is_rejected(capsys):
 
 
 def test_console_script_runs_as_a_module():
-    r = subprocess.run([sys.executable, "-m", "hetero_explore.cli", "plan", DEMO, "--providers", "cpu",
+    r = subprocess.run([sys.executable, "-m", "hetero_explore.cli.main", "plan", DEMO, "--providers", "cpu",
                         "--input-shape", "image=1,3,16,16"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("1 partition(s) across 1 device(s); cpu: 15 node(s)")  # bn1 folded
@@ -150,7 +150,7 @@ def test_argparse_messages_are_escaped_too(capsys):
 
 
 def test_terminal_text_escapes_every_unsafe_class():
-    from hetero_explore.cli import terminal_text
+    from hetero_explore.cli.main import terminal_text
     for c in [chr(i) for i in range(32) if i != 9] + ["\x7f"] + [chr(i) for i in range(0x80, 0xA0)] + \
             ["\u200b", "\u200e", "\u202a", "\u202e", "\u2066", "\u2069", "\u2028", "\ufeff", "\ud800"]:
         assert c not in terminal_text(f"a{c}b"), repr(c)
@@ -212,7 +212,7 @@ def test_report_replaces_an_existing_file_atomically(capsys, tmp_path):
 
 
 def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch):
-    import hetero_explore.cli as cli
+    import hetero_explore.cli.main as cli
     monkeypatch.setattr(cli, "_load_and_plan", lambda args, model=None, **kw: (_ for _ in ()).throw(KeyError("boom\x1b")))
     rc, _, err = run_cli(capsys, "plan", DEMO)
     assert rc == 3 and err.startswith("error: internal error (KeyError): ") and err.count("\n") == 1
@@ -301,7 +301,7 @@ def test_report_execute_with_inputs_from_npz_and_seed(capsys, tmp_path):
 
 def test_tables_fit_a_terminal_unless_full(capsys, tmp_path):
     import onnx
-    from hetero_explore import models
+    from hetero_explore.data import models
     path = tmp_path / "chain.onnx"
     onnx.save(models.chain("tiny", layers=60), str(path))
     rc, out, _ = run_cli(capsys, "plan", str(path), "--providers", "cpu")
@@ -313,7 +313,7 @@ def test_tables_fit_a_terminal_unless_full(capsys, tmp_path):
 
 
 def test_units_are_formatted_in_one_place():
-    from hetero_explore.units import format_frame, human_bytes, human_seconds
+    from hetero_explore.ir.units import format_frame, human_bytes, human_seconds
     import pandas as pd
     assert human_bytes(16.0) == "16 B" and human_bytes(float("nan")) == "? B" and human_bytes(4096) == "4.0 KiB"
     assert human_seconds(6.1522e-05) == "61.5 µs" and human_seconds(1.5) == "1.50 s"
@@ -373,7 +373,7 @@ def test_progress_bar_forced_and_quiet(capsys, tmp_path):
 def test_progress_bar_draws_on_a_terminal_and_moves_with_compile_counts():
     import io
 
-    from hetero_explore.cli import Progress
+    from hetero_explore.cli.main import Progress
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -422,7 +422,7 @@ def test_demo_progress_bar_covers_execution(capsys, tmp_path):
 
 
 def test_warmup_progress_bar_moves_with_the_jobs(capsys, monkeypatch):
-    import hetero_explore.warmup as W
+    import hetero_explore.session.warmup as W
 
     def fake(progress=None, providers=("cpu",)):
         for k in (1, 2, 3, 4):
@@ -448,7 +448,7 @@ def test_warmup_progress_bar_moves_with_the_jobs(capsys, monkeypatch):
 def test_progress_say_prints_above_the_bar():
     import io
 
-    from hetero_explore.cli import Progress
+    from hetero_explore.cli.main import Progress
 
     class Tty(io.StringIO):
         def isatty(self):

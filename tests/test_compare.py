@@ -8,11 +8,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import models  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
 from hetero_explore import providers as P  # noqa: E402
-from hetero_explore.compare import compare, diff_arrays, first_divergence, ulp_distance  # noqa: E402
-from hetero_explore.executor import execute, execute_reference  # noqa: E402
-from hetero_explore.inputs import random_inputs  # noqa: E402
+from hetero_explore.analysis.compare import compare, diff_arrays, first_divergence, ulp_distance  # noqa: E402
+from hetero_explore.execution.executor import execute, execute_reference  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers.base import Kernel  # noqa: E402
 from hetero_explore.providers.cpu import NumbaCPUProvider  # noqa: E402
 

@@ -1,5 +1,5 @@
 """ONNX backend node cases on the CPU provider and the CUDA simulator, and the
-single-provider graph runner (hetero_explore.runtime.run_graph) they run on.
+single-provider graph runner (hetero_explore.execution.runtime.run_graph) they run on.
 
 Conformance fails closed: tests/conformance_manifest.json lists the cases each
 provider claims (and those the CUDA simulator's size cap skips). A listed case
@@ -24,15 +24,15 @@ from onnx.reference import ReferenceEvaluator
 
 from pathlib import Path
 
-from hetero_explore.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, MANIFEST_COMMAND, compare_outputs,
+from hetero_explore.analysis.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, MANIFEST_COMMAND, compare_outputs,
                                         load_manifest, manifest_verdict, node_cases, op_without_kernel,
                                         run_case, run_conformance)
-from hetero_explore.errors import ExecutionError, InputValidationError, KernelError
-from hetero_explore.loader import load_model
+from hetero_explore.ir.errors import ExecutionError, InputValidationError, KernelError
+from hetero_explore.load.loader import load_model
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.providers.virtual import mask
-from hetero_explore.runtime import run_graph
+from hetero_explore.execution.runtime import run_graph
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import hetero_explore as he
-from hetero_explore.compare import diff_arrays
-from hetero_explore.control import ControlFlowError
+from hetero_explore.analysis.compare import diff_arrays
+from hetero_explore.execution.control import ControlFlowError
 from hetero_explore.providers import resolve
 from hetero_explore.providers.cuda import cuda_status
 from hetero_explore.providers.virtual import mask, unmask
@@ -427,7 +427,7 @@ def test_growing_loop_plans_its_body_twice_not_every_iteration(make, feeds, monk
     then once more with the growing dim left symbolic (run with run-time shapes), not once per
     iteration; the results are byte-identical to one exact specialisation per iteration, on
     the CPU and under deny masks, and a reused executor plans nothing more."""
-    import hetero_explore.control as control
+    import hetero_explore.execution.control as control
     g = he.load_model(make())
     cpu = resolve("cpu")
 

@@ -17,14 +17,14 @@ from hypothesis import strategies as st  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import models  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
 from hetero_explore import providers as P  # noqa: E402
-from hetero_explore.compare import compare  # noqa: E402
-from hetero_explore.errors import (ExecutionError, HeterogeneousExecutionUnsupported,  # noqa: E402
+from hetero_explore.analysis.compare import compare  # noqa: E402
+from hetero_explore.ir.errors import (ExecutionError, HeterogeneousExecutionUnsupported,  # noqa: E402
                                    InputValidationError, ProviderUnavailableError, TransferCountMismatch)
-from hetero_explore.executor import (AllocationLeak, HeterogeneousExecutor, NodeExecutionError,  # noqa: E402
+from hetero_explore.execution.executor import (AllocationLeak, HeterogeneousExecutor, NodeExecutionError,  # noqa: E402
                                      execute, execute_reference, partition_model)
-from hetero_explore.inputs import random_inputs  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers.base import Kernel  # noqa: E402
 from hetero_explore.providers.cpu import NumbaCPUProvider  # noqa: E402
 from hetero_explore.providers.cuda import cuda_status  # noqa: E402
@@ -668,7 +668,7 @@ def _two_input_graph():
 def test_the_quick_input_check_takes_exactly_what_validation_passes_unchanged(dtype, shape, kind):
     """exact_feeds either returns what validate_inputs returns (the same arrays) or declines
     (None); it never accepts what validation would refuse or convert."""
-    from hetero_explore.inputs import exact_feeds, input_specs, validate_inputs
+    from hetero_explore.execution.inputs import exact_feeds, input_specs, validate_inputs
     g = _two_input_graph()
     specs = input_specs(g)
     a = np.ones(shape, dtype=dtype)

@@ -1,5 +1,5 @@
 """Nodes no provider runs are expanded into their onnx schema function bodies
-(hetero_explore.expand), planned heterogeneously and executed on our kernels."""
+(hetero_explore.load.expand), planned heterogeneously and executed on our kernels."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import hetero_explore as he
-from hetero_explore import expand
-from hetero_explore.errors import FunctionExpansionError, UnsupportedNodeError
+from hetero_explore.load import expand
+from hetero_explore.ir.errors import FunctionExpansionError, UnsupportedNodeError
 from hetero_explore.providers import VirtualProvider, mask, resolve
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -228,7 +228,7 @@ def test_body_opsets_must_mean_the_same_at_the_models_opset():
 
 
 def test_conformance_claims_through_expansion():
-    from hetero_explore.conformance import node_cases, run_case
+    from hetero_explore.analysis.conformance import node_cases, run_case
 
     case = next(c for c in node_cases() if c.name == "test_sce_mean_weight")
     row = run_case(case, resolve("cpu"))

@@ -9,8 +9,8 @@ import pytest
 
 import hetero_explore as hx
 from explorer_fixtures import N_NODES, OP_TYPES, cnn_model
-from hetero_explore.errors import HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
-from hetero_explore.explorer import Explorer, compare_plans, default_providers
+from hetero_explore.ir.errors import HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
+from hetero_explore.session.explorer import Explorer, compare_plans, default_providers
 from hetero_explore.providers import VirtualProvider, cpu
 
 
@@ -289,7 +289,7 @@ def test_cancel_stops_between_partitions_and_frees_everything(ex):
 
 def test_compiles_during_a_run_are_shown_and_counted():
     import numba
-    from hetero_explore.explorer import _RunWatch
+    from hetero_explore.session.explorer import _RunWatch
     labels = []
     w = _RunWatch(lambda i, n, label: labels.append(label), None, 4)
     w.tick(1, "partition 1/1 on cpu")
@@ -336,7 +336,7 @@ def test_execution_on_symbolic_shapes_takes_the_callers_shapes():
 
 def test_default_providers_execute_on_the_simulator():
     """The conftest sets NUMBA_ENABLE_CUDASIM: the default plan runs on the simulated CUDA provider."""
-    from hetero_explore import models
+    from hetero_explore.data import models
     e = hx.explore(models.mlp("tiny"))
     assert e.provider_names == ["cuda", "cpu"]
     e.deny("cuda", "Softmax")

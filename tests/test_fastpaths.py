@@ -21,9 +21,9 @@ import pytest
 from onnx import helper
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
-from hetero_explore.providers.kernels import registry
-from hetero_explore.providers.kernels.common import cpu_kernel
-from hetero_explore.providers.kernels.target import CPUTarget, KernelPair
+from hetero_explore.kernels import registry
+from hetero_explore.kernels.common import cpu_kernel
+from hetero_explore.kernels.target import CPUTarget, KernelPair
 
 from kernel_harness import run_node
 
@@ -210,7 +210,7 @@ def _conv_both(rng, xs, ws, bias=True, nonfinite=False, **attrs):
 def case_conv_packed(rng):
     """The packed-weight Conv paths (fastpaths.conv_kind: dw8, pw, px, gemvT), each with its
     weight an initializer and not."""
-    from hetero_explore.providers.kernels import fastpaths
+    from hetero_explore.kernels import fastpaths
     # dw8: depthwise, 8 channels per vector: channel counts not a multiple of 8 (the last
     # block's lanes past M), multipliers 1-3, 3x3/5x5/1x7, strides 1-3, dilation, asymmetric
     # and oversized pads, output planes of fewer than 8 pixels and not a multiple of 8 (the
@@ -281,7 +281,7 @@ def case_conv_packed(rng):
 def nn_geometry(xs, ws, attrs):
     """Conv's geometry array for shapes and attributes (as the build computes it)."""
     from types import SimpleNamespace
-    from hetero_explore.providers.kernels import nn
+    from hetero_explore.kernels import nn
     ctx = SimpleNamespace(node=SimpleNamespace(op_type="Conv", name="c"), attrs=attrs)
     nsp = len(xs) - 2
     pads = attrs.get("pads", [0] * 2 * nsp)
@@ -572,7 +572,7 @@ def fast_paths() -> set:
     registry.registry()
     pairs = set()
     for m in registry.MODULES:
-        mod = m if "." in m else f"hetero_explore.providers.kernels.{m}"   # dotted: outside the package
+        mod = m if "." in m else f"hetero_explore.kernels.{m}"   # dotted: outside the package
         for v in vars(importlib.import_module(mod)).values():
             if isinstance(v, KernelPair) and v.cpu_fast is not None:
                 pairs.add(v.name)
@@ -591,7 +591,7 @@ def test_fast_path_bitwise_equal_to_generated(name):
 
 def test_a_broken_fast_path_is_caught(monkeypatch):
     """The comparison can fail: a fast path that rounds differently is noticed."""
-    from hetero_explore.providers.kernels import nn
+    from hetero_explore.kernels import nn
     @cpu_kernel
     def broken(x, scale, bias, mean, var, eps, C, S, out):
         for i in range(out.shape[0]):
@@ -605,7 +605,7 @@ def test_a_broken_fast_path_is_caught(monkeypatch):
 def test_the_packed_constant_b_path_is_taken_and_checked(monkeypatch):
     """MatMul/Gemm with an initializer B run fastpaths.mm_packed_cpu (called from the build's
     run function, not a pair's cpu_fast): the comparison above reaches it and can fail."""
-    from hetero_explore.providers.kernels import fastpaths
+    from hetero_explore.kernels import fastpaths
     real = fastpaths.mm_packed_cpu
     calls = []
 
@@ -628,7 +628,7 @@ def test_the_packed_conv_path_is_taken_and_checked(monkeypatch):
     """A Conv with an initializer weight runs fastpaths.conv_packed_cpu on the weight packed at
     build time (called from the build's run function, not a pair's cpu_fast): the comparison
     above reaches it, on every packed path, and can fail."""
-    from hetero_explore.providers.kernels import fastpaths
+    from hetero_explore.kernels import fastpaths
     real = fastpaths.conv_packed_cpu
     calls = []
 

@@ -50,12 +50,12 @@ from numba.core import types
 from numba.core.typing.typeof import Purpose
 from numba.np.numpy_support import as_dtype
 import hetero_explore as he
-from hetero_explore import demo, models
-from hetero_explore.executor import execute, execute_reference
-from hetero_explore.inputs import random_inputs
+from hetero_explore.data import demo, models
+from hetero_explore.execution.executor import execute, execute_reference
+from hetero_explore.execution.inputs import random_inputs
 from hetero_explore.planner import plan
 from hetero_explore.providers import cpu, cuda
-from hetero_explore.providers.kernels import target
+from hetero_explore.kernels import target
 
 def arg_type(a):
     t = numba.typeof(a, Purpose.argument)
@@ -97,7 +97,7 @@ _COMPILE_BODY = r'''
 import importlib, time
 from numba.np.numpy_support import from_dtype
 import numpy as np
-from hetero_explore.providers.kernels.target import GENERATED, LazyKernel
+from hetero_explore.kernels.target import GENERATED, LazyKernel
 
 def numba_type(t):
     if t[0] == "array":

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import hetero_explore as he
-from hetero_explore import models
-from hetero_explore.errors import (ArgumentTypeError, ArgumentValueError, HeteroExploreError,
+from hetero_explore.data import models
+from hetero_explore.ir.errors import (ArgumentTypeError, ArgumentValueError, HeteroExploreError,
                                    InputValidationError, MemoryBudgetError, OutputWriteError,
                                    UnknownProviderError)
-from hetero_explore.inputs import random_inputs, validate_inputs
+from hetero_explore.execution.inputs import random_inputs, validate_inputs
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_random_inputs_checks_the_budget_before_allocating():
 
 
 def test_memory_budget_from_the_environment(monkeypatch):
-    from hetero_explore.inputs import memory_budget
+    from hetero_explore.execution.inputs import memory_budget
     monkeypatch.setenv("HETERO_EXPLORE_MEMORY_BUDGET", "2G")
     assert memory_budget() == 2 << 30
     monkeypatch.setenv("HETERO_EXPLORE_MEMORY_BUDGET", "lots")

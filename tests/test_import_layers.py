@@ -16,42 +16,36 @@ PKG = Path(__file__).resolve().parents[1] / "hetero_explore"
 
 #: layer name → the top-level modules / subpackages of ``hetero_explore`` in it, bottom first
 LAYERS = [
-    ("ir", {"errors", "units", "about", "ir"}),
-    ("loader", {"loader", "expand", "models", "optimize"}),
-    ("providers", {"providers", "sequences", "fold", "image_decoder"}),  # folding runs the CPU provider's kernels
-    ("planner", {"planner", "plandiff"}),
-    ("execution", {"runtime", "runner", "shapes", "inputs", "control", "executor"}),
-    ("compare", {"compare", "conformance"}),
-    ("explorer", {"explorer", "fleet", "demo", "warmup"}),
+    ("ir", {"ir", "data"}),  # data: bundled and generated models (onnx only)
+    ("kernels", {"kernels"}),
+    ("providers", {"providers"}),
+    ("runner", {"runner"}),
+    ("load", {"load"}),
+    ("planner", {"planner"}),
+    ("execution", {"execution"}),
+    ("analysis", {"analysis"}),
+    ("session", {"session"}),
     ("views", {"viz", "cli", "__main__"}),
 ]
 
 #: upward imports that exist today, each inside a function (imported only when called), with
 #: why; remove an entry when its import goes (the test fails on entries that no longer occur)
 KNOWN_UPWARD = {
-    ("hetero_explore.loader", "hetero_explore.fold"):
-        "load_model folds constants by default; folding runs the CPU provider's kernels",
-    ("hetero_explore.loader", "hetero_explore.control"):
+    ("hetero_explore.load.loader", "hetero_explore.execution.control"):
         "Loop-carried shapes are completed by the control-flow module at load time",
-    ("hetero_explore.loader", "hetero_explore.providers.base"):
-        "ai.onnx.ml output shapes come from the op definitions (KernelContext)",
-    ("hetero_explore.loader", "hetero_explore.providers.kernels.registry"):
-        "ai.onnx.ml output shapes come from the op definitions",
-    ("hetero_explore.loader", "hetero_explore.planner.arrays"):
+    ("hetero_explore.load.loader", "hetero_explore.planner.arrays"):
         "the planner's integer arrays are built once at load, so a first plan costs a re-plan's time",
-    ("hetero_explore.planner.core", "hetero_explore.shapes"):
-        "a node left to run-time shapes whose load-time input types onnx rejects fails closed at plan time",
-    ("hetero_explore.planner.core", "hetero_explore.control"):
+    ("hetero_explore.planner.core", "hetero_explore.execution.control"):
         "control-flow bodies are planned by the control-flow module (plan_children)",
     ("hetero_explore.planner.plan", "hetero_explore.viz.graph"): "Plan.to_graphviz",
     ("hetero_explore.planner.plan", "hetero_explore.viz.model_explorer"): "Plan.to_model_explorer",
     ("hetero_explore.planner.plan", "hetero_explore.viz.report"): "Plan.to_html",
-    ("hetero_explore.plandiff", "hetero_explore.viz.views"): "PlanComparison._repr_html_",
-    ("hetero_explore.explorer", "hetero_explore.viz.widget"): "Explorer.show",
+    ("hetero_explore.planner.plandiff", "hetero_explore.viz.views"): "PlanComparison._repr_html_",
+    ("hetero_explore.session.explorer", "hetero_explore.viz.widget"): "Explorer.show",
     # a notebook's display of these objects is a view: drawn by the views' one escaper and table renderer
     ("hetero_explore.planner.plan", "hetero_explore.viz.html"): "Plan._repr_html_",
-    ("hetero_explore.executor", "hetero_explore.viz.html"): "RunResult._repr_html_",
-    ("hetero_explore.explorer", "hetero_explore.viz.html"): "Explorer._repr_html_",
+    ("hetero_explore.execution.executor", "hetero_explore.viz.html"): "RunResult._repr_html_",
+    ("hetero_explore.session.explorer", "hetero_explore.viz.html"): "Explorer._repr_html_",
 }
 
 
@@ -175,6 +169,6 @@ def test_no_import_cycles_at_module_level():
 def test_the_layer_map_sees_imports():
     """The analysis itself: it finds a known import (so an empty result cannot pass silently)."""
     edges = {(a, b) for a, b, _top, _line in _imports()}
-    assert ("hetero_explore.executor", "hetero_explore.planner") in edges or \
-        any(a == "hetero_explore.executor" and b.startswith("hetero_explore.planner") for a, b in edges)
-    assert ("hetero_explore.explorer", "hetero_explore.viz.widget") in edges
+    assert ("hetero_explore.execution.executor", "hetero_explore.planner") in edges or \
+        any(a == "hetero_explore.execution.executor" and b.startswith("hetero_explore.planner") for a, b in edges)
+    assert ("hetero_explore.session.explorer", "hetero_explore.viz.widget") in edges

@@ -15,11 +15,11 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import hetero_explore as he
-from hetero_explore.errors import ExecutionError
+from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers import mask, resolve
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.attention import round_to
+from hetero_explore.kernels.attention import round_to
 from kernel_harness import node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
@@ -290,7 +290,7 @@ from numba.core.typing.typeof import Purpose
 from numba.np.numpy_support import as_dtype
 from onnx import helper
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels import target
+from hetero_explore.kernels import target
 from kernel_harness import run_node
 
 def arg_type(a):

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from hetero_explore.errors import KernelError
-from hetero_explore.ir import np_to_onnx_dtype
+from hetero_explore.ir.errors import KernelError
+from hetero_explore.ir.graph import np_to_onnx_dtype
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels import floatfmt, registry
+from hetero_explore.kernels import floatfmt, registry
 
 from kernel_harness import make_context, run_node, supports
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.errors import ExecutionError, KernelError
+from hetero_explore.ir.errors import ExecutionError, KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.data import slice_params
+from hetero_explore.kernels.data import slice_params
 from kernel_harness import make_context, node_model, run_node, supports
 
 CPU = NumbaCPUProvider()

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper
 
-from hetero_explore.errors import KernelError
+from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels import registry
+from hetero_explore.kernels import registry
 
 from kernel_harness import run_node, supports
 
@@ -134,7 +134,7 @@ def test_binary_coalesced_broadcast_bitwise(op, sa, sb):
 
 
 def test_coalesce_merges_axes():
-    from hetero_explore.providers.kernels.elementwise import _coalesce
+    from hetero_explore.kernels.elementwise import _coalesce
     shape, (sa, sb) = _coalesce((1, 576, 4, 4), [(1, 576, 4, 4), (1, 576, 1, 1)])
     assert shape.tolist() == [576, 16] and sa.tolist() == [16, 1] and sb.tolist() == [1, 0]
     shape, (sa, sb) = _coalesce((2, 5, 3, 4), [(2, 5, 3, 4), (5, 1, 1)])

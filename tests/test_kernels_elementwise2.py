@@ -126,7 +126,7 @@ def test_bitshift_every_width(dt, direction):
 
 
 def test_bitshift_rejects_bad_direction():
-    from hetero_explore.errors import KernelError
+    from hetero_explore.ir.errors import KernelError
     with pytest.raises(KernelError, match="direction"):
         run_both("BitShift", [np.ones(3, np.uint8), np.ones(3, np.uint8)], opset=28, direction="UP")
 
@@ -236,6 +236,6 @@ def test_activations_close_to_float64_and_portable(op, attrs, ref, opset):
 
 
 def test_gelu_rejects_unknown_approximation():
-    from hetero_explore.errors import KernelError
+    from hetero_explore.ir.errors import KernelError
     with pytest.raises(KernelError, match="approximate"):
         run_both("Gelu", [np.ones(2, np.float32)], opset=20, approximate="fast")

@@ -1,4 +1,4 @@
-"""Image / geometry kernels (providers/kernels/image.py): each op against onnx's
+"""Image / geometry kernels (kernels/image.py): each op against onnx's
 ReferenceEvaluator or onnxruntime, CPU vs CUDA-simulator bitwise, and the index
 checks (bad ROI batch indices raise on both targets, naming the node)."""
 
@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.errors import ExecutionError
+from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 
@@ -388,8 +388,8 @@ def test_maxunpool_model_with_computed_output_shape():
     run by nn.py's MaxPool, so the pooled values and indices are graph inputs here; Shape runs on
     the CPU only.) An odd input size (5 rows pooled to 2) would give indices beyond the unpooled
     (4, 4) shape that onnx's reference indexes into: those raise, tested above."""
-    from hetero_explore.loader import load_model
-    from hetero_explore.runtime import run_graph
+    from hetero_explore.load.loader import load_model
+    from hetero_explore.execution.runtime import run_graph
     x = np.random.default_rng(15).standard_normal((1, 2, 4, 4)).astype(F)
     mp = helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2])
     v, idx = (np.asarray(a) for a in ReferenceEvaluator(node_model(mp, [x], 11)).run(None, {"x": x}))
@@ -410,7 +410,7 @@ def test_maxunpool_model_with_computed_output_shape():
 
 # --- every image kernel compiles for a real GPU (sm_90 PTX), without FMA / approximations --------
 _PTX_BODY = r'''
-from hetero_explore.providers.kernels import image as I
+from hetero_explore.kernels import image as I
 A = lambda dt: types.Array(dt, 1, "C")
 f32, f64, i64, i32 = types.float32, types.float64, types.int64, types.int32
 K = {

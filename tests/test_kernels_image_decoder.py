@@ -14,10 +14,10 @@ PIL = pytest.importorskip("PIL")  # the [image] extra
 from PIL import Image  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import image_decoder  # noqa: E402
-from hetero_explore.errors import ExecutionError  # noqa: E402
+from hetero_explore.kernels.host import image_decoder  # noqa: E402
+from hetero_explore.ir.errors import ExecutionError  # noqa: E402
 from hetero_explore.providers.cpu import NumbaCPUProvider  # noqa: E402
-from hetero_explore.runtime import run_graph  # noqa: E402
+from hetero_explore.execution.runtime import run_graph  # noqa: E402
 
 CPU = NumbaCPUProvider()
 
@@ -146,7 +146,7 @@ def test_format_outside_the_specification_is_not_tried():
 
 
 def test_declined_without_pillow(monkeypatch):
-    from hetero_explore.ir import Node
+    from hetero_explore.ir.graph import Node
     from hetero_explore.providers.base import KernelContext
     monkeypatch.setattr(image_decoder, "_pil", lambda: None)
     node = Node(0, h.make_node("ImageDecoder", ["data"], ["out"], name="dec"), 20)
@@ -156,7 +156,7 @@ def test_declined_without_pillow(monkeypatch):
 
 
 def test_bad_pixel_format_is_declined():
-    from hetero_explore.ir import Node
+    from hetero_explore.ir.graph import Node
     from hetero_explore.providers.base import KernelContext
     node = Node(0, h.make_node("ImageDecoder", ["data"], ["out"], name="dec", pixel_format="CMYK"), 20)
     ctx = KernelContext(node, 20, [(10,)], [np.dtype(np.uint8)], [None], [np.dtype(np.uint8)])

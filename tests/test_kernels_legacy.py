@@ -1,4 +1,4 @@
-"""Opset 1-6 definitions (hetero_explore/providers/kernels/legacy.py): legacy broadcasting,
+"""Opset 1-6 definitions (hetero_explore/kernels/legacy.py): legacy broadcasting,
 PRelu-6, BatchNormalization-6, and the old Conv/pool versions, against numpy; and the
 loader's dropping of unused optional outputs (Dropout-7's mask)."""
 
@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hetero_explore.errors import InvalidModelError
-from hetero_explore.loader import load_model
+from hetero_explore.ir.errors import InvalidModelError
+from hetero_explore.load.loader import load_model
 from hetero_explore.providers.base import node_context
 from hetero_explore.providers.cpu import NumbaCPUProvider
-from hetero_explore.runtime import run_graph
+from hetero_explore.execution.runtime import run_graph
 
 CPU = NumbaCPUProvider()
 F = TensorProto.FLOAT

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import hetero_explore as he
-from hetero_explore.errors import ExecutionError, KernelError
+from hetero_explore.ir.errors import ExecutionError, KernelError
 
 ML = "ai.onnx.ml"
 

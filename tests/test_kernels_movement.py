@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from hetero_explore.errors import ExecutionError
+from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from kernel_harness import infer_outputs, node_model, run_node, supports

@@ -122,7 +122,7 @@ def test_conv3d_bits_follow_documented_order():
 
 
 def test_conv_geometry_errors_name_the_node():
-    from hetero_explore.errors import KernelError
+    from hetero_explore.ir.errors import KernelError
     x, w = rnd(1, 1, 3, 3, 3), rnd(1, 1, 2, 2, 2)
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="c3", kernel_shape=[2, 2, 3])
     with pytest.raises(KernelError, match="c3.*kernel_shape"):

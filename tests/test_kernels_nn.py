@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.errors import KernelError
+from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels import fastpaths, nn
+from hetero_explore.kernels import fastpaths, nn
 from kernel_harness import node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
@@ -461,7 +461,7 @@ def test_batchnorm(shape):
 
 def test_batchnorm_training_is_claimed_by_the_training_definition():
     """training_mode=1 runs training.py's definition (tests/test_kernels_training.py), not this one."""
-    from hetero_explore.providers.kernels.nn import _check_bn
+    from hetero_explore.kernels.nn import _check_bn
     from kernel_harness import make_context
     x, c = f32(2, 3), f32(3)
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1)
@@ -655,7 +655,7 @@ def test_resize_declines():
 def test_resize_modes_nn_declines_run_in_image_py():
     """cubic and antialias are not nn.py's (its check declines them); image.py's full Resize
     (tests/test_kernels_image.py) runs them."""
-    from hetero_explore.providers.kernels import nn
+    from hetero_explore.kernels import nn
     from kernel_harness import make_context
     x = f32(1, 1, 2, 2)
     sc = np.array([1, 1, 2, 2], np.float32)

@@ -291,8 +291,8 @@ def test_bfloat16_onehot_reversesequence():
 
 def _run_model(node, ins, outs, opset):
     """Load a one-node model (data-dependent output shapes: the runner computes them) and run it."""
-    from hetero_explore.loader import load_model
-    from hetero_explore.runtime import run_graph
+    from hetero_explore.load.loader import load_model
+    from hetero_explore.execution.runtime import run_graph
     vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
           for n, a in zip(node.input, ins)]
     ovi = [helper.make_tensor_value_info(o, t, s) for o, t, s in outs]
@@ -336,8 +336,8 @@ def _graph_model(node, inputs, outputs, opset):
 
 
 def test_loader_stft_default_onesided():
-    from hetero_explore.loader import load_model
-    from hetero_explore.runtime import run_graph
+    from hetero_explore.load.loader import load_model
+    from hetero_explore.execution.runtime import run_graph
     node = helper.make_node("STFT", ["x", "step", "", "len"], ["y"], name="stft")
     m = _graph_model(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 1])],
                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7, 9, 2])], 17)
@@ -353,8 +353,8 @@ def test_loader_stft_default_onesided():
 
 
 def test_loader_mvn_default_axes():
-    from hetero_explore.loader import load_model
-    from hetero_explore.runtime import run_graph
+    from hetero_explore.load.loader import load_model
+    from hetero_explore.execution.runtime import run_graph
     node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], name="mvn")
     m = _graph_model(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 2, 2])],
                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2, 2])], 13)

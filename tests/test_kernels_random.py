@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from hetero_explore.ir import Node
+from hetero_explore.ir.graph import Node
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.random import implicit_seed
+from hetero_explore.kernels.random import implicit_seed
 from kernel_harness import run_node, supports
 
 CPU = NumbaCPUProvider()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.errors import KernelError
+from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from kernel_harness import node_model, run_node, supports

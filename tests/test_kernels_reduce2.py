@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.errors import ExecutionError
+from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from kernel_harness import node_model, run_node, supports

@@ -12,10 +12,10 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from hetero_explore.errors import ExecutionError, HeteroExploreError
+from hetero_explore.ir.errors import ExecutionError, HeteroExploreError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.pmath import tanh_f32
+from hetero_explore.kernels.pmath import tanh_f32
 from kernel_harness import infer_outputs, node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
@@ -231,7 +231,7 @@ from numba.core.typing.typeof import Purpose
 from numba.np.numpy_support import as_dtype
 from onnx import helper
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels import target
+from hetero_explore.kernels import target
 from kernel_harness import run_node
 import test_kernels_rnn as R
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from hetero_explore.errors import ExecutionError
+from hetero_explore.ir.errors import ExecutionError
 from kernel_harness import supports
 from test_kernels_movement import CPU, GPU, both, check_vs_ort, ort_run, rnd
 
@@ -137,7 +137,7 @@ def test_scatter_alias_of_scatter_elements():
 
 
 def test_all_claim_opsets_from_schema_history():
-    from hetero_explore.providers.kernels import select
+    from hetero_explore.kernels import select
     ops = {d.op_type for d in select.OPS}
     assert ops == {"TopK", "Hardmax", "OneHot", "ReverseSequence", "Scatter"}
     topk = [d for d in select.OPS if d.op_type == "TopK"]

@@ -14,7 +14,7 @@ from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.signal import twiddles
+from hetero_explore.kernels.signal import twiddles
 from kernel_harness import node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
@@ -26,7 +26,7 @@ RNG = np.random.default_rng(4)
 @pytest.fixture(autouse=True)
 def _claim_full_inverse(monkeypatch):
     """The kernels are tested with the full inverse claimed (see signal.CLAIM_FULL_INVERSE)."""
-    from hetero_explore.providers.kernels import signal
+    from hetero_explore.kernels import signal
     monkeypatch.setattr(signal, "CLAIM_FULL_INVERSE", True)
 
 
@@ -144,7 +144,7 @@ def test_mel_weight_matrix():
 
 
 def test_declines(monkeypatch):
-    from hetero_explore.providers.kernels import signal
+    from hetero_explore.kernels import signal
     x = RNG.standard_normal((1, 8, 1)).astype(F)
     monkeypatch.setattr(signal, "CLAIM_FULL_INVERSE", False)
     node = helper.make_node("DFT", ["x"], ["y"], name="d", inverse=1)

@@ -1,4 +1,4 @@
-"""String ops on the CPU provider (hetero_explore/providers/kernels/strings.py), each
+"""String ops on the CPU provider (hetero_explore/kernels/strings.py), each
 run as a whole model (load_model + run_graph, so string graph inputs and object
 buffers go through the real path), against onnxruntime or onnx's reference
 evaluator; hostile strings and patterns stay inert."""
@@ -15,12 +15,12 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.errors import ExecutionError, InputValidationError
-from hetero_explore.loader import load_model
+from hetero_explore.ir.errors import ExecutionError, InputValidationError
+from hetero_explore.load.loader import load_model
 from hetero_explore.providers.base import node_context
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.runtime import run_graph
+from hetero_explore.execution.runtime import run_graph
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()

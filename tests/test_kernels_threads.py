@@ -100,7 +100,7 @@ def restore_threads():
 
 
 def test_thread_cases_are_large_enough_to_run_in_parallel():
-    from hetero_explore.providers.kernels.fastpaths import _PAR_WORK
+    from hetero_explore.kernels.fastpaths import _PAR_WORK
     def conv_macs(i, at):
         k, st, pd = i[1].shape[2], at.get("strides", [1, 1])[0], at.get("pads", [0] * 4)[0]
         o = (i[0].shape[2] + 2 * pd - k) // st + 1
@@ -113,7 +113,7 @@ def test_thread_cases_are_large_enough_to_run_in_parallel():
         if op in macs:
             assert macs[op](inputs, attrs) >= _PAR_WORK, (op, [a.shape for a in inputs])
     # the last-axis Softmax cases: more than one block of rows, enough elements to go parallel
-    from hetero_explore.providers.kernels.fastpaths import _SM_PAR, _SM_ROWS
+    from hetero_explore.kernels.fastpaths import _SM_PAR, _SM_ROWS
     sm = [i[0].shape for op, i, _, _, at in _cases(np.random.default_rng(0))
           if op.endswith("Softmax") and at.get("axis") == -1 and i[0].size >= _SM_PAR]
     assert len(sm) >= 2 and all(np.prod(s[:-1]) > _SM_ROWS for s in sm), sm
@@ -143,8 +143,8 @@ def test_threaded_cpu_equals_cuda_simulator(restore_threads):
 def test_cpu_kernels_release_the_gil():
     """Every CPU kernel (generated and fast path) is compiled with nogil=True, so that a run
     in a worker thread (the app's Execute) leaves the interpreter's other threads running."""
-    from hetero_explore.providers.kernels import nn, registry
-    from hetero_explore.providers.kernels.target import GENERATED
+    from hetero_explore.kernels import nn, registry
+    from hetero_explore.kernels.target import GENERATED
     registry.registry()
     cpu = [k for name, k in GENERATED.items() if name.endswith("_cpu")]
     assert len(cpu) > 50

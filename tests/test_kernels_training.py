@@ -1,4 +1,4 @@
-"""Training-mode kernels (providers/kernels/training.py): the ai.onnx.preview.training optimisers
+"""Training-mode kernels (kernels/training.py): the ai.onnx.preview.training optimisers
 and training-mode BatchNormalization against onnx's ReferenceEvaluator, CPU vs CUDA simulator
 bitwise; training-mode Dropout's invariants (hypothesis), its seeded reproducibility and the
 typed errors; the loader keeping a training-mode BatchNormalization's unused outputs; and the
@@ -17,11 +17,11 @@ from onnx import helper as h
 from onnx.reference import ReferenceEvaluator
 
 import hetero_explore as he
-from hetero_explore.conformance import _check_dropout, _is_random
-from hetero_explore.errors import HeteroExploreError
+from hetero_explore.analysis.conformance import _check_dropout, _is_random
+from hetero_explore.ir.errors import HeteroExploreError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.training import _ipow
+from hetero_explore.kernels.training import _ipow
 from kernel_harness import run_node, supports
 
 CPU = NumbaCPUProvider()
@@ -298,8 +298,8 @@ def test_conformance_dropout_check_goes_red_on_wrong_outputs():
 
 
 _PTX_BODY = r'''
-from hetero_explore.providers.kernels import training
-from hetero_explore.providers.kernels.target import GENERATED
+from hetero_explore.kernels import training
+from hetero_explore.kernels.target import GENERATED
 A = lambda dt: types.Array(dt, 1, "C")
 f, i8, u8 = types.float32, types.int64, types.uint64
 fa = A(f)

@@ -11,7 +11,7 @@ import sys
 for m in ("ipywidgets", "graphviz", "jupyterlab", "IPython"):
     sys.modules[m] = None            # an import of any of them now fails
 import hetero_explore as he
-from hetero_explore import models
+from hetero_explore.data import models
 g = he.load_model(models.mlp("tiny"))
 p = he.plan(g, ["gpu", "cpu"])
 run = he.execute(p, he.random_inputs(g))
@@ -31,7 +31,7 @@ def test_execution_path_without_view_libraries():
 CPU_ONLY = r'''
 import sys
 import hetero_explore as he
-from hetero_explore import models
+from hetero_explore.data import models
 from hetero_explore.providers.cuda import _certainly_no_gpu_driver
 g = he.load_model(models.mlp("tiny"))
 p = he.plan(g, ["gpu", "cpu"])                 # a virtual GPU: planning needs no CUDA
@@ -39,7 +39,7 @@ run = he.execute(p, he.random_inputs(g))       # ... and its partitions run on C
 ex = he.explore(g)                             # default providers: asks whether there is a GPU
 print("no driver" if _certainly_no_gpu_driver() else "maybe a driver")
 print("cuda imported" if "numba.cuda" in sys.modules else "cuda not imported")
-from hetero_explore.providers.kernels.target import cuda
+from hetero_explore.kernels.target import cuda
 cuda.to_device                                 # the first use imports it
 print("cuda imported" if "numba.cuda" in sys.modules else "cuda not imported")
 '''

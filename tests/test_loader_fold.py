@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference, version_con
 
 import hetero_explore as he
 from hetero_explore.providers import cpu
-from hetero_explore.runtime import run_graph
+from hetero_explore.execution.runtime import run_graph
 
 F = TensorProto.FLOAT
 

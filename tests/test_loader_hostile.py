@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as he
-from hetero_explore.errors import ShapeConflictError
-from hetero_explore.loader import inlined_node_count
+from hetero_explore.ir.errors import ShapeConflictError
+from hetero_explore.load.loader import inlined_node_count
 
 F = TensorProto.FLOAT
 

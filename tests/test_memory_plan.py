@@ -11,14 +11,14 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import models  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
 from hetero_explore import providers as P  # noqa: E402
-from hetero_explore.executor import HeterogeneousExecutor, execute, execute_reference  # noqa: E402
-from hetero_explore.inputs import random_inputs  # noqa: E402
+from hetero_explore.execution.executor import HeterogeneousExecutor, execute, execute_reference  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers.base import Kernel  # noqa: E402
 from hetero_explore.providers.cpu import NumbaCPUProvider  # noqa: E402
 from hetero_explore.providers.cuda import cuda_status  # noqa: E402
-from hetero_explore.runner import plan_offsets  # noqa: E402
+from hetero_explore.runner.core import plan_offsets  # noqa: E402
 
 
 # -- the layout ------------------------------------------------------------------------------
@@ -197,8 +197,8 @@ def test_the_cli_prints_compile_progress_on_stderr(capsys, tmp_path, monkeypatch
     that compiled (the compile itself: a kernel numba has not seen, as above)."""
     import onnx
 
-    from hetero_explore import executor
-    from hetero_explore.cli import main
+    from hetero_explore.execution import executor
+    from hetero_explore.cli.main import main
 
     path = tmp_path / "chain.onnx"
     onnx.save(models.chain("tiny", layers=2), str(path))

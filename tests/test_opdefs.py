@@ -19,7 +19,7 @@ from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.providers.kernels.elementwise import elementwise_ops
+from hetero_explore.kernels.elementwise import elementwise_ops
 
 from kernel_harness import run_node
 

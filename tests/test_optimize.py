@@ -1,4 +1,4 @@
-"""Load-time graph optimisation (hetero_explore.optimize): each rule applied and not applied,
+"""Load-time graph optimisation (hetero_explore.load.optimize): each rule applied and not applied,
 onnxruntime agreement, optimize=False, hetero byte identity, the CLI flag."""
 
 import os
@@ -10,10 +10,10 @@ import pytest  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import demo, models  # noqa: E402
-from hetero_explore.executor import execute_reference  # noqa: E402
-from hetero_explore.inputs import random_inputs  # noqa: E402
-from hetero_explore.optimize import optimize_model, summary_text  # noqa: E402
+from hetero_explore.data import demo, models  # noqa: E402
+from hetero_explore.execution.executor import execute_reference  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
+from hetero_explore.load.optimize import optimize_model, summary_text  # noqa: E402
 from hetero_explore.providers import cpu, cuda  # noqa: E402
 from hetero_explore.providers.cuda import cuda_status  # noqa: E402
 
@@ -319,7 +319,7 @@ def test_demo_optimised_matches_onnxruntime_and_report_lists_the_rewrites(tmp_pa
 
 
 def test_cli_no_optimize_flag(capsys):
-    from hetero_explore.cli import main
+    from hetero_explore.cli.main import main
     path = os.path.join(os.path.dirname(he.__file__), "data", "demo.onnx")
     assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--providers", "cpu"]) == 0
     on = capsys.readouterr().out.splitlines()[0]
@@ -333,7 +333,7 @@ def test_cli_no_optimize_flag(capsys):
 
 
 def test_cli_deny_of_an_op_the_optimiser_removed_says_so(capsys):
-    from hetero_explore.cli import main
+    from hetero_explore.cli.main import main
     path = os.path.join(os.path.dirname(he.__file__), "data", "demo.onnx")
     assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--deny", "gpu:BatchNormalization"]) == 0
     err = capsys.readouterr().err
@@ -346,7 +346,7 @@ def test_cli_deny_of_an_op_the_optimiser_removed_says_so(capsys):
 
 
 def test_sweep_threads_optimize():
-    from hetero_explore.fleet import IN_PROCESS, sweep
+    from hetero_explore.analysis.fleet import IN_PROCESS, sweep
     m = models.cnn("tiny")
     on = sweep([m], providers=["cpu"], client=IN_PROCESS)
     off = sweep([m], providers=["cpu"], client=IN_PROCESS, optimize=False)
@@ -355,6 +355,6 @@ def test_sweep_threads_optimize():
     assert int(off["nodes"].iloc[0]) - int(on["nodes"].iloc[0]) == n_bn
     ex = he.explore(m, ["cpu"], optimize=False)
     assert "BatchNormalization" in ex.graph.op_types() and ex.graph.optimizations == []
-    from hetero_explore.errors import ArgumentValueError
+    from hetero_explore.ir.errors import ArgumentValueError
     with pytest.raises(ArgumentValueError):
         he.explore(he.load_model(m), ["cpu"], optimize=False)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as he
-from hetero_explore import models
+from hetero_explore.data import models
 from hetero_explore.planner import POLICIES, CostModel, register_policy
 from hetero_explore.providers import KernelMatch, VirtualProvider, cpu, mask, virtual_gpu
 
@@ -86,7 +86,7 @@ def check_invariants_partitions_only(g, p):
 
 
 def test_min_transfer_keeps_byte_identity():
-    from hetero_explore import models
+    from hetero_explore.data import models
     g = he.load_model(models.mlp("tiny"))
     provs = [mask(virtual_gpu(), deny=["Relu"]), cpu()]
     pr = he.plan(g, provs)

@@ -196,7 +196,7 @@ def test_unbound_symbolic_batch_is_reported_and_executes():
     assert "x" in g.symbolic_values and "y" in g.symbolic_values
     p = he.plan(g, [VirtualProvider("cpu", "cpu:0", ops=["Relu", "Reshape", "Shape", "Gather", "Unsqueeze",
                                                           "Concat"])])
-    assert p.execution_blockers == ()   # shapes are computed at run time (hetero_explore.shapes)
+    assert p.execution_blockers == ()   # shapes are computed at run time (hetero_explore.runner.shapes)
     assert p.transfer_bytes == 0
     g2 = he.load_model(_dynamic_reshape_model(), dim_values={"batch": 5})
     assert g2.values["y"].shape == (5, 32)
@@ -266,7 +266,7 @@ def test_unknown_policy_and_provider_names():
 
 def test_mask_check_composes_with_chain():
     """mask(check=chain(...)) declines by the composed checks; the first refusal is the reason."""
-    from hetero_explore import models
+    from hetero_explore.data import models
     from hetero_explore.providers import chain, cpu, decline_if_input_dtype, decline_if_larger_than
     g = he.load_model(models.mlp("tiny"))
     strict = mask(cpu(), check=chain(decline_if_larger_than(4), decline_if_input_dtype("int64")))
@@ -277,7 +277,7 @@ def test_mask_check_composes_with_chain():
 
 
 def test_provider_names_resolve_through_a_registry():
-    from hetero_explore.errors import UnknownProviderError
+    from hetero_explore.ir.errors import UnknownProviderError
     from hetero_explore.providers import PROVIDERS, register_provider, resolve
     assert {"cpu", "cuda", "gpu"} <= set(PROVIDERS)
     register_provider("npu-test", lambda: VirtualProvider("npu-test", "npu:0", ops=["Relu"]))

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from numba import cuda, njit
 
-from hetero_explore.providers.kernels import pmath
-from hetero_explore.providers.kernels.target import CPU, CUDA, kernel_pair
-from hetero_explore.providers.kernels.pmath import (erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32,
+from hetero_explore.kernels import pmath
+from hetero_explore.kernels.target import CPU, CUDA, kernel_pair
+from hetero_explore.kernels.pmath import (erf_f32, exp_f32, log_f32, pow_f32, sigmoid_f32, sqrt_f32,
                                                     tanh_f32)
 from ptx_tools import PRELUDE as PTX_PRELUDE
 from ptx_tools import run_script as run_ptx_script
@@ -258,12 +258,12 @@ def test_public_names():
 # .f64), IEEE division and square root (no .approx, .full or .ftz), and whether a*b+c
 # was contracted into fma (which would break bitwise CPU == GPU).
 _PTX_SCRIPT = PTX_PRELUDE + r'''
-from hetero_explore.providers.kernels import elementwise as ew, pmath
+from hetero_explore.kernels import elementwise as ew, pmath
 
 A = lambda t: types.Array(t, 1, "C")
 f32, i64, i32, b1 = types.float32, types.int64, types.int32, types.boolean
 
-from hetero_explore.providers.kernels.elementwise import elementwise_ops, launch_signature
+from hetero_explore.kernels.elementwise import elementwise_ops, launch_signature
 K = {}
 for d in elementwise_ops():      # every elementwise CUDA kernel, from the op definitions
     if "cuda" not in d.targets:  # CPU-only definitions (libm float64) never compile for a GPU
@@ -370,7 +370,7 @@ def test_trig_large_and_hard_arguments():
 
 
 def test_trig_named_specials():
-    from hetero_explore.providers.kernels.pmath import (acos_f32, acosh_f32, asin_f32, atan_f32, atanh_f32,
+    from hetero_explore.kernels.pmath import (acos_f32, acosh_f32, asin_f32, atan_f32, atanh_f32,
                                                         cos_f32, cosh_f32, sin_f32, sinh_f32, tan_f32)
     for f in (sin_f32, tan_f32, asin_f32, atan_f32, sinh_f32, atanh_f32):
         assert math.copysign(1, f(F(-0.0))) < 0, f
@@ -518,9 +518,9 @@ def test_hot_unary_kernels_vectorise(kernel):
     # vectorising them (measured ~10x slower), so the optimised IR must hold vector float ops
     import re
 
-    from hetero_explore.providers.kernels import elementwise  # noqa: F401  (generates the kernels)
-    from hetero_explore.providers.kernels.common import _retarget
-    from hetero_explore.providers.kernels.target import GENERATED
+    from hetero_explore.kernels import elementwise  # noqa: F401  (generates the kernels)
+    from hetero_explore.kernels.common import _retarget
+    from hetero_explore.kernels.target import GENERATED
 
     fresh = njit(cache=False, error_model="numpy")(_retarget(GENERATED[kernel].py, "cpu"))
     x = np.ones(16, F)

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 import hetero_explore as he
-from hetero_explore import models
-from hetero_explore.cli import main
+from hetero_explore.data import models
+from hetero_explore.cli.main import main
 from hetero_explore.providers import PROVIDERS, resolve
 from hetero_explore.providers.base import node_context
 from hetero_explore.providers.profiles import (PROFILE_NAMES, ProfileProvider, load_profile, profile_provider,

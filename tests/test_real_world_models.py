@@ -21,9 +21,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as hx
-from hetero_explore.loader import load_model
+from hetero_explore.load.loader import load_model
 from hetero_explore.providers.cpu import NumbaCPUProvider
-from hetero_explore.runtime import run_graph
+from hetero_explore.execution.runtime import run_graph
 
 CPU = NumbaCPUProvider()
 F = TensorProto.FLOAT

@@ -21,12 +21,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as he
-from hetero_explore import runner
-from hetero_explore.errors import ExecutionError
-from hetero_explore.executor import HeterogeneousExecutor
+from hetero_explore.runner import core as runner
+from hetero_explore.ir.errors import ExecutionError
+from hetero_explore.execution.executor import HeterogeneousExecutor
 from hetero_explore.providers.cpu import NumbaCPUProvider
-from hetero_explore.providers.kernels import target as T
-from hetero_explore.runtime import run_graph
+from hetero_explore.kernels import target as T
+from hetero_explore.execution.runtime import run_graph
 
 KERNELS = Path(T.__file__).resolve().parent
 F = np.float32

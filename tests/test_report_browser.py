@@ -336,7 +336,7 @@ def test_report_cells_format_missing_values(tiny_plan):
 @needs_dot
 @pytest.mark.browser
 def test_search_finds_a_node_in_a_2000_node_view_and_pans_to_it(browser):
-    from hetero_explore import models
+    from hetero_explore.data import models
     OUT.mkdir(exist_ok=True)
     g = he.load_model(models.chain("tiny", layers=1000))
     assert len(g.nodes) == 2000

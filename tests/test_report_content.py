@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hetero_explore as he
-from hetero_explore.cli import main
+from hetero_explore.cli.main import main
 
 DEMO = str(Path(__file__).resolve().parents[1] / "hetero_explore" / "data" / "demo.onnx")
 

@@ -1,4 +1,4 @@
-"""The node runner (hetero_explore.runner): shapes are checked, not trusted; an
+"""The node runner (hetero_explore.runner.core): shapes are checked, not trusted; an
 output-shape function can plug in; runs in several threads at once keep their own
 ledgers, meters and results."""
 
@@ -14,15 +14,15 @@ import pytest  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import models  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
 from hetero_explore import providers as P  # noqa: E402
-from hetero_explore.errors import ExecutionError, KernelError  # noqa: E402
-from hetero_explore.executor import AllocationLeak, HeterogeneousExecutor, execute  # noqa: E402
-from hetero_explore.inputs import random_inputs  # noqa: E402
+from hetero_explore.ir.errors import ExecutionError, KernelError  # noqa: E402
+from hetero_explore.execution.executor import AllocationLeak, HeterogeneousExecutor, execute  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers.base import Kernel  # noqa: E402
 from hetero_explore.providers.cpu import NumbaCPUProvider  # noqa: E402
-from hetero_explore.runner import Ledger, NodeExecutionError, NodeRunner, ShapeMismatchError  # noqa: E402
-from hetero_explore.runtime import run_graph  # noqa: E402
+from hetero_explore.runner.core import Ledger, NodeExecutionError, NodeRunner, ShapeMismatchError  # noqa: E402
+from hetero_explore.execution.runtime import run_graph  # noqa: E402
 
 
 def _graph():
@@ -283,7 +283,7 @@ def test_a_run_over_the_memory_budget_is_refused_before_allocating(monkeypatch):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     import hetero_explore as he
-    from hetero_explore.errors import MemoryBudgetError
+    from hetero_explore.ir.errors import MemoryBudgetError
     shape = numpy_helper.from_array(np.array([700000000], np.int64), "shape")
     g = helper.make_graph([helper.make_node("ConstantOfShape", ["shape"], ["big"], name="bomb"),
                            helper.make_node("ReduceSum", ["big"], ["y"], keepdims=0)], "bomb", [],

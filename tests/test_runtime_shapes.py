@@ -16,8 +16,8 @@ from onnx import numpy_helper as nh
 
 import hetero_explore as he
 from hetero_explore import providers as P
-from hetero_explore.errors import HeteroExploreError, MemoryBudgetError, ShapeConflictError
-from hetero_explore.runner import NodeExecutionError, RuntimeShapeError, ShapeMismatchError
+from hetero_explore.ir.errors import HeteroExploreError, MemoryBudgetError, ShapeConflictError
+from hetero_explore.runner.core import NodeExecutionError, RuntimeShapeError, ShapeMismatchError
 
 
 def _model(nodes, ins, outs, inits=(), vi=(), opset=17):
@@ -318,7 +318,7 @@ def test_failures_in_dynamic_nodes_leave_no_allocation_behind():
 
 
 def test_dynamic_kernels_are_cached_per_signature():
-    from hetero_explore.runner import Ledger, NodeRunner, memory_owners
+    from hetero_explore.runner.core import Ledger, NodeRunner, memory_owners
     g = he.load_model(_reshape_model(declared=None))
     cpu = P.cpu()
     runner = NodeRunner.for_graph(g, cpu)

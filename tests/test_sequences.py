@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import hetero_explore as he
-from hetero_explore.compare import diff_arrays
+from hetero_explore.analysis.compare import diff_arrays
 from hetero_explore.providers import resolve
 from hetero_explore.providers.virtual import mask, unmask
 

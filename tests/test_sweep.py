@@ -13,9 +13,9 @@ from onnx import TensorProto
 from onnx import helper as h
 
 import hetero_explore as he
-from hetero_explore import models
-from hetero_explore.cli import main
-from hetero_explore.fleet import COLUMNS, IN_PROCESS, compare_sweeps, load_sweep, save_sweep, sweep
+from hetero_explore.data import models
+from hetero_explore.cli.main import main
+from hetero_explore.analysis.fleet import COLUMNS, IN_PROCESS, compare_sweeps, load_sweep, save_sweep, sweep
 
 PROVIDER_LISTS = ["gpu,cpu", "cpu"]
 MASKS = [{}, {"gpu": ["Relu"]}]

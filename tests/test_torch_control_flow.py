@@ -17,7 +17,7 @@ import onnx
 import pytest
 
 import hetero_explore as he
-from hetero_explore.compare import diff_arrays
+from hetero_explore.analysis.compare import diff_arrays
 from hetero_explore.providers import resolve
 from hetero_explore.providers.cuda import cuda_status
 from hetero_explore.providers.virtual import mask, unmask

@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import hetero_explore as hx  # noqa: E402
-from hetero_explore import models  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
 from hetero_explore.viz import graph as G  # noqa: E402
 from hetero_explore.viz.scopes import ScopeView, model_scopes, node_scope  # noqa: E402
 

@@ -24,9 +24,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import hetero_explore as he  # noqa: E402
-from hetero_explore import demo, models  # noqa: E402
-from hetero_explore.executor import execute_reference  # noqa: E402
-from hetero_explore.inputs import random_inputs  # noqa: E402
+from hetero_explore.data import demo, models  # noqa: E402
+from hetero_explore.execution.executor import execute_reference  # noqa: E402
+from hetero_explore.execution.inputs import random_inputs  # noqa: E402
 from hetero_explore.providers import cpu, cuda  # noqa: E402
 from hetero_explore.providers.cuda import cuda_status  # noqa: E402
 

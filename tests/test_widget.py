@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import hetero_explore as hx  # noqa: E402
-from hetero_explore import models  # noqa: E402
+from hetero_explore.data import models  # noqa: E402
 from explorer_fixtures import N_NODES, cnn_model  # noqa: E402
 from hetero_explore.viz import widget as W  # noqa: E402
 
@@ -391,7 +391,7 @@ def test_every_view_escapes_hostile_names():
 def gated(monkeypatch):
     """Holds each run after its first partition until ``release`` is set (``started`` says it got there)."""
     import threading
-    from hetero_explore import explorer as E
+    from hetero_explore.session import explorer as E
     started, release = threading.Event(), threading.Event()
     orig = E._WatchedPart.run
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
-from ..expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
-from ..ir import Graph, shape_is_static
+from ..ir.errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
+from ..load.expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
+from ..ir.graph import Graph, shape_is_static
 from ..providers import resolve_all
 from .arrays import graph_arrays, sorted_unique
 from .capability import Answers
@@ -21,8 +21,8 @@ from .policies import get_policy
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 #: ops whose output shapes the run cannot compute when load time left them unknown: none now.
 #: Control flow runs its subgraphs and allocates its outputs at the shapes they produced
-#: (hetero_explore.control), SequenceAt / ConcatFromSequence / StringSplit compute theirs from
-#: their run-time inputs (hetero_explore.shapes); SequenceMap's outputs are host values (shape ()).
+#: (hetero_explore.execution.control), SequenceAt / ConcatFromSequence / StringSplit compute theirs from
+#: their run-time inputs (hetero_explore.runner.shapes); SequenceMap's outputs are host values (shape ()).
 #: An op added here fails closed with the "dynamic-shape" blocker when its shapes are open.
 RUNTIME_SHAPE_UNSUPPORTED: frozenset = frozenset()
 SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "SequenceInsert",
@@ -100,7 +100,7 @@ def _unsupported_error(graph: Graph, node, reasons: dict, note: str = "") -> Uns
 def _inline(graph: Graph, keys: list[tuple[str, str]]) -> Graph:
     from onnx import inliner
 
-    from ..loader import load_model
+    from ..load.loader import load_model
 
     for key in keys:
         fns = [f for f in graph.model.functions if (f.domain, f.name) == key]
@@ -289,7 +289,7 @@ def runtime_shape_blocker(graph: Graph, node) -> str | None:
         vals = graph.values
         ins = [vals.get(n) if n else None for n in node.inputs]
         if all(v is not None and v.shape is not None and v.dtype is not None for n, v in zip(node.inputs, ins) if n):
-            from ..shapes import rejected_input_types
+            from ..runner.shapes import rejected_input_types
             why = rejected_input_types(node, [None if v is None else tuple(v.shape) for v in ins],
                                        [None if v is None else v.dtype for v in ins])
             if why:
@@ -314,8 +314,8 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
     forced = set(unplaceable)
     for node in (graph.nodes if risky else ()):
         kind = _blocker_kind(graph, node)
-        # control flow and sequences execute where a provider claims them (hetero_explore.control,
-        # hetero_explore.sequences); a node no provider claims still blocks, with the reasons
+        # control flow and sequences execute where a provider claims them (hetero_explore.execution.control,
+        # hetero_explore.kernels.host.sequences); a node no provider claims still blocks, with the reasons
         if kind in ("control-flow", "sequence") and node.id not in forced:
             continue
         reasons = "; ".join(f"{p}: {r}" for p, r in (declined[node.id] or {}).items()) or "no provider"
@@ -329,7 +329,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
         elif kind == "ep-context":
             out.append(Blocker(kind, node.name, "EPContext nodes hold another runtime's compiled "
                                "binary; it cannot be executed here. Use the model before compilation"))
-    # run-time shapes come from onnx's per-node inference (hetero_explore.shapes), which cannot
+    # run-time shapes come from onnx's per-node inference (hetero_explore.runner.shapes), which cannot
     # see into subgraphs nor count a data-dependent split: such a node whose output shapes are
     # not known at load time fails closed here rather than at run time
     for node in (graph.nodes if present & RUNTIME_SHAPE_UNSUPPORTED else ()):
@@ -337,7 +337,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
         if why:
             out.append(Blocker("dynamic-shape", node.name, why))
     # symbolic and data-dependent shapes execute: the node runner computes them at run time
-    # (hetero_explore.shapes); a value whose element type is unknown cannot be allocated
+    # (hetero_explore.runner.shapes); a value whose element type is unknown cannot be allocated
     sym = [n for n in graph.symbolic_values if graph.values[n].kind != "initializer"
            and graph.values[n].dtype is None]
     if sym:
@@ -372,7 +372,7 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
     t0 = time.perf_counter()
     refine = get_policy(policy)
     if not isinstance(graph, Graph):
-        from ..loader import load_model
+        from ..load.loader import load_model
         graph = load_model(graph)
     provs = resolve_all(providers)
     inlined: list[str] = []
@@ -449,13 +449,13 @@ def _with_unplaced_lane(provs, assignment, hard):
 
 def _with_children(p: Plan, provs, policy: str) -> Plan:
     """Control-flow hook: the child plans of the subgraphs (over the same providers), and their
-    blockers, attached to the plan (see :mod:`hetero_explore.control`)."""
+    blockers, attached to the plan (see :mod:`hetero_explore.execution.control`)."""
     ops = {sig[1] for sig in graph_arrays(p.graph).signatures}
     if not (getattr(p.graph, "has_implicit_inputs", True) or ops & (CONTROL_FLOW | {"SequenceMap"})):
         return p
     from dataclasses import replace
 
-    from ..control import plan_children
+    from ..execution.control import plan_children
     t = time.perf_counter()
     forced = frozenset(p.graph.nodes[i].name for i in p.forced)
     children, blockers = plan_children(p.graph, provs, policy, blocked=forced)

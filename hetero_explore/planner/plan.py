@@ -193,7 +193,7 @@ class Plan:
     """An immutable heterogeneous execution plan for one graph and provider list."""
 
     graph: Any
-    """The planned :class:`hetero_explore.ir.Graph` (functions may have been inlined)."""
+    """The planned :class:`hetero_explore.ir.graph.Graph` (functions may have been inlined)."""
     providers: tuple
     """Providers in priority order."""
     policy: str
@@ -221,7 +221,7 @@ class Plan:
     path of the graph, a lower bound on its partition count in any convex partitioning."""
     children: dict = field(default_factory=dict, compare=False)
     """Subgraph path (``If_0/then_branch``) → the child :class:`Plan` of that subgraph, over
-    the same providers (see :mod:`hetero_explore.control`); nested children are in theirs."""
+    the same providers (see :mod:`hetero_explore.execution.control`); nested children are in theirs."""
     tables: Any = field(default=None, repr=False)
     """The planner's :class:`PlanTables` behind ``partitions`` and ``transfers`` (None
     when they were given as records)."""
@@ -240,7 +240,7 @@ class Plan:
     @property
     def expansions(self) -> tuple[dict, ...]:
         """Nodes expanded into their onnx function bodies so that placement could succeed
-        (see :mod:`hetero_explore.expand`): node, op_type, opset, body, body_version,
+        (see :mod:`hetero_explore.load.expand`): node, op_type, opset, body, body_version,
         nodes (the body's node names), depth, expanded_from (the model node)."""
         return tuple(self.graph.info.get("expansions", ()))
 
@@ -367,7 +367,7 @@ class Plan:
 
     def summary(self) -> str:
         """One line in the seed's form."""
-        from ..optimize import summary_text
+        from ..load.optimize import summary_text
         from .ops_table import share
         counts = self.placement_counts()
         total = sum(counts.values())
@@ -429,7 +429,7 @@ class Plan:
         import pandas as pd
         rows = []
         origin = self.graph.info.get("expanded_from", {})
-        from ..optimize import node_notes
+        from ..load.optimize import node_notes
         notes = node_notes(getattr(self.graph, "optimizations", ()))
         for n in self.graph.nodes:
             p = self.providers[self.assignment[n.id]]

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import PlanningError
+from ..ir.errors import PlanningError
 from ..providers.base import transfer_kind
 from .arrays import graph_arrays
 

@@ -8,7 +8,7 @@ import functools
 from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch, own_supports
 from .cpu import NumbaCPUProvider
 from .cuda import NumbaCUDAProvider
-from ..errors import ArgumentTypeError, ArgumentValueError, UnknownProviderError
+from ..ir.errors import ArgumentTypeError, ArgumentValueError, UnknownProviderError
 from .virtual import _context_cacheable
 from .virtual import (MaskedProvider, OpSpec, VirtualProvider, chain, decline_if_input_dtype,
                       decline_if_larger_than, mask, unmask)

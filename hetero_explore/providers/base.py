@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import KernelError
+from ..ir.errors import KernelError
 
 
 @dataclass(frozen=True, order=True)
@@ -80,7 +80,7 @@ class KernelContext:
     """Everything known about a node when a kernel is checked or built."""
 
     node: Any
-    """The :class:`hetero_explore.ir.Node`."""
+    """The :class:`hetero_explore.ir.graph.Node`."""
     opset: int
     """Opset version of the node's domain."""
     in_shapes: list

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import DeviceId, HostMemory
-from .kernels.target import CPU
+from ..kernels.target import CPU
 from .registry_provider import RegistryProvider
 
 

@@ -13,9 +13,9 @@ import sys
 
 import numpy as np
 
-from ..errors import ProviderUnavailableError
+from ..ir.errors import ProviderUnavailableError
 from .base import DeviceBuffer, DeviceId
-from .kernels.target import CUDA
+from ..kernels.target import CUDA
 from .registry_provider import RegistryProvider
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import KernelError
-from ..ir import shape_is_static
+from ..ir.errors import KernelError
+from ..ir.graph import shape_is_static
 from .base import ExecutionProvider, Identity, Kernel, KernelContext, KernelMatch, own_supports
-from .kernels import registry as reg
-from .kernels.target import CPU, Target
+from ..kernels import registry as reg
+from ..kernels.target import CPU, Target
 
 
 def _present_out_shapes(ctx: KernelContext) -> list:
@@ -32,7 +32,7 @@ def _ranges(ns) -> str:
 
 class RegistryProvider(ExecutionProvider):
     """Shared capability logic for the Numba providers: ``target`` (a
-    :class:`~.kernels.target.Target`) picks the kernels compiled for it out of
+    :class:`~hetero_explore.kernels.target.Target`) picks the kernels compiled for it out of
     :func:`registry.registry`."""
 
     target: Target = CPU

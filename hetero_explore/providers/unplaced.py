@@ -6,7 +6,7 @@ among the plan's execution blockers with each provider's reason — so the rest 
 model is still placed, partitioned and shown. The lane executes nothing: a plan that
 uses it has an ``unplaceable`` execution blocker, so execution and
 ``guard_heterogeneous_fallback`` fail closed exactly as before. ``plan(...,
-strict=True)`` raises :class:`~hetero_explore.errors.UnsupportedNodeError` instead.
+strict=True)`` raises :class:`~hetero_explore.ir.errors.UnsupportedNodeError` instead.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class UnplacedLane(ExecutionProvider):
         return False, "the unplaced lane holds the nodes no provider supports; it executes nothing"
 
     def get_kernel(self, ctx: KernelContext):
-        from ..errors import KernelError
+        from ..ir.errors import KernelError
         raise KernelError(f"node {ctx.node.name!r} ({ctx.node.op_type}) is unplaced: no provider supports it")
 
 

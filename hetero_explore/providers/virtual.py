@@ -126,7 +126,7 @@ class VirtualProvider(HostMemory, ExecutionProvider):
     # execution: host kernels on allocations of our own
     def _need_kernels(self):
         if self.kernels is None:
-            from ..errors import ProviderUnavailableError
+            from ..ir.errors import ProviderUnavailableError
             raise ProviderUnavailableError(
                 f"virtual provider {self.name!r} only plans; create it with kernels=NumbaCPUProvider() "
                 "to execute")
@@ -244,7 +244,7 @@ class MaskedProvider(ExecutionProvider):
     def get_kernel(self, ctx: KernelContext):
         node = ctx.node
         if self.masked_off(node):
-            from ..errors import KernelError
+            from ..ir.errors import KernelError
             raise KernelError(f"{self.name}: {node.op_type} is masked off on this provider")
         return self.inner.get_kernel(ctx)
 

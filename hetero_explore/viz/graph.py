@@ -21,8 +21,8 @@ from collections import Counter
 
 import graphviz
 
-from ..errors import GraphvizNotFoundError, HeteroExploreError  # noqa: F401
-from ..units import human_bytes  # noqa: F401  (re-exported: viz.graph.human_bytes)
+from ..ir.errors import GraphvizNotFoundError, HeteroExploreError  # noqa: F401
+from ..ir.units import human_bytes  # noqa: F401  (re-exported: viz.graph.human_bytes)
 from .html import CTRL, esc  # the views' one escaper
 from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, lighter,
                      provider_colors)
@@ -244,7 +244,7 @@ def _html_text(s, limit: int | None = MAX_LABEL) -> str:
     return esc(_truncate(str(s), limit).replace("\n", " ").replace("\r", " "))
 
 
-# -- formatting (units: hetero_explore.units) ------------------------------------------
+# -- formatting (units: hetero_explore.ir.units) ------------------------------------------
 def fmt_shape(shape) -> str:
     if shape is None:
         return "[?]"

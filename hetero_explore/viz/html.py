@@ -3,7 +3,7 @@ the sweep page, the timeline, the graph's HTML-like labels).
 
 :func:`esc` escapes every model or provider string; :func:`table_html` turns a DataFrame into
 an escaped table whose cells are formatted in one place (:func:`cell_text`: bytes and seconds
-through :mod:`hetero_explore.units`, missing values as ``—``, booleans as ``✓ True``).
+through :mod:`hetero_explore.ir.units`, missing values as ``—``, booleans as ``✓ True``).
 The app filters, sorts and pages on the kernel side (:func:`table_page`, its HTML widgets run
 no script); the report's inline script does the same in the page on the same markup
 (``table.data``, ``data-sort`` keys).
@@ -18,8 +18,8 @@ import re
 
 import numpy as np
 
-from ..explorer import TableOptions
-from ..units import human_bytes, human_seconds, is_byte_column, is_second_column
+from ..session.explorer import TableOptions
+from ..ir.units import human_bytes, human_seconds, is_byte_column, is_second_column
 
 #: control characters, DEL, C1 and lone surrogates: shown as U+FFFD in every view
 CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")

@@ -17,7 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ..units import human_bytes
+from ..ir.units import human_bytes
 from .colors import provider_colors
 from .html import MAX_ROWS, esc, table_html  # noqa: F401  (MAX_ROWS, table_html: re-exported)
 from .views import PROVIDER_COLUMNS, ViewState, registered
@@ -328,7 +328,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
     """
-    from ..about import __version__
+    from ..ir.about import __version__
 
     graph = plan.graph
     colors = provider_colors(plan.provider_names)
@@ -416,12 +416,12 @@ def write_text_safely(path, text: str, *, what: str = "file") -> Path:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file beside it and a rename;
     parent folders are created. Returns the path written.
 
-    Refuses, with :class:`~hetero_explore.errors.OutputWriteError`, an empty path, a
+    Refuses, with :class:`~hetero_explore.ir.errors.OutputWriteError`, an empty path, a
     folder, a device or other non-regular file (``/dev/full``), a path under a file,
     and any OS failure (no space, no permission, a name too long). On failure the text
     is not lost: it is written to a fresh file in the temporary folder, whose path the
     message gives and ``error.fallback_path`` holds (None when that failed too)."""
-    from ..errors import OutputWriteError
+    from ..ir.errors import OutputWriteError
 
     data = text.encode("utf-8")
     raw = os.fspath(path) if isinstance(path, (str, bytes, os.PathLike)) else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..units import human_bytes
+from ..ir.units import human_bytes
 from .colors import TRANSFER_COLORS, darker
 
 

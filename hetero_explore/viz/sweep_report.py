@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..units import human_bytes
-from ..about import versions
+from ..ir.units import human_bytes
+from ..ir.about import versions
 from .html import esc, table_html
 from .report import _CSS, write_text_safely
 

@@ -9,7 +9,7 @@ step; the chart draws one run.
 
 from __future__ import annotations
 
-from ..units import human_bytes, human_seconds
+from ..ir.units import human_bytes, human_seconds
 from .colors import TRANSFER_COLORS, provider_colors
 from .html import esc  # the one HTML escaper of the views
 
@@ -19,7 +19,7 @@ WIDTH = 900
 
 
 def timeline_svg(run, width: int = WIDTH) -> str:
-    """The Gantt chart of ``run``'s events (a :class:`~hetero_explore.executor.RunResult`)."""
+    """The Gantt chart of ``run``'s events (a :class:`~hetero_explore.execution.executor.RunResult`)."""
     events = list(getattr(run, "events", ()) or ())
     if not events:
         return '<p class="note">no timed steps in this run</p>'

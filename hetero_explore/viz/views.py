@@ -1,7 +1,7 @@
 """The views, registered once: each is a name, a title and ``render(state) -> HTML``; the app's
 tabs and the report's sections are both built from :func:`registered` (a view added here
 appears in both). ``state`` is a :class:`ViewState`, a read-only snapshot of an
-:class:`~hetero_explore.explorer.Explorer` (:func:`snapshot`) or of a plan and its run (the
+:class:`~hetero_explore.session.explorer.Explorer` (:func:`snapshot`) or of a plan and its run (the
 report); ``state.medium`` says whether the HTML goes into the app (``"app"``: tables filtered,
 sorted and paged here, no script) or the report (``"report"``: the page's script does that).
 
@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..explorer import TableOptions, ViewOptions
-from ..units import human_bytes, human_seconds
+from ..session.explorer import TableOptions, ViewOptions
+from ..ir.units import human_bytes, human_seconds
 from .html import MAX_ROWS, esc, kv_table, table_html
 
 #: most rows a table shows per page in the app
@@ -266,7 +266,7 @@ DIFF_MEANING = (
 
 
 def render_changes(c) -> str:
-    """HTML of a :class:`~hetero_explore.plandiff.PlanComparison`."""
+    """HTML of a :class:`~hetero_explore.planner.plandiff.PlanComparison`."""
     out = [f"<div class='hx-changes-summary'><b>Changes:</b> {esc(c.summary())}</div>"]
     if c.changed:
         for title, df, what in (("Nodes that moved", c.moved, "moved nodes"),
@@ -289,7 +289,7 @@ def _about(s: ViewState) -> str:
 
     import pandas as pd
 
-    from ..about import versions
+    from ..ir.about import versions
 
     plan, run, diff, prov = s.plan, s.run, s.diff, s.provenance
     made = prov.get("command") or ("hetero_explore: Plan.to_html(...) / Explorer.export_html(...) from Python"
@@ -375,7 +375,7 @@ def _ops(s: ViewState) -> str:
 
 
 def _optimizations_text(graph) -> str:
-    from ..optimize import summary_text
+    from ..load.optimize import summary_text
     recs = list(getattr(graph, "optimizations", ()))
     if not recs:
         return "none"
@@ -650,5 +650,5 @@ def _changes(s: ViewState) -> str:
         return ("<div class='hx-note note'>No earlier plan to compare with yet.</div>" if s.medium == "app" else
                 "<p class='note'>No earlier plan to compare with (a report written by Explorer.export_html "
                 "shows what changed since the explorer's previous plan).</p>")
-    from ..plandiff import compare_plans
+    from ..planner.plandiff import compare_plans
     return render_changes(compare_plans(s.previous, s.plan))

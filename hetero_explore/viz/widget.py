@@ -1,4 +1,4 @@
-"""The ipywidgets app over an :class:`~hetero_explore.explorer.Explorer`.
+"""The ipywidgets app over an :class:`~hetero_explore.session.explorer.Explorer`.
 
 The explorer is the only state: provider order, enable flags, denied ops and the views'
 options (graph level, open scopes, find, zoom, table filter/sort/page) live there. The
@@ -28,8 +28,8 @@ from dataclasses import replace
 import ipywidgets as widgets
 from traitlets import Bool, Int, Unicode, observe
 
-from ..errors import RunCancelled
-from ..explorer import LEVELS, TableOptions  # noqa: F401  (TableOptions: re-exported)
+from ..ir.errors import RunCancelled
+from ..session.explorer import LEVELS, TableOptions  # noqa: F401  (TableOptions: re-exported)
 from . import views as _views
 from .html import esc, table_page
 from .views import (TABLE_VIEWS, ViewState, diff_verdict, error_box as _error_box, graph_boxes,  # noqa: F401
@@ -199,7 +199,7 @@ class ExplorerApp(widgets.VBox):
     @property
     def tables(self) -> dict[str, dict]:
         """View → its main table's options (``query``, ``sort``, ``descending``, ``page``; the
-        explorer's, see :class:`~hetero_explore.explorer.TableOptions`)."""
+        explorer's, see :class:`~hetero_explore.session.explorer.TableOptions`)."""
         return {v: {"query": o.query, "sort": o.sort, "descending": o.descending, "page": o.page}
                 for v, o in self.explorer.view_options.tables}
 

@@ -27,9 +27,9 @@ from importlib import resources
 
 import numpy as np
 
-from ...errors import ArgumentValueError
+from ...ir.errors import ArgumentValueError
 from ..base import ExecutionProvider, KernelContext, KernelMatch
-from ..kernels.opdef import schema_version
+from ...kernels.opdef import schema_version
 from ..virtual import VirtualProvider, _context_cacheable
 
 _FILES = {p.name[:-5]: p for p in resources.files(__name__).iterdir() if p.name.endswith(".json")}

@@ -1,0 +1,1 @@
+"""Running plans: the heterogeneous executor, the reference run, subgraphs of control flow."""

@@ -1,0 +1,1276 @@
+"""Control flow: If, Loop, Scan and SequenceMap with child plans.
+
+**Subgraphs are graphs.** A control node's subgraphs (``then_branch`` /
+``else_branch``, ``body``) become child :class:`~hetero_explore.ir.graph.Graph` s
+(:func:`child_graph`): the subgraph's own inputs, plus one graph input per value
+it reads from an enclosing scope (those are also the control node's *implicit
+inputs* in the parent IR, so the parent's planner sees the edges and plans their
+transfers to the control node's provider). Constant subexpressions of the
+subgraph are folded by the CPU kernels, as the loader folds the main graph.
+
+**Child plans.** :func:`plan_children` plans each subgraph over the same
+provider list (masks included) and policy as its parent: nested placement,
+partitions and transfers, keyed by the subgraph path (``If_0/then_branch``,
+``Loop_3/body/If_1/else_branch``); :meth:`Plan.children` holds them, the plan
+tables list their rows with that path, and their execution blockers (other than
+symbolic shapes, which are resolved at run time, below) block the parent.
+
+**Execution.** A control node runs on the provider it is placed on (its
+*home*) as a :class:`ControlKernel`. At run time each subgraph is specialised to
+the actual shapes and dtypes of the values it is given (onnx shape inference on
+the subgraph with those inputs, then folding, then a plan over the parent's
+providers), cached per signature (a Loop whose carried values change shape from one iteration to the
+next is planned once more with those dims symbolic and run with run-time shapes; outer-scope
+constants up to :data:`CAPTURED_CONST_MAX_BYTES` are bound as constants of the child), and run
+partition by partition
+(:class:`SubgraphExecutor`): a value reaches a partition on another provider by
+a copy (a transfer), made once per (value, provider) per run of the subgraph.
+The condition of an If, the trip count and condition of a Loop, are read on the
+host (a D2H copy of a scalar when the home is a device). Loop-carried values
+stay on the provider that produces them from one iteration to the next; only
+the final values are copied into the Loop's outputs (on its home). Scan outputs
+(of Loop and Scan) are written slice by slice into the node's output buffer.
+
+A reference run (one provider) and the conformance runner run the children on
+the home provider alone; the heterogeneous executor binds every control kernel
+to its plan's provider list (:func:`bind_runner`).
+
+The parent's output shapes are those load-time inference computed: a subgraph
+whose results do not match them (a Loop whose carried value grows, a branch
+whose shape differs from the other's) fails with :class:`ControlFlowError`
+naming the node, the planned and the actual shape -- never a wrong buffer.
+
+Each control kernel runs with a :class:`~hetero_explore.runner.core.Ledger` of its
+own: every buffer its subgraphs allocate is freed when it returns (or fails),
+and what it allocated on each provider is checked to be all freed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..ir.errors import ExecutionError, HeteroExploreError, KernelError
+from ..ir.graph import HOST_DTYPE, Graph, np_to_onnx_dtype, outer_names, shape_is_static
+from ..providers.base import Kernel
+from ..kernels.opdef import OpList, schema_version
+
+OPS = OpList()
+
+CONTROL_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+#: subgraph signatures kept per control kernel
+MAX_SPECIALISATIONS = 32
+#: a Loop whose carried values change shape from one iteration to the next plans its body once
+#: more with the changing dims left symbolic and runs that plan with run-time shapes (instead of
+#: one plan per iteration); False: one specialisation per exact shape (tests compare the two)
+GENERALISE_LOOPS = True
+#: ops a subgraph may hold that folding removes before they would have to run
+_FOLDED_AWAY = frozenset({"Constant"})
+#: ops with host-only kernels that folding removes once the subgraph is specialised to concrete
+#: input shapes (torch's exporters put Shape -> Gather into every branch); one whose input's
+#: shape stays unknown inside the subgraph (data-dependent) is left to the child plan, which
+#: places it on a host provider or fails closed naming the node
+_FOLDED_AT_SPECIALISATION = frozenset({"Shape", "Size"})
+
+
+class ControlFlowError(ExecutionError):
+    """A control node cannot run as planned (names the node, the subgraph and what differs)."""
+
+
+# -- child graphs ---------------------------------------------------------------------------
+def _value_type(v) -> onnx.TypeProto:
+    """The TypeProto of a parent value (declared/inferred, or from its dtype and shape)."""
+    if v.type_proto is not None:
+        return v.type_proto
+    shape = None if v.shape is None else [d if isinstance(d, (int, str)) else None for d in v.shape]
+    return helper.make_tensor_type_proto(v.elem_type, shape)
+
+
+def _buffer_type(buf, declared: onnx.TypeProto | None) -> onnx.TypeProto:
+    """The TypeProto of a run-time buffer: a tensor's actual shape and dtype; a host value's
+    declared type, with the element shape of a sequence whose elements all share one."""
+    if buf.dtype == HOST_DTYPE:
+        if declared is None:
+            raise KernelError("a host value (sequence/optional/map) without a declared type")
+        return _host_type(buf.data[()], declared)
+    return helper.make_tensor_type_proto(np_to_onnx_dtype(buf.dtype), list(buf.shape))
+
+
+def _host_type(value, declared: onnx.TypeProto) -> onnx.TypeProto:
+    kind = declared.WhichOneof("value")
+    if kind == "sequence_type" and isinstance(value, list) and value and all(
+            isinstance(x, np.ndarray) for x in value):
+        specs = {(x.dtype, x.shape) for x in value}
+        if len(specs) == 1:
+            dt, shape = specs.pop()
+            return helper.make_sequence_type_proto(helper.make_tensor_type_proto(np_to_onnx_dtype(dt), list(shape)))
+    if kind == "optional_type" and value is not None:
+        inner = declared.optional_type.elem_type
+        if isinstance(value, np.ndarray):
+            return helper.make_optional_type_proto(
+                helper.make_tensor_type_proto(np_to_onnx_dtype(value.dtype), list(value.shape)))
+        return helper.make_optional_type_proto(_host_type(value, inner))
+    return declared
+
+
+#: integer inputs up to this many elements may be bound as constants of a subgraph whose shapes
+#: depend on them (a Loop body slicing by its iteration number)
+VALUE_SPECIALISE_MAX = 64
+
+
+#: outer-scope constants up to this many bytes are bound as constants of a child graph (so it
+#: places and folds as it would at top level: a branch's Slice reading the outer graph's
+#: starts/ends); larger ones (weights) stay inputs of the child, moved like any captured value
+CAPTURED_CONST_MAX_BYTES = 1 << 20
+
+
+def _bound_constant(parent: Graph, name: str):
+    """The parent's initializer ``name`` when it is small enough to bind into a child, else None."""
+    t = parent.initializer_protos.get(name)
+    if t is None:
+        return None
+    n = int(np.prod(list(t.dims), dtype=np.int64))
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize if t.data_type else 8
+    return t if n * itemsize <= CAPTURED_CONST_MAX_BYTES else None
+
+
+def child_model(parent: Graph, sub: onnx.GraphProto, types: dict | None = None) -> onnx.ModelProto:
+    """The subgraph ``sub`` of a node of ``parent`` as a standalone model: its own inputs, then
+    one input per outer-scope value it reads, except the parent's constants (up to
+    :data:`CAPTURED_CONST_MAX_BYTES`), which become its initializers. ``types`` (input name →
+    TypeProto) gives the run-time types; their intermediate and output shapes are then inferred
+    afresh."""
+    g = onnx.GraphProto()
+    g.CopyFrom(sub)
+    formal = {vi.name for vi in g.input} | {t.name for t in g.initializer}
+    for name in outer_names(sub):
+        if name in formal:
+            continue
+        t = _bound_constant(parent, name)
+        if t is not None:
+            g.initializer.append(t)
+            continue
+        vi = g.input.add()
+        vi.name = name
+        if types is not None and name in types:
+            vi.type.CopyFrom(types[name])
+        elif name in parent.values:
+            vi.type.CopyFrom(_value_type(parent.values[name]))
+    if types is not None:
+        for vi in g.input:
+            if vi.name in types:
+                vi.type.CopyFrom(types[vi.name])
+        del g.value_info[:]
+        for o in g.output:  # recomputed from the actual inputs
+            t = o.type
+            if t.HasField("tensor_type"):
+                et = t.tensor_type.elem_type
+                t.ClearField("tensor_type")
+                t.tensor_type.elem_type = et
+    src = parent.model
+    m = helper.make_model(g, opset_imports=list(src.opset_import), producer_name="hetero_explore")
+    m.ir_version = src.ir_version
+    m.functions.extend(src.functions)
+    return m
+
+
+def child_graph(parent: Graph, sub: onnx.GraphProto, types: dict | None = None, *,
+                where: str = "") -> Graph:
+    """The child :class:`Graph` of ``sub`` (see :func:`child_model`), inferred and folded."""
+    from ..load.loader import graph_from_model, infer_shapes
+
+    m = child_model(parent, sub, types)
+    if types is not None:
+        try:
+            m = infer_shapes(m)
+        except HeteroExploreError as e:
+            raise ControlFlowError(f"{where}: shape inference of the subgraph with its run-time inputs "
+                                   f"failed: {e}") from e
+    folded: list[str] = []
+    try:
+        from ..load.fold import fold_model
+        res = fold_model(m)
+        m, folded = res.model, res.folded
+    except HeteroExploreError:
+        pass  # unfolded: a node that cannot run says so when its kernel is built
+    g = graph_from_model(m, folded)
+    g.name = where or g.name
+    return g
+
+
+def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Static shapes for Loop-carried outputs that onnx's inference leaves without one.
+
+    onnx infers a Loop's carried outputs with their element type only. When the body, inferred
+    with the carried inputs at their initial shapes, gives every carried output back the same
+    static shape, that shape is a fixed point of the loop and holds after any number of
+    iterations: it is written into the model (and inference runs again for the nodes
+    downstream). A carried value whose shape changes (a growing Concat) keeps an unknown shape,
+    and the plan fails closed on it."""
+    from ..load.loader import infer_shapes
+
+    g = m.graph
+    loops = [n for n in g.node if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
+    if not loops:
+        return m
+    types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    for t in g.initializer:
+        types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+
+    def static(t):
+        return (t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape")
+                and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim))
+
+    changed = False
+    for n in loops:
+        body = next((a.g for a in n.attribute if a.name == "body"), None)
+        carried_in = list(n.input[2:])
+        n_c = len(carried_in)
+        outs = list(n.output[:n_c])
+        if body is None or all(not o or static(types.get(o)) for o in outs):
+            continue
+        init = [types.get(x) for x in carried_in]
+        if not all(static(t) for t in init):
+            continue
+        sub_types = {body.input[0].name: helper.make_tensor_type_proto(onnx.TensorProto.INT64, []),
+                     body.input[1].name: helper.make_tensor_type_proto(onnx.TensorProto.BOOL, [])}
+        sub_types.update({vi.name: t for vi, t in zip(body.input[2:], init)})
+        for x in outer_names(body):
+            if x in types:
+                sub_types.setdefault(x, types[x])
+        g2 = onnx.GraphProto()
+        g2.CopyFrom(body)
+        formal = {vi.name for vi in g2.input}
+        for x in outer_names(body):
+            if x not in formal and x in types:
+                vi = g2.input.add()
+                vi.name = x
+                vi.type.CopyFrom(types[x])
+        for vi in g2.input:
+            if vi.name in sub_types:
+                vi.type.CopyFrom(sub_types[vi.name])
+        del g2.value_info[:]
+        for o in g2.output:
+            if o.type.HasField("tensor_type"):
+                et = o.type.tensor_type.elem_type
+                o.type.ClearField("tensor_type")
+                o.type.tensor_type.elem_type = et
+        probe = helper.make_model(g2, opset_imports=list(m.opset_import))
+        probe.ir_version = m.ir_version
+        probe.functions.extend(m.functions)
+        try:
+            probe = infer_shapes(probe)
+        except HeteroExploreError:
+            continue
+        got = [o.type for o in probe.graph.output[1:1 + n_c]]
+        for o, t0, t1 in zip(outs, init, got):
+            if not o or static(types.get(o)) or not static(t1):
+                continue
+            if [d.dim_value for d in t0.tensor_type.shape.dim] != [d.dim_value for d in t1.tensor_type.shape.dim]:
+                continue
+            vi = next((v for v in list(g.value_info) + list(g.output) if v.name == o), None)
+            if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                from ..ir.errors import ShapeConflictError
+                from ..load.loader import _conflict, _fmt_type
+                if _conflict(vi.type, t1):
+                    raise ShapeConflictError(
+                        f"value {o!r} is declared {_fmt_type(vi.type)} but Loop {n.name or n.op_type!r} carries it "
+                        f"as {_fmt_type(t1)} at every iteration (its body gives back the shape it is given); the "
+                        "model's declared shape is wrong: fix or remove that declaration")
+            if vi is None:
+                vi = g.value_info.add()
+                vi.name = o
+            vi.type.CopyFrom(t1)
+            types[o] = t1
+            changed = True
+    return infer_shapes(m) if changed else m
+
+
+def subgraph_path(node, attr: str, prefix: str = "") -> str:
+    return f"{prefix}{node.name}/{attr}"
+
+
+# -- child plans ------------------------------------------------------------------------------
+def plan_children(graph: Graph, providers, policy: str = "priority", prefix: str = "",
+                  blocked: frozenset = frozenset()) -> tuple[dict, list]:
+    """Plans of the subgraphs of every control node of ``graph`` over ``providers``:
+    ({path: Plan}, blockers of the parent from them). A subgraph that cannot be planned is a
+    blocker, not an error, so that the model still shows; nodes named in ``blocked`` (already
+    blockers of the parent: no provider claims them) add no blockers of their subgraphs."""
+    from ..planner import plan as make_plan
+    from ..planner.plan import Blocker
+
+    children: dict = {}
+    blockers: list = []
+    for node in graph.nodes:
+        for attr, sub in node.subgraphs:
+            path = subgraph_path(node, attr, prefix)
+            try:
+                g = child_graph(graph, sub, where=path)
+                p = make_plan(g, providers, policy)
+            except HeteroExploreError as e:
+                if node.name not in blocked:
+                    blockers.append(Blocker("control-flow", path, f"the subgraph cannot be planned: {e}"))
+                continue
+            children[path] = p
+            if node.name in blocked:
+                continue
+            for b in p.execution_blockers:
+                if b.kind == "symbolic-shape":
+                    continue  # subgraphs are specialised to their run-time shapes
+                where = b.where if b.where.startswith(path + "/") else f"{path}/{b.where}"
+                blockers.append(Blocker(b.kind, where, b.detail))
+    return children, blockers
+
+
+def walk_children(plan, prefix: str = ""):
+    """(path, plan) of every nested child plan, depth first (paths are absolute)."""
+    for path, child in getattr(plan, "children", {}).items():
+        yield path, child
+        yield from walk_children(child)
+
+
+# -- memory helpers -----------------------------------------------------------------------------
+def _owner(p):
+    from ..providers.virtual import unmask
+    return unmask(p)
+
+
+def host_array(buf) -> np.ndarray:
+    """A buffer's contents on the host (the array itself for host memory; a D2H copy otherwise)."""
+    return buf.data if isinstance(buf.data, np.ndarray) else buf.provider.copy_to_host(buf)
+
+
+def copy_into(src, dst) -> None:
+    """Copy buffer ``src`` into buffer ``dst`` (any providers): H2D, D2H, D2D or host copy."""
+    dp = dst.provider
+    if dst.dtype == HOST_DTYPE or src.dtype == HOST_DTYPE:
+        if not (isinstance(dst.data, np.ndarray) and isinstance(src.data, np.ndarray)):
+            raise KernelError("host values (sequences/optionals/maps) live on host providers only")
+        dst.data[()] = src.data[()]
+        return
+    if isinstance(dst.data, np.ndarray):
+        dp.copy_from_host(host_array(src), dst)
+    elif isinstance(src.data, np.ndarray):
+        dp.fence(dp.copy_from_host_async(src.data, dst))
+    else:
+        dp.fence(dp.copy_device_async(src, dst))
+
+
+def _scalar(buf):
+    a = np.asarray(host_array(buf))
+    if a.size != 1:
+        raise KernelError(f"expected a scalar, got shape {a.shape}")
+    return a.reshape(()).item()
+
+
+class _Stats:
+    __slots__ = ("runs", "iterations", "transfers", "scalar_reads", "specialisations")
+
+    def __init__(self):
+        self.runs = self.iterations = self.transfers = self.scalar_reads = self.specialisations = 0
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+# -- running one subgraph ---------------------------------------------------------------------
+class SubgraphExecutor:
+    """Runs one child plan (a subgraph specialised to one input signature) on buffers that may
+    live on any provider. Every kernel is built when it is created."""
+
+    def __init__(self, plan, where: str):
+        from ..planner import guard_heterogeneous_fallback
+        from ..runner.core import NodeRunner
+
+        self.plan = plan
+        self.where = where
+        graph = plan.graph
+        try:
+            guard_heterogeneous_fallback(plan)
+        except HeteroExploreError as e:
+            raise ControlFlowError(f"{where}: {e}") from e
+        for i in dict.fromkeys(p.provider_index for p in plan.partitions):
+            p = plan.providers[i]
+            ok, why = p.available()
+            if not ok or not p.can_execute:
+                raise ControlFlowError(f"{where}: provider {p.name!r} cannot execute here: {why or 'it only plans'}")
+        self.parts = []
+        for p in plan.partitions:
+            prov = plan.providers[p.provider_index]
+            r = NodeRunner.for_graph(graph, prov, p.node_ids, p.outputs, partition=p.id)
+            bind_runner(r, plan.providers, plan.policy)
+            self.parts.append((r, prov, _owner(prov), tuple(p.inputs), not prov.device.is_host))
+        self.inputs = tuple(graph.inputs)
+        self.outputs = tuple(graph.outputs)
+        self.graph = graph
+
+    def _const(self, name, prov, owner, ledger, consts):
+        key = (id(self), name, id(owner))  # specialisations fold different constants under one name
+        buf = consts.get(key)
+        if buf is None:
+            arr = np.array(self.graph.initializer(name), order="C", copy=True)
+            buf = consts[key] = ledger.allocate(prov, arr.shape, arr.dtype)
+            prov.copy_from_host(arr, buf)
+        return buf
+
+    def run(self, env: dict, ledger, consts: dict, stats: _Stats) -> dict:
+        """Run on ``env`` (input name → buffer); returns output name → buffer (a buffer of
+        ``env`` itself when the subgraph passes an input through)."""
+        # buffers are allocated by the providers themselves (masks forward), so a buffer's
+        # provider is its memory owner: a value is where its buffer's provider is, and a copy
+        # made for another provider is kept in ``moved`` (once per value and provider per run)
+        cur = dict(env)
+        moved: dict = {}
+        graph = self.graph
+        for runner, prov, owner, names, sync in self.parts:
+            penv = {}
+            for name in names:
+                buf = cur.get(name)
+                if buf is None:
+                    if graph.is_constant(name):
+                        penv[name] = self._const(name, prov, owner, ledger, consts)
+                        continue
+                    raise ControlFlowError(f"{self.where}: value {name!r} was not given to the subgraph")
+                if buf.provider is not owner:
+                    key = (name, id(owner))
+                    got = moved.get(key)
+                    if got is None:  # a transfer to this partition's provider
+                        got = moved[key] = ledger.allocate(prov, buf.shape, buf.dtype)
+                        copy_into(buf, got)
+                        stats.transfers += 1
+                    buf = got
+                penv[name] = buf
+            kept = runner.run(penv, ledger)
+            if sync:
+                prov.synchronize()
+            for name, buf in kept.items():
+                cur[name] = buf
+        out = {}
+        for name in self.outputs:
+            buf = cur.get(name)
+            if buf is not None:
+                out[name] = buf
+            elif graph.is_constant(name):
+                p0 = self.plan.providers[0]
+                out[name] = self._const(name, p0, _owner(p0), ledger, consts)
+            else:
+                raise ControlFlowError(f"{self.where}: output {name!r} was not produced")
+        return out
+
+
+def bind_runner(runner, providers, policy: str = "priority") -> None:
+    """Give every control kernel of a node runner the plan's provider list (executor hook)."""
+    for st in runner.steps:
+        k = st.kernel
+        if isinstance(k, ControlKernel):
+            k.bind(providers, policy, home=runner.provider)
+
+
+# -- the control kernel -------------------------------------------------------------------------
+class ControlKernel(Kernel):
+    """If / Loop / Scan / SequenceMap on its home provider; see the module docs."""
+
+    def __init__(self, ctx, target):
+        super().__init__(ctx, None)
+        node = ctx.node
+        self.graph = ctx.graph
+        if self.graph is None:
+            raise KernelError(f"node {node.name!r} ({node.op_type}): a control node needs its graph")
+        #: the provider it runs on (set by the provider that builds it)
+        self.provider = None
+        #: the plan's provider list (None: the home provider alone) and policy
+        self.providers = None
+        self.policy = "priority"
+        self.subs = dict(node.subgraphs)
+        self.formal = node.formal_inputs
+        self.implicit = node.implicit_inputs
+        # a subgraph may read any of the node's inputs from the outer scope, a formal one too
+        # (torch's exporter has Loop bodies read the constant it also passes as the condition)
+        first = {}
+        for i, x in enumerate(node.inputs):
+            if x:
+                first.setdefault(x, i)
+        self.captured = {attr: [(x, first[x]) for x in dict.fromkeys(outer_names(sg)) if x in first]
+                         for attr, sg in self.subs.items()}
+        self._cache: OrderedDict = OrderedDict()
+        #: signatures whose shapes depend on the values of small integer inputs
+        self._by_value: set = set()
+        #: generalised signatures whose plan could not execute (specialised per shape instead)
+        self._not_general: set = set()
+        self._dd_message = ""
+        self._lock = threading.Lock()
+        self.stats = _Stats()
+        self._runner = "_run_" + node.op_type
+        if node.op_type == "Scan" and schema_version("", "Scan", ctx.opset) == 8:
+            self._runner = "_run_Scan8"  # batch axis in front, sequence_lens
+
+    def bind(self, providers, policy: str = "priority", home=None) -> None:
+        """Plan the subgraphs over ``providers``; ``home`` is the plan's provider the node is
+        placed on (a mask or a virtual provider, whose kernels came from another provider)."""
+        self.providers = tuple(providers)
+        self.policy = policy
+        if home is not None:
+            self.provider = home
+        self._cache.clear()
+        self._by_value.clear()
+        self._not_general.clear()
+
+    # -- specialisation --------------------------------------------------------------------
+    def _where(self, attr):
+        return f"node {self.node.name!r} ({self.node.op_type}) subgraph {attr!r}"
+
+    def _signature(self, attr: str, env: dict) -> tuple:
+        sig = [attr]
+        for n, b in env.items():
+            if b.dtype == HOST_DTYPE:
+                v = b.data[()]
+                sig.append((n, "host", tuple((x.dtype, x.shape) for x in v) if isinstance(v, list)
+                            else (None if v is None else (getattr(v, "dtype", None), getattr(v, "shape", None)))))
+            else:
+                sig.append((n, b.shape, b.dtype))
+        return tuple(sig)
+
+    def _executor(self, attr: str, env: dict) -> SubgraphExecutor:
+        """The subgraph specialised to the shapes (and, where its shapes depend on them, the values
+        of the small integer inputs) it is given; cached per signature."""
+        return self._lookup(attr, env)[0]
+
+    def _lookup(self, attr: str, env: dict) -> tuple[SubgraphExecutor, bool]:
+        """(executor, whether it was chosen by the values of small integer inputs, not by the
+        shapes alone: a caller that caches executors by shapes must not keep it)."""
+        sig = self._signature(attr, env)
+        ex = self._cache.get(sig)
+        if ex is not None:
+            return ex, False
+        if sig in self._by_value:  # shapes depend on small integer inputs: specialise on their values
+            vals = self._small_ints(env)
+            vsig = (sig, tuple((n, a.tobytes()) for n, a in vals.items()))
+            ex = self._cache.get(vsig)
+            if ex is None:
+                ex = self._specialise(attr, env, vals, vsig)
+            return ex, True
+        try:
+            return self._specialise(attr, env, {}, sig), False
+        except _DataDependent:
+            vals = self._small_ints(env)
+            if not vals:
+                raise ControlFlowError(self._dd_message) from None
+            self._by_value.add(sig)
+            return self._lookup(attr, env)
+
+    def _small_ints(self, env: dict) -> dict:
+        out = {}
+        for n, b in env.items():
+            if b.dtype != HOST_DTYPE and b.dtype.kind in "iub" and int(np.prod(b.shape)) <= VALUE_SPECIALISE_MAX:
+                if not b.device.is_host:
+                    self.stats.scalar_reads += 1
+                out[n] = np.array(host_array(b), copy=True)
+        return out
+
+    def _specialise(self, attr: str, env: dict, values: dict, key) -> SubgraphExecutor:
+        from ..planner import plan as make_plan
+
+        sub = self.subs[attr]
+        types = self._types(attr, env)
+        where = self._where(attr)
+        if values:
+            sub = _with_constants(sub, values)
+            types = {k: v for k, v in types.items() if k not in values}
+        g = child_graph(self.graph, sub, types, where=f"{self.node.name}/{attr}")
+        if g.symbolic_values and not values:
+            # shapes that depend on values inside the subgraph: its node runners compute them at
+            # run time (hetero_explore.runner.shapes), one specialisation for every value; only when that
+            # plan cannot execute, the small integer inputs are bound to their values instead
+            try:
+                ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), where)
+            except HeteroExploreError:
+                ex = None
+            if ex is not None:
+                return self._keep(key, ex)
+        if g.symbolic_values:
+            self._dd_message = (f"{where}: with inputs {_sig_text(env)} the shapes of "
+                                f"{g.symbolic_values[:4]} are still unknown (data-dependent) inside "
+                                "the subgraph" + (" even with its small integer inputs bound to their values"
+                                                  if values else "") + "; such subgraphs are not executed yet")
+            if values:
+                raise ControlFlowError(self._dd_message)
+            raise _DataDependent()
+        try:
+            p = make_plan(g, self.providers or (self.provider,), self.policy)
+            ex = SubgraphExecutor(p, where)
+        except ControlFlowError:
+            raise
+        except HeteroExploreError as e:
+            raise ControlFlowError(f"{where}: {e}") from e
+        return self._keep(key, ex)
+
+    def _types(self, attr: str, env: dict, free: dict | None = None) -> dict:
+        """Input name → TypeProto of the buffers in ``env``; ``free`` (name → axes) leaves those
+        dims symbolic (named ``<input>.d<axis>``)."""
+        declared = {vi.name: vi.type for vi in self.subs[attr].input}
+        types = {}
+        for n, b in env.items():
+            tp = declared.get(n)
+            if tp is None and n in self.graph.values:
+                tp = self.graph.values[n].type_proto
+            if free and n in free:
+                dims = [f"{n}.d{ax}" if ax in free[n] else int(d) for ax, d in enumerate(b.shape)]
+                types[n] = helper.make_tensor_type_proto(np_to_onnx_dtype(b.dtype), dims)
+            else:
+                types[n] = _buffer_type(b, tp)
+        return types
+
+    def _general(self, attr: str, env: dict, free: dict, gkey: tuple):
+        """The subgraph planned once with the dims in ``free`` (name → axes) left symbolic and
+        run with run-time shapes (its node runners compute them, :mod:`hetero_explore.runner.shapes`):
+        for a Loop whose carried values change shape every iteration. None when such a plan
+        cannot execute (a host-only op on a run-time shape with a device alone, a data-dependent
+        shape ...): the caller then specialises per exact shape."""
+        from ..planner import plan as make_plan
+
+        sig = ("general",) + tuple((n, gkey[n], b.dtype) if n in gkey else e
+                                   for n, b, e in zip(env, env.values(), self._signature(attr, env)[1:]))
+        ex = self._cache.get(sig)
+        if ex is not None or sig in self._not_general:
+            return ex
+        try:
+            g = child_graph(self.graph, self.subs[attr], self._types(attr, env, free),
+                            where=f"{self.node.name}/{attr}")
+            ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), self._where(attr))
+        except HeteroExploreError:
+            self._not_general.add(sig)
+            return None
+        return self._keep(sig, ex)
+
+    def _keep(self, key, ex: SubgraphExecutor) -> SubgraphExecutor:
+        with self._lock:
+            self._cache[key] = ex
+            self.stats.specialisations += 1
+            while len(self._cache) > MAX_SPECIALISATIONS:
+                self._cache.popitem(last=False)
+        return ex
+
+    def _env(self, attr: str, inputs, formal_bufs: dict) -> dict:
+        env = dict(formal_bufs)
+        for name, i in self.captured[attr]:
+            env[name] = inputs[i]
+        return env
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self, inputs, outputs) -> None:
+        from ..runner.core import Ledger, memory_owners
+
+        owners = memory_owners(list(self.providers or ()) + [self.provider])
+        with Ledger(owners) as ledger:
+            consts: dict = {}
+            self.stats.runs += 1
+            getattr(self, self._runner)(inputs, outputs, ledger, consts)
+        ledger.check_leaks()
+
+    def run_allocating(self, inputs, names, ledger) -> list:
+        """Run with output shapes the plan could not promise (a carried value that grows, branches
+        of different shapes, a run-time trip count): each output is staged on the host as the
+        subgraphs produce it, then allocated on the home provider through the caller's
+        ``ledger`` at its actual shape (``names``: the node's present outputs, "" for absent
+        ones, which come back as the runner's placeholder). The runner checks the shapes against
+        what the plan knows of them."""
+        from ..ir.budget import memory_budget
+        from ..ir.units import human_bytes as _human
+        from ..runner.core import ABSENT
+
+        pend = [_Pending() if name else ABSENT for name in names]
+        self.run(inputs, pend)
+        arrays = []
+        for name, p in zip(names, pend):
+            if not name:
+                continue
+            if p.array is None:
+                raise ControlFlowError(f"node {self.node.name!r} ({self.node.op_type}): output {name!r} was "
+                                       "not produced")
+            arrays.append(p.array)
+        need = sum(a.nbytes for a in arrays)
+        budget = memory_budget()
+        if ledger.live_bytes + need > budget:
+            from ..ir.errors import MemoryBudgetError
+            raise MemoryBudgetError(
+                f"node {self.node.name!r} ({self.node.op_type}) would allocate {_human(need)} for its outputs "
+                f"(shapes {[a.shape for a in arrays]}, computed by running its subgraphs) with "
+                f"{_human(ledger.live_bytes)} live, over the memory budget of {_human(budget)} (raise it with "
+                "$HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
+        outs = []
+        for p in pend:
+            if p is ABSENT:
+                outs.append(ABSENT)
+                continue
+            a = p.array
+            buf = ledger.allocate(self.provider, a.shape, a.dtype)
+            outs.append(buf)
+            if a.dtype == HOST_DTYPE:
+                buf.data[()] = a[()]
+            else:
+                self.provider.copy_from_host(a, buf)
+        return outs
+
+    def _read(self, buf):
+        d = buf.data
+        if isinstance(d, np.ndarray) and d.size == 1:
+            return d.item()
+        if not buf.device.is_host:
+            self.stats.scalar_reads += 1
+        return _scalar(buf)
+
+    def _set_scalar(self, buf, value) -> None:
+        """Write a scalar into a buffer of the home provider (in place on host memory)."""
+        if isinstance(buf.data, np.ndarray):
+            buf.data[()] = value
+        else:
+            self.provider.copy_from_host(np.asarray(value, dtype=buf.dtype).reshape(buf.shape), buf)
+
+    def _host_scalar(self, ledger, value, dtype, shape=()):
+        return self._stage(ledger, np.asarray(value, dtype=dtype).reshape(shape))
+
+    def _stage(self, ledger, arr: np.ndarray):
+        """A new buffer of the home provider holding a copy of the host array ``arr``."""
+        buf = ledger.allocate(self.provider, arr.shape, arr.dtype)
+        self.provider.copy_from_host(arr, buf)
+        return buf
+
+    def _deliver(self, src, dst, what: str) -> None:
+        if isinstance(dst, _Pending):  # shapes left to the run: staged, allocated by run_allocating
+            dst.array = np.array(host_array(src), copy=True)
+            return
+        if src.shape != dst.shape or src.dtype != dst.dtype:
+            raise ControlFlowError(
+                f"node {self.node.name!r} ({self.node.op_type}): {what} is {src.dtype} {src.shape} at run "
+                f"time, but the plan allocated {dst.dtype} {dst.shape} (load-time shape inference); "
+                "a declared or inferred shape that does not hold for these inputs")
+        copy_into(src, dst)
+
+    def _empty_scans(self, scans, out_names, body_names, attr, env, axis_default) -> None:
+        """The shape of pending scan outputs when no iteration ran: the outer graph's shape with
+        the scan axis 0, when every other dim is known there; else the body's (inferred for the
+        inputs it would have been given), with the scan axis put in front."""
+        vals = self.graph.values
+        body = None
+        for sc, name, bname in zip(scans, out_names, body_names):
+            if not sc.pending:
+                continue
+            v = vals.get(name)
+            shape = None if v is None else v.shape
+            if shape is not None:
+                rank = len(shape)
+                ax = sc.axis + rank if sc.axis < 0 else sc.axis
+                dims = [0 if a == ax else d for a, d in enumerate(shape)]
+                if all(isinstance(d, (int, np.integer)) and d >= 0 for d in dims) and v.dtype is not None:
+                    sc.empty = (tuple(int(d) for d in dims), np.dtype(v.dtype))
+                    continue
+            if env is None:
+                continue
+            try:
+                if body is None:
+                    body = self._lookup(attr, env)[0].graph
+                bv = body.values[bname]
+            except (HeteroExploreError, KeyError):
+                continue
+            if bv.shape is not None and shape_is_static(bv.shape) and bv.dtype is not None:
+                el = [int(d) for d in bv.shape]
+                ax = sc.axis + len(el) + 1 if sc.axis < 0 else sc.axis
+                sc.empty = (tuple(el[:ax] + [0] + el[ax:]), np.dtype(bv.dtype))
+
+    def _run_If(self, inputs, outputs, ledger, consts):
+        attr = "then_branch" if bool(self._read(inputs[0])) else "else_branch"
+        env = self._env(attr, inputs, {})
+        ex = self._executor(attr, env)
+        res = ex.run(env, ledger, consts, self.stats)
+        for name, dst, o in zip(ex.outputs, outputs, self.node.outputs):
+            if o:
+                self._deliver(res[name], dst, f"output {o!r} (from {attr} output {name!r})")
+
+    def _run_Loop(self, inputs, outputs, ledger, consts):
+        node, sub = self.node, self.subs["body"]
+        f = self.formal
+        m_buf = inputs[0] if f and f[0] else None
+        c_buf = inputs[1] if len(f) > 1 and f[1] else None
+        carried = list(inputs[2:len(f)])
+        n_c = len(carried)
+        trip = None if m_buf is None else int(self._read(m_buf))
+        cond = True if c_buf is None else bool(self._read(c_buf))
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        n_scan = len(outs) - 1 - n_c
+        scans = [_ScanOut(dst, 0) for dst in outputs[n_c:n_c + n_scan]]
+        # the iteration number and condition: two scalars on the home provider, rewritten in place
+        # every iteration (kernels never write their inputs; a body that passes one through as a
+        # carried value gets a copy, below)
+        it_buf = self._host_scalar(ledger, 0, np.int64)
+        cond_buf = self._host_scalar(ledger, True, np.bool_)
+        fixed = {id(it_buf), id(cond_buf)}
+        base = self._env("body", inputs, {names[0]: it_buf, names[1]: cond_buf})
+        c_names = names[2:]
+        # executors by the carried values' (shape, dtype), for this run: the captured values and
+        # the two scalars keep theirs, so that is the signature (host values and value-specialised
+        # bodies go through the kernel's cache every iteration)
+        local: dict = {}
+        #: executors planned with the carried dims that changed left symbolic:
+        #: (shape pattern per carried value, None for a free dim; dtypes; executor)
+        general: list = []
+        prev_key = None
+        stats = self.stats
+        env = base
+        cond_name, carried_names = outs[0], outs[1:1 + n_c]
+        scan_names = outs[1 + n_c:1 + n_c + len(scans)]
+        # host scalars are rewritten in place; device ones by a copy
+        it_host = it_buf.data if isinstance(it_buf.data, np.ndarray) else None
+        cond_host = cond_buf.data if isinstance(cond_buf.data, np.ndarray) else None
+        const_ids: set = set()
+        it = 0
+        while (trip is None or it < trip) and cond:
+            if it_host is not None:
+                it_host[()] = it
+            else:
+                self._set_scalar(it_buf, it)
+            if cond_host is not None:
+                cond_host[()] = cond
+            else:
+                self._set_scalar(cond_buf, cond)
+            key = []
+            for n_, b in zip(c_names, carried):
+                env[n_] = b
+                key.append((b.shape, b.dtype))
+            key = tuple(key)
+            ex = local.get(key)
+            if ex is None and GENERALISE_LOOPS and general:
+                ex = _match_general(general, key)
+            if ex is None and GENERALISE_LOOPS and prev_key is not None:
+                free = _changed_dims(prev_key, key)
+                if free and all(b.dtype != HOST_DTYPE for b in carried):
+                    gkey = {c_names[j]: tuple(None if ax in axes else d for ax, d in enumerate(key[j][0]))
+                            for j, axes in free.items()}
+                    ex = self._general("body", env, {c_names[j]: axes for j, axes in free.items()}, gkey)
+                    if ex is not None:
+                        general.append((tuple(gkey.get(n_, k_[0]) for n_, k_ in zip(c_names, key)),
+                                        tuple(k_[1] for k_ in key), ex))
+            if ex is None:
+                ex, by_value = self._lookup("body", env)
+                if not by_value and all(b.dtype != HOST_DTYPE for b in carried):
+                    local[key] = ex
+            prev_key = key
+            res = ex.run(env, ledger, consts, stats)
+            cb = res[cond_name]
+            d = cb.data
+            cond = bool(d.item()) if isinstance(d, np.ndarray) and d.size == 1 else bool(self._read(cb))
+            carried = [res[n] for n in carried_names]
+            for j, b in enumerate(carried):
+                if id(b) in fixed:  # the iteration number or condition carried out: keep a copy
+                    carried[j] = c = ledger.allocate(b.provider, b.shape, b.dtype)
+                    copy_into(b, c)
+            for k, sc in enumerate(scans):
+                sc.write(it, res[scan_names[k]], self, scan_names[k])
+            # free what this iteration made, except the carried values and the staged constants
+            if len(const_ids) != len(consts):
+                const_ids = set(map(id, consts.values()))
+            live = ledger.live
+            if len(live) > len(fixed) + len(const_ids) + sum(1 for b in carried if id(b) in live):
+                keep = fixed.union(const_ids, map(id, carried))
+                for b in [b for k_, b in live.items() if k_ not in keep]:
+                    ledger.free(b)
+            it += 1
+            stats.iterations += 1
+        if it == 0 and any(sc.pending for sc in scans):
+            for n_, b in zip(c_names, carried):
+                env[n_] = b
+            self._empty_scans(scans, node.outputs[n_c:], scan_names, "body", env, 0)
+        for k, sc in enumerate(scans):
+            sc.finish(it, self, f"scan output {node.outputs[n_c + k]!r}")
+        for src, dst, o in zip(carried, outputs[:n_c], node.outputs):
+            if o:
+                self._deliver(src, dst, f"output {o!r} (final loop-carried value)")
+
+    def _run_Scan(self, inputs, outputs, ledger, consts):
+        node, sub = self.node, self.subs["body"]
+        a = node.attributes
+        n_in = len(self.formal)
+        m = int(a["num_scan_inputs"])
+        n_s = n_in - m
+        states = list(inputs[:n_s])
+        xs = [host_array(b) for b in inputs[n_s:n_in]]
+        axes = list(a.get("scan_input_axes") or [0] * m)
+        dirs = list(a.get("scan_input_directions") or [0] * m)
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        k_out = len(outs) - n_s
+        oaxes = list(a.get("scan_output_axes") or [0] * k_out)
+        odirs = list(a.get("scan_output_directions") or [0] * k_out)
+        axes = [ax + x.ndim if ax < 0 else ax for ax, x in zip(axes, xs)]
+        lens = {x.shape[ax] for x, ax in zip(xs, axes)}
+        if len(lens) != 1:
+            raise ControlFlowError(f"node {node.name!r} (Scan): the scan inputs have different lengths {sorted(lens)}")
+        steps = lens.pop() if xs else 0
+        scans = [_ScanOut(dst, ax) for dst, ax in zip(outputs[n_s:], oaxes)]
+        for t in range(steps):
+            formal = dict(zip(names[:n_s], states))
+            for j, (x, ax, d) in enumerate(zip(xs, axes, dirs)):
+                sl = np.array(np.take(x, steps - 1 - t if d else t, axis=ax), order="C", copy=True)
+                formal[names[n_s + j]] = self._stage(ledger, sl)
+            env = self._env("body", inputs, formal)
+            ex = self._executor("body", env)
+            res = ex.run(env, ledger, consts, self.stats)
+            states = [res[n] for n in outs[:n_s]]
+            for k, sc in enumerate(scans):
+                sc.write(steps - 1 - t if odirs[k] else t, res[outs[n_s + k]], self, outs[n_s + k])
+            keep = {id(b) for b in states} | {id(b) for b in consts.values()}
+            for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
+                ledger.free(b)
+            self.stats.iterations += 1
+        if steps == 0 and any(sc.pending for sc in scans):
+            self._empty_scans(scans, node.outputs[n_s:], outs[n_s:], "body", None, 0)
+        for k, sc in enumerate(scans):
+            sc.finish(steps, self, f"scan output {node.outputs[n_s + k]!r}")
+        for src, dst, o in zip(states, outputs[:n_s], node.outputs):
+            if o:
+                self._deliver(src, dst, f"output {o!r} (final state)")
+
+    def _run_Scan8(self, inputs, outputs, ledger, consts):
+        """Scan-8: every input and output has a batch axis (0) in front, the scan axis is 1, and
+        the optional first input ``sequence_lens`` (int64 [batch]) gives each batch entry its
+        length. The body runs per batch entry for that entry's length; scan outputs past it are
+        zeros (as onnxruntime writes them)."""
+        node, sub = self.node, self.subs["body"]
+        a = node.attributes
+        f = self.formal
+        n_in = len(f) - 1
+        m = int(a["num_scan_inputs"])
+        n_s = n_in - m
+        where = f"node {node.name!r} (Scan-8)"
+        states0 = [host_array(b) for b in inputs[1:1 + n_s]]
+        xs = [host_array(b) for b in inputs[1 + n_s:1 + n_in]]
+        dirs = list(a.get("directions") or [0] * m)
+        if len(dirs) != m:
+            raise ControlFlowError(f"{where}: {len(dirs)} directions for {m} scan inputs")
+        shapes = {(x.shape[0], x.shape[1]) if x.ndim >= 2 else None for x in xs}
+        if None in shapes or len(shapes) != 1:
+            raise ControlFlowError(f"{where}: the scan inputs must share their batch and sequence axes "
+                                   f"(0, 1); got shapes {[x.shape for x in xs]}")
+        batch, steps = shapes.pop()
+        if any(st.ndim < 1 or st.shape[0] != batch for st in states0):
+            raise ControlFlowError(f"{where}: the initial states must have the batch axis {batch} in front; "
+                                   f"got shapes {[st.shape for st in states0]}")
+        if f[0]:
+            lens = np.asarray(host_array(inputs[0])).reshape(-1)
+            if lens.shape != (batch,) or lens.dtype.kind not in "iu" or (lens < 0).any() or (lens > steps).any():
+                raise ControlFlowError(f"{where}: sequence_lens must be {batch} integers in 0..{steps}; got "
+                                       f"{lens.dtype} {lens.tolist()}")
+            lens = [int(v) for v in lens]
+        else:
+            lens = [steps] * batch
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        final = [[None] * batch for _ in range(n_s)]
+        scan_rows = [[None] * batch for _ in outs[n_s:]]
+        elem = [None] * len(outs[n_s:])  # (shape, dtype) of a scan output's element
+        for b in range(batch):
+            states = []
+            for st in states0:
+                buf = ledger.allocate(self.provider, st.shape[1:], st.dtype)
+                self.provider.copy_from_host(np.ascontiguousarray(st[b]), buf)
+                states.append(buf)
+            rows = [[] for _ in outs[n_s:]]
+            n = lens[b]
+            for t in range(n):
+                formal = dict(zip(names[:n_s], states))
+                for j, (x, d) in enumerate(zip(xs, dirs)):
+                    sl = np.array(x[b, n - 1 - t if d else t], order="C", copy=True)
+                    formal[names[n_s + j]] = self._stage(ledger, sl)
+                env = self._env("body", inputs, formal)
+                ex = self._executor("body", env)
+                res = ex.run(env, ledger, consts, self.stats)
+                states = [res[k] for k in outs[:n_s]]
+                for k, name in enumerate(outs[n_s:]):
+                    r = np.array(host_array(res[name]), copy=True)
+                    if elem[k] is not None and (r.shape, r.dtype) != elem[k]:
+                        raise ControlFlowError(
+                            f"{where}: scan output {name!r} is {r.dtype} {r.shape} at batch {b} step {t}, but "
+                            f"{elem[k][1]} {elem[k][0]} before; every step must give the same shape")
+                    elem[k] = (r.shape, r.dtype)
+                    rows[k].append(r)
+                keep = {id(x) for x in states} | {id(x) for x in consts.values()}
+                for x in [x for k_, x in ledger.live.items() if k_ not in keep]:
+                    ledger.free(x)
+                self.stats.iterations += 1
+            for k, st in enumerate(states):
+                final[k][b] = np.array(host_array(st), copy=True)
+            for k in range(len(rows)):
+                scan_rows[k][b] = rows[k]
+        results = [np.stack(v) if batch else np.empty((0,) + st.shape[1:], st.dtype)
+                   for v, st in zip(final, states0)]
+        for k, name in enumerate(outs[n_s:]):
+            if elem[k] is None:  # no step ran in any batch entry: the element shape from the plan
+                v = self.graph.values.get(node.outputs[n_s + k])
+                shp = None if v is None else v.shape
+                if shp is None or not shape_is_static(shp) or v.dtype is None:
+                    raise ControlFlowError(f"{where}: scan output {name!r} ran 0 steps and its element shape "
+                                           "is not known before the run")
+                elem[k] = (tuple(int(d) for d in shp[2:]), np.dtype(v.dtype))
+            shp, dt = elem[k]
+            arr = np.zeros((batch, steps) + tuple(shp), dt)
+            for b, rs in enumerate(scan_rows[k]):
+                for t, r in enumerate(rs):
+                    arr[b, t] = r
+            results.append(arr)
+        for arr, dst, o in zip(results, outputs, node.outputs):
+            if isinstance(dst, _Pending):
+                dst.array = arr
+            elif not o or dst.data is None:  # an absent output
+                continue
+            elif arr.shape != dst.shape or arr.dtype != dst.dtype:
+                raise ControlFlowError(
+                    f"{where}: output {o!r} is {arr.dtype} {arr.shape} at run time, but the plan allocated "
+                    f"{dst.dtype} {dst.shape} (load-time shape inference); the planned shape does not hold")
+            else:
+                dst.provider.copy_from_host(np.ascontiguousarray(arr), dst)
+
+    def _run_SequenceMap(self, inputs, outputs, ledger, consts):
+        node, sub = self.node, self.subs["body"]
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        vals = [b.data[()] if b.dtype == HOST_DTYPE else b for b in inputs[:len(self.formal)]]
+        n = len(vals[0])
+        for j, v in enumerate(vals):
+            if isinstance(v, list) and len(v) != n:
+                raise ControlFlowError(f"node {node.name!r} (SequenceMap): input {j} has {len(v)} elements, "
+                                       f"the first sequence {n}")
+        results = [[] for _ in outs]
+        for i in range(n):
+            formal = {}
+            for name, v in zip(names, vals):
+                if isinstance(v, list):
+                    el = np.array(v[i], order="C", copy=True)
+                    buf = ledger.allocate(self.provider, el.shape, el.dtype)
+                    self.provider.copy_from_host(el, buf)
+                    formal[name] = buf
+                else:
+                    formal[name] = v
+            env = self._env("body", inputs, formal)
+            ex = self._executor("body", env)
+            res = ex.run(env, ledger, consts, self.stats)
+            for k, name in enumerate(outs):
+                results[k].append(np.array(host_array(res[name]), copy=True))
+            keep = {id(b) for b in consts.values()}
+            for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
+                ledger.free(b)
+            self.stats.iterations += 1
+        for dst, lst in zip(outputs, results):
+            dst.data[()] = lst
+
+
+def _changed_dims(prev: tuple, key: tuple) -> dict:
+    """{carried index: axes} whose dims differ between two iterations' (shape, dtype) keys;
+    empty when nothing changed or a rank or dtype did (those are specialised exactly)."""
+    out = {}
+    for j, ((s0, d0), (s1, d1)) in enumerate(zip(prev, key)):
+        if d0 != d1 or len(s0) != len(s1):
+            return {}
+        axes = frozenset(ax for ax, (a, b) in enumerate(zip(s0, s1)) if a != b)
+        if axes:
+            out[j] = axes
+    return out
+
+
+def _match_general(general: list, key: tuple):
+    for pattern, dtypes, ex in general:
+        if all(d == k[1] for d, k in zip(dtypes, key)) and all(
+                len(p) == len(k[0]) and all(a is None or a == b for a, b in zip(p, k[0]))
+                for p, k in zip(pattern, key)):
+            return ex
+    return None
+
+
+class _DataDependent(Exception):
+    """The subgraph's shapes depend on the values of its inputs, not only on their shapes."""
+
+
+def _with_constants(sub: onnx.GraphProto, values: dict) -> onnx.GraphProto:
+    """``sub`` with the inputs in ``values`` turned into initializers (they stay named inputs of
+    the executor's env, which then goes unused)."""
+    from onnx import numpy_helper
+    g = onnx.GraphProto()
+    g.CopyFrom(sub)
+    keep = [vi for vi in g.input if vi.name not in values]
+    del g.input[:]
+    g.input.extend(keep)
+    for n, a in values.items():
+        g.initializer.append(numpy_helper.from_array(a, n))
+    return g
+
+
+def _sig_text(env) -> str:
+    return ", ".join(f"{n}: {b.dtype} {b.shape}" for n, b in env.items())
+
+
+class _Pending:
+    """An output whose shape the plan could not promise (see :meth:`ControlKernel.run_allocating`):
+    the value is staged here, on the host, as the subgraph produces it."""
+
+    __slots__ = ("array",)
+    data = None
+
+    def __init__(self):
+        self.array = None
+
+
+class _ScanOut:
+    """Writes per-iteration slices into a scan output buffer (through a host staging array
+    when the buffer lives on a device), and checks the count at the end. For a pending output
+    (shapes left to the run) the slices are kept and stacked at the end: every iteration must
+    give the same shape."""
+
+    def __init__(self, dst, axis: int):
+        self.dst = dst
+        self.pending = isinstance(dst, _Pending)
+        self.skip = not self.pending and dst.data is None  # an absent output
+        self.parts: list = []
+        #: (shape, dtype) of the empty result when no iteration runs (pending outputs)
+        self.empty = None
+        if self.pending or self.skip:
+            self.axis = axis  # normalised in finish (the rank is the slices' + 1)
+            self.host = None
+        else:
+            self.axis = axis + len(dst.shape) if axis < 0 else axis
+            self.host = dst.data if isinstance(dst.data, np.ndarray) else np.empty(dst.shape, dst.dtype)
+
+    def write(self, index: int, src, kernel, name: str) -> None:
+        if self.skip:
+            return
+        if self.pending:
+            if self.parts and (tuple(src.shape) != self.parts[0][1].shape or src.dtype != self.parts[0][1].dtype):
+                n = kernel.node
+                first = self.parts[0][1]
+                raise ControlFlowError(
+                    f"node {n.name!r} ({n.op_type}): scan output {name!r} of iteration {index} is {src.dtype} "
+                    f"{tuple(src.shape)}, but the first iteration's was {first.dtype} {first.shape}; every "
+                    "iteration's slice of a scan output must have the same shape")
+            self.parts.append((index, np.array(host_array(src), copy=True)))
+            return
+        view = self.host if self.axis == 0 else np.moveaxis(self.host, self.axis, 0)
+        if index >= view.shape[0] or tuple(src.shape) != view.shape[1:] or src.dtype != self.dst.dtype:
+            n = kernel.node
+            what = f"scan output {name!r}"
+            raise ControlFlowError(
+                f"node {n.name!r} ({n.op_type}): {what} of iteration {index} is {src.dtype} {src.shape}, but "
+                f"the plan allocated {self.dst.dtype} {self.dst.shape} for all iterations (load-time shape "
+                "inference); the planned shape does not hold for these inputs")
+        view[index] = host_array(src)
+
+    def finish(self, count: int, kernel, what: str) -> None:
+        n = kernel.node
+        if self.skip:
+            return
+        if self.pending:
+            if not self.parts and self.empty is not None:
+                self.dst.array = np.empty(self.empty[0], self.empty[1])
+                return
+            if not self.parts:
+                raise ControlFlowError(
+                    f"node {n.name!r} ({n.op_type}): {what} ran 0 iterations and its element shape is not known "
+                    "before the run (load-time inference left it open), so its empty result has no shape")
+            slices = [a for _, a in sorted(self.parts, key=lambda t: t[0])]
+            rank = slices[0].ndim + 1
+            ax = self.axis + rank if self.axis < 0 else self.axis
+            if not 0 <= ax < rank:
+                raise ControlFlowError(f"node {n.name!r} ({n.op_type}): {what}: axis {self.axis} is out of "
+                                       f"range for rank {rank}")
+            self.dst.array = np.ascontiguousarray(np.stack(slices, axis=ax))
+            return
+        n_planned = self.dst.shape[self.axis] if self.dst.shape else 0
+        if count != n_planned:
+            raise ControlFlowError(f"node {n.name!r} ({n.op_type}): {what} has {count} iteration(s) at run "
+                                   f"time, but the plan allocated {n_planned} ({self.dst.shape})")
+        if self.host is not self.dst.data:
+            self.dst.provider.copy_from_host(self.host, self.dst)
+
+
+# -- op definitions ------------------------------------------------------------------------
+def _ops_of(sub: onnx.GraphProto):
+    for n in sub.node:
+        yield n
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _ops_of(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from _ops_of(g)
+
+
+def _control_check(ctx, target):
+    """Decline host values on device targets, and subgraphs holding ops the target has no
+    kernel for (a single-provider run must be able to run its children)."""
+    from ..kernels import registry as reg
+
+    node = ctx.node
+    if ctx.graph is None:
+        return "the control node's graph is not known"
+    if not target.host:
+        vals = ctx.graph.values
+        for name in list(node.inputs) + list(node.outputs):
+            v = vals.get(name) if name else None
+            if v is not None and v.is_host_value:
+                return f"{name!r} is a {v.type_str}: host values run on the CPU provider only"
+    opsets = ctx.graph.opset_imports
+    functions = ctx.graph.functions
+    for attr, sub in node.subgraphs:
+        for n in _ops_of(sub):
+            dom = "" if n.domain in ("", "ai.onnx") else n.domain
+            if n.op_type in _FOLDED_AWAY or (n.domain, n.op_type) in functions:
+                continue
+            if n.op_type in _FOLDED_AT_SPECIALISATION and dom == "":
+                continue
+            ks = [k for k in reg.find(dom, n.op_type, target.name) if k.claims(opsets.get(dom, 1))]
+            if not ks:
+                return (f"its {attr} holds {(dom + '::') if dom else ''}{n.op_type}, which has no "
+                        f"{target.name} kernel at opset {opsets.get(dom, 1)}")
+    return None
+
+
+#: reads no shapes (the subgraphs' ops only): runs even when the node's shapes are symbolic
+_control_check.shape_free = True
+
+
+def _static_elements(tp) -> bool:
+    if tp is None or tp.WhichOneof("value") != "sequence_type":
+        return True
+    el = tp.sequence_type.elem_type
+    if el.WhichOneof("value") != "tensor_type" or not el.tensor_type.HasField("shape"):
+        return False
+    return all(d.HasField("dim_value") for d in el.tensor_type.shape.dim)
+
+
+def _build(ctx, target):
+    return ControlKernel(ctx, target)
+
+
+_CONTROL_NOTE = ("children planned over the same providers, specialised per input signature; "
+                 "versions after 21 only add element types")
+OPS.add("If", _build, since=11, until=25, dtypes=("bool",), check=_control_check, note=_CONTROL_NOTE)
+OPS.add("Loop", _build, since=11, until=25, dtypes=(), dtype_input=1 << 30, check=_control_check,
+        note=_CONTROL_NOTE)
+OPS.add("Scan", _build, since=9, until=25, dtypes=(), dtype_input=1 << 30, check=_control_check,
+        note=_CONTROL_NOTE)
+OPS.add("Scan", _build, since=8, until=8, dtypes=(), dtype_input=1 << 30, check=_control_check,
+        note="Scan-8: batch axis 0 and scan axis 1 on every input and output, sequence_lens per batch "
+             "entry (scan outputs past an entry's length are zeros); the body runs per batch entry")
+OPS.add("SequenceMap", _build, since=17, until=21, dtypes=(), dtype_input=1 << 30, targets=("cpu",),
+        check=_control_check, note="the body run per element on the host provider")
+
+
+# -- results ---------------------------------------------------------------------------------
+def host_outputs(graph: Graph, outputs: dict) -> dict:
+    """Graph outputs that are host values (sequences/maps/optionals) as Python values."""
+    from ..kernels.host.sequences import unwrap
+    vals = graph.values
+    return {k: (unwrap(v) if vals.get(k) is not None and vals[k].is_host_value else v)
+            for k, v in outputs.items()}

@@ -1,0 +1,1 @@
+"""Loading as passes: read, validate, bind, infer, complete op shapes, fold, optimise, arrays."""

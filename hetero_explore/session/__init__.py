@@ -1,0 +1,1 @@
+"""The Explorer (the only state), the demo, the warm-up, the generated models."""
