@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from hetero_explore.analysis.conformance import (_as_array, _attempts, _expand_declined, _load, node_cases,
                                             run_case)
     from hetero_explore.load.expand import has_function_body
-    from hetero_explore.providers.base import node_context
+    from hetero_explore.ir.context import node_context
     from hetero_explore.providers.cpu import NumbaCPUProvider
 
     provs = [("cpu", NumbaCPUProvider(), None)]

@@ -155,7 +155,7 @@ CLOCK = time.perf_counter
 
 
 def _time_plans(model, provs, repeat, explorer=False):
-    from hetero_explore.planner.arrays import graph_arrays
+    from hetero_explore.ir.arrays import build_arrays
     from hetero_explore.providers import mask
     t0 = CLOCK()
     g = he.load_model(model)  # builds the graph's integer arrays too
@@ -165,7 +165,7 @@ def _time_plans(model, provs, repeat, explorer=False):
     first = CLOCK() - t0
     keep, g._arrays = g._arrays, None
     t0 = CLOCK()
-    graph_arrays(g)  # again, alone (string hashes are cached by now: a little faster)
+    build_arrays(g)  # again, alone (string hashes are cached by now: a little faster)
     arrays = CLOCK() - t0
     g._arrays = keep
     times = []

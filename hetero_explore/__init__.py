@@ -26,6 +26,7 @@ from .providers import VirtualProvider, mask
 from .analysis.fleet import compare_sweeps, load_sweep, save_sweep, sweep
 
 from .data import models  # noqa: E402  (generated models: hetero_explore.models.mlp(...))
+from . import viz  # noqa: E402,F401  (registers the views in the display registry)
 from .ir.about import __version__
 
 __all__ = [

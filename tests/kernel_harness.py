@@ -8,7 +8,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from hetero_explore.ir.graph import Node, onnx_to_np_dtype
-from hetero_explore.providers.base import KernelContext, present_outputs
+from hetero_explore.ir.context import KernelContext, present_outputs
 from hetero_explore.runner.core import Ledger, NodeRunner, memory_owners
 
 

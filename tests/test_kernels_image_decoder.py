@@ -147,7 +147,7 @@ def test_format_outside_the_specification_is_not_tried():
 
 def test_declined_without_pillow(monkeypatch):
     from hetero_explore.ir.graph import Node
-    from hetero_explore.providers.base import KernelContext
+    from hetero_explore.ir.context import KernelContext
     monkeypatch.setattr(image_decoder, "_pil", lambda: None)
     node = Node(0, h.make_node("ImageDecoder", ["data"], ["out"], name="dec"), 20)
     ctx = KernelContext(node, 20, [(10,)], [np.dtype(np.uint8)], [None], [np.dtype(np.uint8)])
@@ -157,7 +157,7 @@ def test_declined_without_pillow(monkeypatch):
 
 def test_bad_pixel_format_is_declined():
     from hetero_explore.ir.graph import Node
-    from hetero_explore.providers.base import KernelContext
+    from hetero_explore.ir.context import KernelContext
     node = Node(0, h.make_node("ImageDecoder", ["data"], ["out"], name="dec", pixel_format="CMYK"), 20)
     ctx = KernelContext(node, 20, [(10,)], [np.dtype(np.uint8)], [None], [np.dtype(np.uint8)])
     assert "pixel_format" in image_decoder._check(ctx, "cpu")

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hetero_explore.ir.errors import InvalidModelError
 from hetero_explore.load.loader import load_model
-from hetero_explore.providers.base import node_context
+from hetero_explore.ir.context import node_context
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.execution.runtime import run_graph
 

@@ -17,7 +17,7 @@ from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.ir.errors import ExecutionError, InputValidationError
 from hetero_explore.load.loader import load_model
-from hetero_explore.providers.base import node_context
+from hetero_explore.ir.context import node_context
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.execution.runtime import run_graph

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as he
-from hetero_explore.planner.arrays import graph_arrays, row_ids
+from hetero_explore.ir.arrays import build_arrays, row_ids
 from hetero_explore.providers import OpSpec, VirtualProvider, cpu, mask, virtual_gpu
-from hetero_explore.providers.base import node_context
+from hetero_explore.ir.context import node_context
 from hetero_explore.providers.registry_provider import RegistryProvider
 
 from test_planner_properties import OPS, build_model, dags, provider_sets
@@ -273,7 +273,7 @@ def test_row_ids_equal_numpys_unique_rows(m, cols, span, rnd):
 @given(dags(max_nodes=40))
 def test_graph_arrays_match_per_node_references(nodes):
     g = he.load_model(build_model(nodes))
-    arr = graph_arrays(g)
+    arr = g.arrays
     preds, succs = g.adjacency()
     assert [arr.pred_idx[arr.pred_ptr[v]:arr.pred_ptr[v + 1]].tolist() for v in range(len(g.nodes))] == preds
     assert [arr.succ_idx[arr.succ_ptr[v]:arr.succ_ptr[v + 1]].tolist() for v in range(len(g.nodes))] == succs
@@ -291,7 +291,7 @@ def test_graph_arrays_match_per_node_references(nodes):
 def test_arrays_from_the_loaders_recorded_slots_equal_arrays_from_name_lookups(nodes):
     g = he.load_model(build_model(nodes))
     assert g._slots is not None and g._arrays is not None  # recorded by build_graph, built at load
-    arr = graph_arrays(g)
+    arr = g.arrays
     names = arr.value_names
     assert names == list(g.values) and [v.index for v in g.values.values()] == list(range(len(names)))
     for n in g.nodes:
@@ -300,7 +300,7 @@ def test_arrays_from_the_loaders_recorded_slots_equal_arrays_from_name_lookups(n
         assert [names[j] if j >= 0 else "" for j in ins] == list(n.inputs)
         assert [names[j] if j >= 0 else "" for j in outs] == list(n.outputs)
     g._arrays, g._slots = None, None          # the path that looks every name up
-    ref = graph_arrays(g)
+    ref = g.arrays
     for f in dataclasses.fields(arr):
         a, b = getattr(arr, f.name), getattr(ref, f.name)
         if f.name in ("value_index", "out_ptr", "out_idx", "ctx_cache", "answers") or f.name.startswith("_"):
@@ -321,7 +321,7 @@ def test_recorded_slots_keep_empty_and_repeated_inputs_and_several_outputs():
         [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2, 3]),
          helper.make_tensor_value_info("s1", TensorProto.FLOAT, [2, 3])], initializer=[mx])
     gr = he.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
-    arr = graph_arrays(gr)
+    arr = gr.arrays
     names = arr.value_names
     row = [[names[j] if j >= 0 else "" for j in arr.in_idx[arr.in_ptr[i]:arr.in_ptr[i + 1]].tolist()]
            for i in range(3)]

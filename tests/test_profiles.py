@@ -16,7 +16,7 @@ import hetero_explore as he
 from hetero_explore.data import models
 from hetero_explore.cli.main import main
 from hetero_explore.providers import PROVIDERS, resolve
-from hetero_explore.providers.base import node_context
+from hetero_explore.ir.context import node_context
 from hetero_explore.providers.profiles import (PROFILE_NAMES, ProfileProvider, load_profile, profile_provider,
                                                profiles_df)
 

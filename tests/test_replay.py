@@ -348,7 +348,7 @@ def test_every_replayable_run_function_has_a_case():
         for node in g.nodes:
             if node.name != "op":
                 continue
-            from hetero_explore.providers.base import node_context
+            from hetero_explore.ir.context import node_context
             k = CPU.get_kernel(node_context(g, node))
             assert k.replayable, case.name
             code = k._fn.__code__

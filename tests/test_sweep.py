@@ -133,7 +133,7 @@ def test_compare_sweeps_diffs_each_model_with_the_explorers_plan_diff(tmp_path):
     assert c.loc["gone", "status"] == "only before"
     pa = _expected(before / "net.onnx", "gpu,cpu", {"gpu": ["Relu"]})
     pb = _expected(after / "net.onnx", "gpu,cpu", {"gpu": ["Relu"]})
-    direct = he.explorer.compare_plans(pa, pb)
+    direct = he.session.explorer.compare_plans(pa, pb)
     assert c.loc["net", "summary"] == direct.summary() and c.loc["net", "bytes_delta"] == direct.bytes_delta
 
 

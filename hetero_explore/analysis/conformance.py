@@ -87,7 +87,7 @@ from onnx import numpy_helper
 from ..ir.errors import HeteroExploreError
 from ..load.expand import MAX_EXPANSION_DEPTH, expand_nodes, expandable, has_function_body
 from ..load.loader import FOLDABLE_OPS, load_model
-from ..providers.base import node_context
+from ..ir.context import node_context
 from ..execution.runtime import run_graph
 
 __all__ = ["node_cases", "folder_cases", "run_folders", "FOLDERS", "FolderCase", "op_without_kernel", "run_case", "run_conformance", "compare_outputs",

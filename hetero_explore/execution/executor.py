@@ -92,6 +92,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..ir import display
 from ..ir.errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      ProviderUnavailableError, TransferCountMismatch)
 from ..ir.graph import Graph
@@ -307,8 +308,7 @@ class RunResult:
         return f"RunResult({self.summary()})"
 
     def _repr_html_(self) -> str:
-        from ..viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
-        return repr_html("RunResult", self.summary(), self.timings_df())
+        return display.render("html", self)
 
 
 # -- a plan -------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .arrays import GraphArrays, build_arrays
+
 
 def onnx_to_np_dtype(elem_type: int) -> np.dtype | None:
     """numpy dtype of an ONNX TensorProto element type (None when unknown/undefined)."""
@@ -250,6 +252,26 @@ class Graph:
     _slots: tuple | None = field(default=None, repr=False)
     #: whether some node reads outer-scope values in its subgraphs (has ``implicit_inputs``)
     has_implicit_inputs: bool = False
+    _arrays: GraphArrays | None = field(default=None, repr=False)
+    #: per-graph memory of the layers above (see :meth:`cache`)
+    _caches: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def arrays(self) -> GraphArrays:
+        """The graph's integer arrays (:mod:`hetero_explore.ir.arrays`), built on first use; the
+        loader builds them, so that a first plan costs what a re-plan does."""
+        if self._arrays is None:
+            self._arrays = build_arrays(self)
+        return self._arrays
+
+    def cache(self, factory):
+        """The memory a layer above keeps about this graph: ``factory()`` made on first use and
+        kept under ``factory`` (a class of that layer's own). The graph is immutable after
+        loading, so what is derived from it holds for its lifetime."""
+        c = self._caches.get(factory)
+        if c is None:
+            c = self._caches[factory] = factory()
+        return c
 
     def adjacency(self) -> tuple[list[list[int]], list[list[int]]]:
         """(predecessors, successors) of every node id, each sorted ascending; cached."""

@@ -30,7 +30,7 @@ from onnx import helper, numpy_helper
 from ..ir.errors import KernelError, ModelLoadError
 from ..ir.graph import Graph, build_graph, shape_is_static
 from .loader import DEFAULT_FOLD_LIMIT_BYTES, infer_shapes
-from ..providers.base import node_context, present_outputs
+from ..ir.context import node_context, present_outputs
 from ..providers.cpu import NumbaCPUProvider
 
 #: ops never folded although their inputs may all be constant: their value changes per run

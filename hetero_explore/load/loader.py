@@ -765,7 +765,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     if not any(_completed_by_op_shapes(n) for n in g.node):
         return m
     from ..ir.graph import Node, onnx_to_np_dtype
-    from ..providers.base import KernelContext
+    from ..ir.context import KernelContext
     from ..kernels import registry as reg   # the op definitions (no provider state)
 
     opsets = {o.domain or "": o.version for o in m.opset_import}
@@ -910,8 +910,7 @@ def graph_from_model(m: onnx.ModelProto, folded: list[str] | None = None, info: 
                          if v.kind != "initializer" and name not in non_tensor and not shape_is_static(v.shape)]
     # the planner's integer arrays are part of the loaded graph (immutable from here on): built
     # now from the slots build_graph recorded, so that the first plan costs what a re-plan does
-    from ..planner.arrays import graph_arrays
-    graph_arrays(g)
+    g.arrays  # noqa: B018
     return g
 
 

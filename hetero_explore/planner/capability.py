@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..providers.base import node_context
+from ..ir.context import node_context
 from ..providers.virtual import MaskedProvider
-from .arrays import context_classes
+from .arrays import context_classes, planner_cache
 
 SIG, CTX, NODE = 0, 1, 2
 
@@ -73,7 +73,7 @@ def _plain_mask(p) -> bool:
 
 class Answers:
     """The answers of one :func:`place` call: reason texts interned to small ids
-    (0 = none), stores per provider (on the graph's arrays when it has a key)."""
+    (0 = none), stores per provider (in the planner's cache of the graph when it has a key)."""
 
     def __init__(self, graph, arr):
         self.graph = graph
@@ -97,7 +97,7 @@ class Answers:
             if hit is None:
                 hit = self._local[id(p)] = (p, {})  # holding p keeps its id unique
             return hit[1]
-        return self.arr.answers.setdefault(key, {})
+        return planner_cache(self.graph).answers.setdefault(key, {})
 
     def answer(self, p, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(supported, reason id) of provider ``p`` for node ids ``ids`` (ascending)."""

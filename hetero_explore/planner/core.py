@@ -12,7 +12,7 @@ from ..ir.errors import FunctionInliningError, HeterogeneousExecutionUnsupported
 from ..load.expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
 from ..ir.graph import Graph, shape_is_static
 from ..providers import resolve_all
-from .arrays import graph_arrays, sorted_unique
+from ..ir.arrays import sorted_unique
 from .capability import Answers
 from .partition import convex_partitions, lower_bounds, order_partitions
 from .plan import Blocker, ConvexitySplit, Plan, PlanTables, _Deferred
@@ -52,7 +52,7 @@ def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
     answers of providers with a ``capability_key()`` are remembered on the graph).
     ``declined[i]`` maps the name of each provider that refused node ``i`` (in
     priority order) to its reason; nodes with equal reasons share one dict."""
-    arr = graph_arrays(graph)
+    arr = graph.arrays
     n_prov = len(providers)
     n = arr.n_nodes
     answers = Answers(graph, arr)
@@ -125,7 +125,7 @@ def _inline(graph: Graph, keys: list[tuple[str, str]]) -> Graph:
 
 
 def _build(graph: Graph, providers, assignment, declined, policy, t0, inlined, unplaceable) -> Plan:
-    arr = graph_arrays(graph)
+    arr = graph.arrays
     n = arr.n_nodes
     k = len(providers)
     a = np.asarray(assignment, np.int64)
@@ -309,7 +309,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
             reasons = "; ".join(f"{p}: {r}" for p, r in declined[nid].items())
             out.append(Blocker("unplaceable", node.name, f"no provider supports {node.op_type} ({reasons}); "
                                "it sits on the unplaced lane"))
-    present = {sig[1] for sig in graph_arrays(graph).signatures}
+    present = {sig[1] for sig in graph.arrays.signatures}
     risky = present & (CONTROL_FLOW | SEQUENCE_OPS | {"EPContext"})
     forced = set(unplaceable)
     for node in (graph.nodes if risky else ()):
@@ -450,7 +450,7 @@ def _with_unplaced_lane(provs, assignment, hard):
 def _with_children(p: Plan, provs, policy: str) -> Plan:
     """Control-flow hook: the child plans of the subgraphs (over the same providers), and their
     blockers, attached to the plan (see :mod:`hetero_explore.execution.control`)."""
-    ops = {sig[1] for sig in graph_arrays(p.graph).signatures}
+    ops = {sig[1] for sig in p.graph.arrays.signatures}
     if not (getattr(p.graph, "has_implicit_inputs", True) or ops & (CONTROL_FLOW | {"SequenceMap"})):
         return p
     from dataclasses import replace

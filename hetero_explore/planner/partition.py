@@ -53,7 +53,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .arrays import sorted_unique
+from ..ir.arrays import sorted_unique
 
 
 @njit(cache=True)

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import display
+
 
 @dataclass(frozen=True)
 class Partition:
@@ -525,28 +527,26 @@ class Plan:
         kw.setdefault("indent", 2)
         return json.dumps(self.to_dict(), default=_json_default, **kw)
 
-    # -- views (implemented in hetero_explore.viz) -----------------------------
+    # -- views (drawn by hetero_explore.viz, through the display registry) ---------
     def to_graphviz(self, level: str = "auto", show_initializers: bool = False, **kw):
-        from ..viz.graph import plan_to_graphviz
-        return plan_to_graphviz(self, level=level, show_initializers=show_initializers, **kw)
+        """The plan as a Graphviz DAG coloured by provider (:mod:`hetero_explore.viz.graph`)."""
+        return display.render("graphviz", self, level=level, show_initializers=show_initializers, **kw)
 
     def to_model_explorer(self, path, run=None) -> list:
         """Node data (provider, partition, and with ``run`` partition seconds) for Google's
         Model Explorer, one JSON file per metric beside ``path``
         (:mod:`hetero_explore.viz.model_explorer`)."""
-        from ..viz.model_explorer import to_model_explorer
-        return to_model_explorer(self, path, run)
+        return display.render("model_explorer", self, path, run)
 
     def to_html(self, path=None, run=None, diff=None, **kw):
-        from ..viz.report import plan_to_html
-        return plan_to_html(self, path, run=run, diff=diff, **kw)
+        """The self-contained HTML report (:mod:`hetero_explore.viz.report`)."""
+        return display.render("report", self, path, run=run, diff=diff, **kw)
 
     def __repr__(self) -> str:
         return f"Plan({self.summary()})"
 
     def _repr_html_(self) -> str:
-        from ..viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
-        return repr_html("Plan", self.summary(), self.partitions_df())
+        return display.render("html", self)
 
 
 def _nested_df(plan, method: str):

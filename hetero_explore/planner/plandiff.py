@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..ir import display
+
 
 @dataclass(frozen=True)
 class PlanComparison:
@@ -79,8 +81,7 @@ class PlanComparison:
         return f"PlanComparison({self.summary()})"
 
     def _repr_html_(self) -> str:
-        from ..viz.views import render_changes
-        return render_changes(self)
+        return display.render("html", self)
 
 
 def _fmt_bytes(n) -> str:

@@ -24,7 +24,6 @@ import numpy as np
 
 from ..ir.errors import PlanningError
 from ..providers.base import transfer_kind
-from .arrays import graph_arrays
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ def kernel_times(graph, providers, cost: CostModel) -> np.ndarray:
     """(n_nodes, n_providers) estimated seconds of each node on each provider: the
     values of :meth:`CostModel.kernel_seconds` of :func:`node_work`, computed from the
     graph's arrays (operands looked at only for the ops whose FLOPs it counts)."""
-    arr = graph_arrays(graph)
+    arr = graph.arrays
     n = arr.n_nodes
     nbytes = (_slot_sums(np.maximum(arr.value_bytes, 0), arr.in_ptr, arr.in_idx)
               + _slot_sums(np.maximum(arr.value_bytes, 0), arr.out_ptr, arr.out_idx)).astype(np.float64)
@@ -153,7 +152,7 @@ class _TransferCost:
     """Incremental transfer cost: per produced value, its consumers' providers."""
 
     def __init__(self, graph, providers, assignment, cost):
-        arr = graph_arrays(graph)
+        arr = graph.arrays
         self.a = assignment
         self.cost = cost
         self.k = len(providers)
@@ -245,7 +244,7 @@ def min_transfer_policy(graph, providers, assignment, declined, cost=None, suppo
 
     # 1. runs: connected same-provider groups of the priority placement, as units
     from .partition import convex_partitions
-    groups = convex_partitions(a, graph_arrays(graph), len(providers))
+    groups = convex_partitions(a, graph.arrays, len(providers))
     members: dict[int, list[int]] = {}
     for v, g in enumerate(groups.tolist()):
         members.setdefault(g, []).append(v)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 
-from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelContext, KernelMatch, own_supports
+from .base import DeviceBuffer, DeviceId, ExecutionProvider, Kernel, KernelMatch, own_supports
+from ..ir.context import KernelContext
 from .cpu import NumbaCPUProvider
 from .cuda import NumbaCUDAProvider
 from ..ir.errors import ArgumentTypeError, ArgumentValueError, UnknownProviderError

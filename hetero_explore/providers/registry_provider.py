@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..ir.errors import KernelError
 from ..ir.graph import shape_is_static
-from .base import ExecutionProvider, Identity, Kernel, KernelContext, KernelMatch, own_supports
+from .base import ExecutionProvider, Identity, Kernel, KernelMatch, own_supports
+from ..ir.context import KernelContext
 from ..kernels import registry as reg
 from ..kernels.target import CPU, Target
 

@@ -11,7 +11,8 @@ strict=True)`` raises :class:`~hetero_explore.ir.errors.UnsupportedNodeError` in
 
 from __future__ import annotations
 
-from .base import DeviceId, ExecutionProvider, KernelContext, KernelMatch
+from .base import DeviceId, ExecutionProvider, KernelMatch
+from ..ir.context import KernelContext
 
 #: the lane's provider name (reserved: a user provider may not take it)
 UNPLACED = "unplaced"

@@ -17,7 +17,8 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from .base import DeviceId, ExecutionProvider, HostMemory, Kernel, KernelContext, KernelMatch, own_supports
+from .base import DeviceId, ExecutionProvider, HostMemory, Kernel, KernelMatch, own_supports
+from ..ir.context import KernelContext
 
 Check = Callable[..., KernelMatch]
 

@@ -97,7 +97,7 @@ import numpy as np
 
 from ..ir.errors import ExecutionError, KernelError, MemoryBudgetError
 from ..ir.graph import shape_is_static
-from ..providers.base import KernelContext, node_context, present_outputs
+from ..ir.context import KernelContext, node_context, present_outputs
 from ..kernels.target import Recording, prepared_call
 
 __all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "RuntimeShapeError",

@@ -91,7 +91,7 @@ def unshaped_context(ctx):
     control kernel is built with when its output shapes are left to the run (it reads only the
     node, its subgraphs and the graph; the actual shapes come with its inputs and outputs)."""
     from ..ir.graph import shape_is_static
-    from ..providers.base import KernelContext
+    from ..ir.context import KernelContext
 
     def fix(shapes):
         return [s if s is None or shape_is_static(s) else () for s in shapes]
@@ -205,7 +205,7 @@ class _Values:
 def RuntimeContext(ctx, in_shapes, in_dtypes, out_shapes, out_dtypes, values: dict):
     """A copy of the kernel context ``ctx`` with the actual shapes and the run-time values of the
     shape inputs (``values``: input name → host array) answering ``ctx.const``."""
-    from ..providers.base import KernelContext
+    from ..ir.context import KernelContext
     return KernelContext(ctx.node, ctx.opset, list(in_shapes), list(in_dtypes), list(out_shapes),
                          list(out_dtypes), graph=_Values(dict(values), ctx.graph))
 
@@ -231,7 +231,7 @@ def infer_outputs(node, in_shapes, in_dtypes, values: dict) -> list:
     from onnx import numpy_helper
     from onnx.shape_inference import infer_node_outputs
     from ..ir.graph import onnx_to_np_dtype
-    from ..providers.base import present_outputs
+    from ..ir.context import present_outputs
 
     if node.op_type == "Range" and node.domain in ("", "ai.onnx"):
         # 1-element vector bounds count as scalars (onnxruntime and onnx's reference accept

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..ir import display
 from ..ir.errors import ArgumentTypeError, ArgumentValueError, PlanningError, RunCancelled
 from ..ir.graph import Graph
 from ..planner.plandiff import PlanComparison, compare_plans  # noqa: F401  (re-exported: the Changes view's diff)
@@ -654,8 +655,7 @@ class Explorer:
 
     def show(self):
         """The ipywidgets app over this explorer."""
-        from ..viz.widget import ExplorerApp
-        return ExplorerApp(self)
+        return display.render("app", self)
 
     # -- view options (what the views show; not part of a plan) -------------------------
     @property
@@ -729,9 +729,7 @@ class Explorer:
         return f"Explorer({self.graph.name!r}, providers={self._order}, {state})"
 
     def _repr_html_(self) -> str:
-        from ..viz.html import repr_html  # a notebook's display is a view: the views' one table renderer
-        return repr_html("Explorer", f"{self.graph.name}: {len(self.graph.nodes)} nodes; providers "
-                         f"{', '.join(self._order)}", self.providers_df())
+        return display.render("html", self)
 
 
 class _RunWatch:

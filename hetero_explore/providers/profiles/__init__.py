@@ -28,7 +28,8 @@ from importlib import resources
 import numpy as np
 
 from ...ir.errors import ArgumentValueError
-from ..base import ExecutionProvider, KernelContext, KernelMatch
+from ..base import ExecutionProvider, KernelMatch
+from ...ir.context import KernelContext
 from ...kernels.opdef import schema_version
 from ..virtual import VirtualProvider, _context_cacheable
 
