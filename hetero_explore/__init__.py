@@ -4,12 +4,14 @@ Public API::
 
     explore(model).show()                       # the live app
     load_model, plan, execute, execute_reference, compare
+    run_and_compare                             # execute + reference + compare, as the app, CLI and sweep do
     classify_placement, guard_heterogeneous_fallback, random_inputs
     providers (cpu, cuda, virtual_gpu, VirtualProvider, mask, ...)
     sweep, compare_sweeps, save_sweep, load_sweep   # many models × provider lists, on Dask
 """
 
 from . import providers
+from .analysis.check import CheckedRun, run_and_compare
 from .analysis.compare import compare
 from .ir.errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, MissingDependencyError, ModelLoadError,
@@ -31,6 +33,7 @@ from .ir.about import __version__
 
 __all__ = [
     "explore", "Explorer", "load_model", "plan", "execute", "execute_reference", "compare", "RunResult",
+    "run_and_compare", "CheckedRun",
     "classify_placement", "guard_heterogeneous_fallback", "random_inputs", "providers", "VirtualProvider",
     "mask", "Graph", "Node", "Value", "Plan", "SingleProvider", "Heterogeneous",
     "HeteroExploreError", "ModelLoadError", "InvalidModelError", "ShapeBindingError", "UnsupportedNodeError",

@@ -212,3 +212,34 @@ def test_blame_reuses_kept_intermediates():
     run = execute(he.plan(GRAPH, [bad, P.cpu()]), FEEDS, keep_intermediates=True)
     bl = first_divergence(run, ref)["y"]  # the one nudged run is the one examined
     assert bl.where == "node" and bl.node == "relu_0"
+
+
+def test_the_app_the_cli_and_the_sweep_check_runs_with_one_function(monkeypatch, tmp_path):
+    """Execute + reference + compare is written once (analysis.check.run_and_compare): the
+    Explorer, the CLI and the sweep all call it, so they agree on what a checked run is."""
+    import onnx
+
+    from hetero_explore.analysis import check
+    from hetero_explore.analysis.fleet import run_one
+    from hetero_explore.cli.main import main
+
+    seen = []
+    real = check.run_and_compare
+
+    def spy(plan, inputs, **kw):
+        got = real(plan, inputs, **kw)
+        seen.append((plan.graph.name, got.byte_identical))
+        return got
+
+    monkeypatch.setattr(check, "run_and_compare", spy)
+    m = models.mlp("tiny")
+    ex = he.explore(m, providers=["gpu", "cpu"])
+    ex.execute()
+    assert len(seen) == 1 and ex.byte_identical
+    path = tmp_path / "mlp.onnx"
+    onnx.save(m, path)
+    assert main(["report", str(path), "--providers", "gpu,cpu", "--execute", "-o", str(tmp_path / "r.html")]) == 0
+    assert len(seen) == 2
+    row = run_one(str(path), ("gpu", "cpu"), {}, execute=True)
+    assert row["ok"] and row["byte_identical"] and len(seen) == 3, row
+    assert all(ok for _, ok in seen)

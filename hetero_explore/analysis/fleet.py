@@ -109,20 +109,12 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
             plan_seconds=p.plan_seconds, digest=plan_digest(p))
         if execute and p.executable:
             stage = "execute"
-            from .compare import compare
-            from ..execution.executor import HeterogeneousExecutor, execute_reference
             from ..execution.inputs import random_inputs
+            from .check import run_and_compare
             feeds = _inputs_for(inputs, label, name, g, seed, random_inputs)
-            with HeterogeneousExecutor(p) as ex:
-                run = ex.run(feeds)            # first run: compiles what the cache lacks
-                times = []
-                for _ in range(WARM_RUNS):
-                    t = time.perf_counter()
-                    ex.run(feeds)
-                    times.append(time.perf_counter() - t)
-            ref = execute_reference(g, "cpu", feeds)
-            diff = compare(run, ref)
-            times.sort()
+            # the first run compiles what the cache lacks; the warm runs are timed
+            checked = run_and_compare(p, feeds, warm_runs=WARM_RUNS)
+            run, diff, times = checked.run, checked.diff, sorted(checked.warm_seconds)
             row.update(byte_identical=bool(diff["byte_identical"].all()), warm_seconds=times[len(times) // 2],
                        peak_bytes={str(k): int(v) for k, v in run.peak_bytes.items()})
         row["ok"] = True

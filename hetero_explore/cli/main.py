@@ -426,22 +426,23 @@ class _CompileProgress:
 
 
 def _execute(p, inputs=None, seed=0, bar: Progress | None = None):
-    from ..analysis.compare import compare
-    from ..execution.executor import execute, execute_reference
+    from ..analysis.check import run_and_compare
     from ..execution.inputs import random_inputs
-    from ..providers import cpu
     inputs = inputs if inputs is not None else random_inputs(p.graph, seed=seed)
     if bar is not None:
         bar.stage(f"executing {len(p.partitions):,} partition(s)")
     prog = _CompileProgress("heterogeneous run", bar=bar)
-    run = execute(p, inputs, progress=prog)
-    prog.done(run.compile_seconds)
-    if bar is not None:
-        bar.stage("cpu reference run")
-    prog = _CompileProgress("cpu reference", bar=bar)
-    ref = execute_reference(p.graph, cpu(), inputs, progress=prog)
-    prog.done(ref.compile_seconds)
-    return run, compare(run, ref)
+    ref_prog = _CompileProgress("cpu reference", bar=bar)
+
+    def stage(name, run):
+        if name == "reference":
+            prog.done(run.compile_seconds)
+            if bar is not None:
+                bar.stage("cpu reference run")
+
+    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage)
+    ref_prog.done(checked.reference.compile_seconds)
+    return checked.run, checked.diff
 
 
 def _write_report(p, output, run, diff, provenance=None, bar: Progress | None = None) -> int:

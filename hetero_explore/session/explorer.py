@@ -556,10 +556,9 @@ class Explorer:
         its own :attr:`history` step and :attr:`run`/:attr:`diff` stay those of
         the current plan (None). Fails closed (``HeterogeneousExecutionUnsupported``)
         when the plan has execution blockers."""
-        from ..analysis.compare import compare
+        from ..analysis.check import run_and_compare
         from ..execution.executor import HeterogeneousExecutor
         from ..planner import guard_heterogeneous_fallback
-        from ..planner import plan as make_plan
 
         with self._lock:  # the snapshot this run keeps, whatever is re-planned meanwhile
             plan = self.plan
@@ -576,24 +575,14 @@ class Explorer:
             runner = HeterogeneousExecutor(plan, keep_constants=False)  # builds every kernel first
             runner.parts = [_WatchedPart(r, k, n, plan.partitions[k].provider, watch)
                             for k, r in enumerate(runner.parts)]
+            stages = {"reference": (n + 1, f"running the reference ({self.reference_provider.name})"),
+                      "compare": (n + 2, "comparing")}
             try:
-                run = runner.run(feeds)
+                checked = run_and_compare(plan, feeds, executor=runner, reference_run=self._reference_run,
+                                          on_stage=lambda s, _run: watch.tick(*stages[s]))
             finally:  # the run result keeps its executor (for rerun): without our hooks
                 runner.parts = [getattr(r, "inner", r) for r in runner.parts]
-            watch.tick(n + 1, f"running the reference ({self.reference_provider.name})")
-            key = _inputs_key(feeds)
-            with self._lock:
-                ref = self._ref_cache.get(key)
-                if ref is None:  # planned under the lock: the planner keeps answers on the graph
-                    rplan = make_plan(self.graph, [self.reference_provider], strict=True)
-            if ref is None:
-                ref = HeterogeneousExecutor(rplan, kind="reference", keep_constants=False).run(feeds)
-                with self._lock:
-                    self._ref_cache[key] = ref
-                    while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
-                        self._ref_cache.popitem(last=False)
-        watch.tick(n + 2, "comparing")
-        diff = compare(run, ref, blame=True)
+        run, ref, diff = checked.run, checked.reference, checked.diff
         with self._lock:
             step.run, step.diff = run, diff
             self.compile_seconds = watch.compile_seconds
@@ -603,6 +592,23 @@ class Explorer:
         watch.tick(total, "done", check=False)
         self._notify("run")
         return run
+
+    def _reference_run(self, feeds: dict):
+        """The reference run on ``feeds``: from the cache of the last few, else run now."""
+        from ..execution.executor import HeterogeneousExecutor
+        from ..planner import plan as make_plan
+        key = _inputs_key(feeds)
+        with self._lock:
+            ref = self._ref_cache.get(key)
+            if ref is None:  # planned under the lock: the planner keeps answers on the graph
+                rplan = make_plan(self.graph, [self.reference_provider], strict=True)
+        if ref is None:
+            ref = HeterogeneousExecutor(rplan, kind="reference", keep_constants=False).run(feeds)
+            with self._lock:
+                self._ref_cache[key] = ref
+                while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
+                    self._ref_cache.popitem(last=False)
+        return ref
 
     @property
     def byte_identical(self) -> bool | None:
