@@ -28,7 +28,7 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 def affected(case, legacy, string_ops) -> bool:
     import onnx
 
-    from hetero_explore.load.loader import drop_unused_optional_outputs
+    from hetero_explore.load.validate import drop_unused_optional_outputs
 
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in case.model.opset_import}
     for n in case.model.graph.node:

@@ -11,7 +11,7 @@ import pytest
 
 import hetero_explore as he
 from hetero_explore.analysis.compare import diff_arrays
-from hetero_explore.execution.control import ControlFlowError
+from hetero_explore.kernels.host.control import ControlFlowError
 from hetero_explore.providers import resolve
 from hetero_explore.providers.cuda import cuda_status
 from hetero_explore.providers.virtual import mask, unmask
@@ -291,7 +291,7 @@ def test_thousand_iterations_no_leak():
     provs = [mask(gpu, deny=["Identity"]), cpu]
     p = he.plan(g, provs)
     before = counters(provs)
-    with he.executor.HeterogeneousExecutor(p) as ex:
+    with he.execution.executor.HeterogeneousExecutor(p) as ex:
         run = ex.run({"x": np.zeros(4, np.float32)})
         assert run.outputs["y"].tolist() == [1000.0] * 4
         kernel = next(st.kernel for r in ex.parts for st in r.steps if st.node.op_type == "Loop")
@@ -427,12 +427,12 @@ def test_growing_loop_plans_its_body_twice_not_every_iteration(make, feeds, monk
     then once more with the growing dim left symbolic (run with run-time shapes), not once per
     iteration; the results are byte-identical to one exact specialisation per iteration, on
     the CPU and under deny masks, and a reused executor plans nothing more."""
-    import hetero_explore.execution.control as control
+    import hetero_explore.kernels.host.control as control
     g = he.load_model(make())
     cpu = resolve("cpu")
 
     def run(provs):
-        with he.executor.HeterogeneousExecutor(he.plan(g, provs)) as ex:
+        with he.execution.executor.HeterogeneousExecutor(he.plan(g, provs)) as ex:
             out = ex.run(feeds).outputs
             kernel = next(st.kernel for r in ex.parts for st in r.steps if st.node.op_type == "Loop")
             n = kernel.stats.specialisations

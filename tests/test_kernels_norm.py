@@ -213,7 +213,7 @@ def test_global_lppool(p):
 def test_a_group_norm_inside_a_model_loads_and_runs():
     """onnx's shape inference leaves a GroupNormalization's output untyped (its function body
     is not inferred); between two nodes that made the model unloadable. The op definition's
-    shape function completes it (loader.complete_op_shapes), and the model runs as
+    shape function completes it (load.infer.complete_op_shapes), and the model runs as
     onnxruntime runs it."""
     import onnxruntime as ort
     from onnx import TensorProto, numpy_helper

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hetero_explore as he
 from hetero_explore.ir.errors import ShapeConflictError
-from hetero_explore.load.loader import inlined_node_count
+from hetero_explore.load.validate import inlined_node_count
 
 F = TensorProto.FLOAT
 

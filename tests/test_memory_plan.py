@@ -202,19 +202,21 @@ def test_the_cli_prints_compile_progress_on_stderr(capsys, tmp_path, monkeypatch
 
     path = tmp_path / "chain.onnx"
     onnx.save(models.chain("tiny", layers=2), str(path))
-    real = executor.execute
+    real = executor.HeterogeneousExecutor.run
     calls = []
 
-    def execute_with_a_cold_kernel(plan, inputs, **kw):
+    def run_with_a_cold_kernel(self, inputs, **kw):
+        if self.kind != "heterogeneous":
+            return real(self, inputs, **kw)
         calls.append(kw)
         relu = _fresh_jit_relu()
         kw["progress"]("compiling kernels (1/4)")   # what the executor's listener says ...
         relu(np.zeros(2, np.float32), np.zeros(2, np.float32))   # ... when numba compiles
-        run = real(plan, inputs, **kw)
+        run = real(self, inputs, **kw)
         run.compile_seconds = 0.5
         return run
 
-    monkeypatch.setattr(executor, "execute", execute_with_a_cold_kernel)
+    monkeypatch.setattr(executor.HeterogeneousExecutor, "run", run_with_a_cold_kernel)
     rc = main(["report", str(path), "-o", str(tmp_path / "r.html"), "--execute", "--providers", "cpu"])
     out, err = capsys.readouterr()
     assert rc == 0, err

@@ -99,7 +99,10 @@ from ..ir.graph import Graph
 from ..planner import Plan, guard_heterogeneous_fallback
 from ..providers import resolve
 from .inputs import exact_feeds, input_specs, validate_inputs
+from ..ir.buffers import copy_into
+from ..kernels.host.sequences import host_outputs
 from ..runner.core import AllocationLeak, Ledger, NodeExecutionError, NodeRunner, ShapeMismatchError, memory_owners
+from .subgraphs import Subgraphs
 
 __all__ = ["execute", "execute_reference", "partition_model", "validate_inputs", "RunResult", "Event",
            "Release", "HeterogeneousExecutor", "NodeExecutionError", "ShapeMismatchError", "AllocationLeak"]
@@ -415,13 +418,17 @@ class HeterogeneousExecutor:
     them itself and frees them when the partition ends (what the one-shot
     :func:`execute` does: nothing outlives its run)."""
 
-    def __init__(self, plan: Plan, *, kind: str = "heterogeneous", keep_constants: bool = True):
+    def __init__(self, plan: Plan, *, kind: str = "heterogeneous", keep_constants: bool = True,
+                 nested: bool = False, where: str = ""):
         if not isinstance(plan, Plan):
             from ..ir.errors import ArgumentTypeError
             raise ArgumentTypeError(f"expected a Plan (from hetero_explore.plan(graph, providers)), got "
                             f"{type(plan).__name__}; to run a graph on one provider use execute_reference()")
         self.plan = plan
         self.kind = kind
+        #: runs as a subgraph of a control node (:meth:`run_nested`); ``where`` names it in errors
+        self.nested = nested
+        self.where = where or plan.graph.name
         graph = plan.graph
         guard_heterogeneous_fallback(plan)  # execution blockers fail closed
         #: the graph inputs' dtypes and shapes: a run's inputs in the common case are checked quickly
@@ -438,10 +445,16 @@ class HeterogeneousExecutor:
         # every kernel of the plan, before anything runs
         self.parts = [NodeRunner.for_graph(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
                                            partition=p.id) for p in plan.partitions]
-        # control-flow hook: control kernels plan their subgraphs over this plan's providers
-        from .control import bind_runner
+        # control flow: its kernels run their subgraphs with this plan's providers and policy,
+        # through executors like this one (the subgraph service is injected, see .subgraphs)
+        subgraphs = None
         for r in self.parts:
-            bind_runner(r, plan.providers, plan.policy)
+            for st in getattr(r, "steps", ()):
+                if hasattr(st.kernel, "bind_service"):
+                    if subgraphs is None:
+                        subgraphs = Subgraphs(plan.providers, plan.policy, HeterogeneousExecutor,
+                                              hold=keep_constants)
+                    st.kernel.bind_service(subgraphs, home=r.provider)
         self._check_boundaries()
         self._schedule()
         self.owners = memory_owners([plan.providers[i] for i in used])
@@ -465,6 +478,21 @@ class HeterogeneousExecutor:
         self._finalizer = None
         if keep_constants:
             self._stage_constants()
+
+    @property
+    def graph(self):
+        """The plan's graph."""
+        return self.plan.graph
+
+    @property
+    def inputs(self) -> tuple:
+        """The graph's input names."""
+        return tuple(self.plan.graph.inputs)
+
+    @property
+    def outputs(self) -> tuple:
+        """The graph's output names, in order."""
+        return tuple(self.plan.graph.outputs)
 
     # -- constants held across runs ----------------------------------------------------
     def _stage_constants(self) -> None:
@@ -558,8 +586,12 @@ class HeterogeneousExecutor:
                 for ex, oid, part, s in zip(self.parts, self._owner_of, self.plan.partitions, self.sched)]
 
     def close(self) -> None:
-        """Free the staged initializers and the held arenas (idempotent). Later runs stage
-        them per run."""
+        """Free the staged initializers and the held arenas, and close the executors of the
+        subgraphs its control kernels keep (idempotent). Later runs stage them per run."""
+        for r in self.parts:
+            for st in getattr(r, "steps", ()):
+                if hasattr(st.kernel, "bind_service"):
+                    st.kernel.close()
         if self._finalizer is not None:
             self._finalizer()  # calls _free_constants once, then detaches
             self._finalizer = None
@@ -820,7 +852,6 @@ class HeterogeneousExecutor:
             else:  # pragma: no cover - the planner lists every produced graph output
                 raise ExecutionError(f"graph output {name!r} was not produced by the run")
         if self._host_outputs:  # sequences/maps/optionals as Python values
-            from .control import host_outputs
             outputs = host_outputs(graph, outputs)
         return RunResult(outputs=outputs, kind=self.kind, plan=plan, events=events, peak_bytes=peaks,
                          transfers_performed=performed, releases=releases,
@@ -829,6 +860,114 @@ class HeterogeneousExecutor:
                          intermediates=record, transfer_values=trec, staged_values=srec,
                          value_shapes=dyn_shapes, compile_seconds=compile_s, arena_bytes=arena,
                          _executor=self)
+
+
+    # -- as a subgraph ----------------------------------------------------------------
+    def run_nested(self, env, ledger: Ledger, stats=None) -> dict:
+        """Run as the subgraph of a control node: ``env`` holds a buffer for every graph input,
+        on any provider (one on another provider than a partition's is copied there, once per run
+        and provider); every buffer comes from and goes back to the caller's ``ledger``, and a
+        buffer for every graph output is returned, left live (an input passed straight through
+        is returned as given). ``stats`` (a control kernel's counters) counts the copies."""
+        progs = self._take_programs() if self._kept else None
+        try:
+            return self._run_nested(env, ledger, stats, progs)
+        finally:
+            if progs is not None and self._kept:
+                with self._pool_lock:
+                    self._pool.append(progs)
+
+    def _run_nested(self, env, ledger: Ledger, stats, progs) -> dict:
+        plan = self.plan
+        graph = plan.graph
+        pooled = progs is not None
+        held = self._constants
+        auth: dict[str, Any] = {}
+        real: dict[int, Any] = {}
+        moved: dict = {}
+        performed = 0
+        arenas = []
+        if progs is None:   # every held set is in use (or none is held): this run's own
+            before = set(ledger.live)
+            progs = self._programs(ledger)
+            arenas = [b for k, b in ledger.live.items() if k not in before]
+        outputs = set(graph.outputs)
+        try:
+            for part, ex, s, prog, oid in zip(plan.partitions, self.parts, self.sched, progs, self._owner_of):
+                prov = ex.provider
+                try:
+                    for ti in s.transfers_in:
+                        real[ti] = self._copy(ti, auth[plan.transfers[ti].value], ledger)
+                        performed += 1
+                    penv = {}
+                    transient = []
+                    for name in s.stage:
+                        buf = env.get(name)
+                        if buf is None and graph.is_constant(name):   # an input with a default
+                            arr = graph.initializer(name)
+                            buf = ledger.allocate(prov, arr.shape, arr.dtype)
+                            transient.append(buf)
+                            prov.copy_from_host(arr, buf)
+                        if buf is None:
+                            raise ExecutionError(f"{self.where}: value {name!r} was not given to the subgraph")
+                        if id(buf.provider) != oid:   # not in this partition's memory: copied there once
+                            got = moved.get((name, oid))
+                            if got is None:
+                                got = moved[(name, oid)] = ledger.allocate(prov, buf.shape, buf.dtype)
+                                copy_into(buf, got)
+                            buf = got
+                        penv[name] = buf
+                    for name in (() if pooled else s.consts):
+                        buf = held.get((name, part.provider_index))
+                        if buf is None:
+                            arr = graph.initializer(name)
+                            buf = ledger.allocate(prov, arr.shape, arr.dtype)
+                            transient.append(buf)
+                            prov.copy_from_host(arr, buf)
+                        penv[name] = buf
+                    for name in s.local:
+                        penv[name] = auth[name]
+                    for name, ti in s.remote:
+                        penv[name] = real[ti]
+                    auth.update(ex.run(penv, ledger, None, None, prog))
+                    if s.sync:
+                        prov.synchronize()
+                    for buf in transient:
+                        ledger.free(buf)
+                    for ti, _rel in s.release_real:
+                        ledger.free(real.pop(ti))
+                    for name, _rel in s.release_auth:
+                        if name not in outputs:
+                            ledger.free(auth.pop(name))
+                except HeteroExploreError:
+                    raise
+                except Exception as e:
+                    raise ExecutionError(f"{self.where}: partition {part.id} on provider {prov.name!r} failed: "
+                                         f"{type(e).__name__}: {e}") from e
+        finally:
+            for buf in moved.values():
+                ledger.free(buf)
+            for buf in arenas:
+                ledger.free(buf)
+        if performed != len(plan.transfers):
+            raise TransferCountMismatch(f"{self.where}: the run performed {performed} transfer(s), the plan "
+                                        f"lists {len(plan.transfers)}")
+        if stats is not None:
+            stats.transfers += performed + len(moved)
+        out = {}
+        for name in graph.outputs:
+            buf = auth.get(name)
+            if buf is None:
+                buf = env.get(name)
+            if buf is None and graph.is_constant(name):
+                arr = graph.initializer(name)
+                p0 = plan.providers[0]
+                buf = ledger.allocate(p0, arr.shape, arr.dtype)
+                p0.copy_from_host(arr, buf)
+            if buf is None:
+                raise ExecutionError(f"{self.where}: output {name!r} was not produced")
+            out[name] = buf
+        return out
 
 
 # -- public entry points --------------------------------------------------------------

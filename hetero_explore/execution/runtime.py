@@ -88,7 +88,7 @@ def run_graph(graph: Graph, provider, inputs: Mapping[str, np.ndarray], *,
             results[name] = provider.copy_to_host(bufs[name])
     ledger.check_leaks()
     if any(graph.values[n].is_host_value for n in results):  # sequences/maps/optionals as Python values
-        from .control import host_outputs
+        from ..kernels.host.sequences import host_outputs
         results = host_outputs(graph, results)
     for name, arr in (inter or {}).items():
         results.setdefault(name, arr)

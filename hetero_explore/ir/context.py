@@ -75,3 +75,14 @@ def node_context(graph, node) -> KernelContext:
     outs = [info(n) for n in present_outputs(node)]
     return KernelContext(node, node.opset, [s for s, _ in ins], [d for _, d in ins],
                          [s for s, _ in outs], [d for _, d in outs], graph=graph)
+
+
+class _Absent:
+    """Stands in for an absent optional output (its ``data`` is None)."""
+
+    data = None
+    freed = True
+
+
+#: the placeholder a kernel gets for an absent optional output in the middle of a node's outputs
+ABSENT = _Absent()

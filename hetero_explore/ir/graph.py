@@ -59,6 +59,18 @@ def type_str(t: onnx.TypeProto | None) -> str:
     return kind or "?"
 
 
+def fmt_type(t: onnx.TypeProto) -> str:
+    """A type with its shape, as messages show it: ``float[1, 3, N]``, ``int64[unknown rank]``."""
+    if not t.HasField("tensor_type"):
+        return t.WhichOneof("value") or "unknown type"
+    tt = t.tensor_type
+    dt = onnx.TensorProto.DataType.Name(tt.elem_type).lower() if tt.elem_type else "?"
+    if not tt.HasField("shape"):
+        return f"{dt}[unknown rank]"
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    return f"{dt}[{', '.join(dims)}]"
+
+
 def subgraph_attrs(proto: onnx.NodeProto) -> list[tuple[str, onnx.GraphProto]]:
     """(attribute name, GraphProto) of every subgraph of a node (``GRAPHS`` attributes as ``name[i]``)."""
     out = []

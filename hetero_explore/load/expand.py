@@ -41,7 +41,7 @@ from __future__ import annotations
 import onnx
 from onnx import AttributeProto, FunctionProto, helper
 
-from ..ir.errors import FunctionExpansionError
+from ..ir.errors import FunctionExpansionError, FunctionInliningError
 
 __all__ = ["BodyUnavailable", "function_body", "expandable", "has_function_body", "expand_nodes",
            "expansion_records", "carry_expansions", "MAX_EXPANSION_DEPTH", "MAX_EXPANDED_NODES"]
@@ -353,7 +353,7 @@ def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: in
     Raises FunctionExpansionError when a node has no usable body, when the nesting
     exceeds ``max_depth`` (default :data:`MAX_EXPANSION_DEPTH`) or the graph would exceed
     ``max_nodes`` nodes (default :data:`MAX_EXPANDED_NODES`)."""
-    from .loader import load_model
+    from .loader import reload
 
     max_nodes = MAX_EXPANDED_NODES if max_nodes is None else max_nodes
     max_depth = MAX_EXPANSION_DEPTH if max_depth is None else max_depth
@@ -401,9 +401,9 @@ def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: in
         kept.extend(bodies[nid] if nid is not None else [p])
     del model.graph.node[:]
     model.graph.node.extend(kept)
-    fold = "fold_skipped" in graph.info  # the loader records this only when it folded
-    # the graph was optimised (or not) when it was loaded: its rewrites carry over, none run again
-    g = load_model(model, check=False, fold_constants=fold, optimize=False)
+    # re-loaded as it was loaded (folded or not); it was optimised (or not) when it was loaded:
+    # its rewrites carry over, none run again
+    g = reload(model, graph)
     g.optimizations = list(getattr(graph, "optimizations", ()))
     present = {n.name for n in g.nodes}
     g.info["expansions"] = recs + new_recs
@@ -413,3 +413,29 @@ def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: in
 
 def _key(p: onnx.NodeProto) -> tuple:
     return (p.name, p.domain, p.op_type, tuple(p.input), tuple(p.output))
+
+
+def inline_functions(graph, keys: list[tuple[str, str]]):
+    """A new graph with the calls of the model-local functions ``keys`` ((domain, name) pairs)
+    inlined by onnx's inliner, re-loaded as ``graph`` was loaded (:func:`.loader.reload`)."""
+    from onnx import inliner
+
+    from .loader import reload
+
+    for key in keys:
+        fns = [f for f in graph.model.functions if (f.domain, f.name) == key]
+        if len(fns) > 1 or any(getattr(f, "overload", "") for f in fns):
+            raise FunctionInliningError(
+                f"function {key[0]}::{key[1]} has several overloads; inlining it would be ambiguous. "
+                "Give it a single definition or a provider that implements it")
+        f = fns[0]
+        if len(f.attribute) or len(f.attribute_proto):
+            raise FunctionInliningError(
+                f"function {key[0]}::{key[1]} is parameterized by attributes "
+                f"({', '.join(list(f.attribute) + [a.name for a in f.attribute_proto])}); it cannot be "
+                "inlined safely here. Add a provider that implements it, or inline it when exporting")
+    try:
+        m = inliner.inline_selected_functions(graph.model, keys, exclude=False)
+    except Exception as e:
+        raise FunctionInliningError(f"onnx's inliner failed on {keys}: {e}") from e
+    return reload(m, graph)

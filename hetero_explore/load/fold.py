@@ -29,7 +29,10 @@ from onnx import helper, numpy_helper
 
 from ..ir.errors import KernelError, ModelLoadError
 from ..ir.graph import Graph, build_graph, shape_is_static
-from .loader import DEFAULT_FOLD_LIMIT_BYTES, infer_shapes
+from ..runner.core import NodeRunner
+from .infer import infer_shapes
+from .options import DEFAULT_FOLD_LIMIT_BYTES
+from .passes import LoadPass
 from ..ir.context import node_context, present_outputs
 from ..providers.cpu import NumbaCPUProvider
 
@@ -102,32 +105,14 @@ def _shape_fold(graph: Graph, node) -> list[np.ndarray] | None:
     return [np.array(shp[s:e], dtype=np.int64)]
 
 
-def _run_kernel(provider, graph: Graph, ctx) -> list[np.ndarray]:
-    kernel = provider.get_kernel(ctx)
+def _run_node(provider, graph: Graph, ctx) -> list[np.ndarray]:
+    """The node of ``ctx`` run once on ``provider`` through the node runner (its constant inputs
+    staged, a one-shot program): the outputs as host arrays, in the node's output order."""
     node = ctx.node
-    bufs = []
-    try:
-        ins = []
-        for name in node.inputs:
-            if not name:
-                ins.append(None)
-                continue
-            a = np.ascontiguousarray(graph.initializer(name))
-            buf = provider.allocate(a.shape, a.dtype)
-            bufs.append(buf)
-            provider.copy_from_host(a, buf)
-            ins.append(buf)
-        outs = []
-        for shape, dtype in zip(ctx.out_shapes, ctx.out_dtypes):
-            buf = provider.allocate(shape, dtype)
-            bufs.append(buf)
-            outs.append(buf)
-        kernel.run(ins, outs)
-        provider.synchronize()
-        return [provider.copy_to_host(b) for b in outs]
-    finally:
-        for b in bufs:
-            provider.free(b)
+    outs = present_outputs(node)
+    runner = NodeRunner(provider, [ctx], keep=[o for o in outs if o])
+    got = runner.run_once({name: graph.initializer(name) for name in dict.fromkeys(node.inputs) if name})
+    return [got.get(o) for o in outs]
 
 
 def _fold_round(m: onnx.ModelProto, provider, budget: int, res: FoldResult) -> dict[str, onnx.TensorProto]:
@@ -165,7 +150,7 @@ def _fold_round(m: onnx.ModelProto, provider, budget: int, res: FoldResult) -> d
                 res.skipped[_label(node)] = f"the CPU provider does not run it: {match.reason}"
                 continue
             try:
-                arrays = _run_kernel(provider, graph, ctx)
+                arrays = _run_node(provider, graph, ctx)
             except KernelError as e:
                 res.skipped[_label(node)] = f"the CPU kernel declined it: {e}"
                 continue
@@ -235,6 +220,20 @@ def fold_model(m: onnx.ModelProto, *, limit_bytes: int = DEFAULT_FOLD_LIMIT_BYTE
         m = infer_shapes(m)
     res.model = m
     return res
+
+
+class Fold(LoadPass):
+    """Constant folding (``LoadOptions.fold_constants``; see the module docs)."""
+    name, requires, ensures = "fold", ("inferred",), ("folded",)
+
+    def enabled(self, options):
+        return options.fold_constants
+
+    def run(self, state):
+        res = fold_model(state.model, limit_bytes=state.options.fold_limit_bytes)
+        state.model, state.folded = res.model, res.folded
+        state.info.update(fold_skipped=dict(res.skipped), folded_bytes=res.folded_bytes)
+        return bool(res.folded)
 
 
 def foldable_op_types() -> frozenset[str]:

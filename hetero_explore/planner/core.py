@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
-from ..load.expand import BodyUnavailable, carry_expansions, expand_nodes, expandable
+from ..load.expand import BodyUnavailable, carry_expansions, expand_nodes, expandable, inline_functions
 from ..ir.graph import Graph, shape_is_static
 from ..providers import resolve_all
 from ..ir.arrays import sorted_unique
@@ -21,7 +21,7 @@ from .policies import get_policy
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 #: ops whose output shapes the run cannot compute when load time left them unknown: none now.
 #: Control flow runs its subgraphs and allocates its outputs at the shapes they produced
-#: (hetero_explore.execution.control), SequenceAt / ConcatFromSequence / StringSplit compute theirs from
+#: (hetero_explore.kernels.host.control), SequenceAt / ConcatFromSequence / StringSplit compute theirs from
 #: their run-time inputs (hetero_explore.runner.shapes); SequenceMap's outputs are host values (shape ()).
 #: An op added here fails closed with the "dynamic-shape" blocker when its shapes are open.
 RUNTIME_SHAPE_UNSUPPORTED: frozenset = frozenset()
@@ -95,30 +95,6 @@ def _unsupported_error(graph: Graph, node, reasons: dict, note: str = "") -> Uns
         f"{lines}\nfix: add a provider that implements {node.op_type}, allow it on one of these "
         f"providers (remove a deny mask), or replace the op in the model",
         node_name=node.name, op_type=node.op_type, domain=dom, opset=node.opset, reasons=reasons)
-
-
-def _inline(graph: Graph, keys: list[tuple[str, str]]) -> Graph:
-    from onnx import inliner
-
-    from ..load.loader import load_model
-
-    for key in keys:
-        fns = [f for f in graph.model.functions if (f.domain, f.name) == key]
-        if len(fns) > 1 or any(getattr(f, "overload", "") for f in fns):
-            raise FunctionInliningError(
-                f"function {key[0]}::{key[1]} has several overloads; inlining it would be ambiguous. "
-                "Give it a single definition or a provider that implements it")
-        f = fns[0]
-        if len(f.attribute) or len(f.attribute_proto):
-            raise FunctionInliningError(
-                f"function {key[0]}::{key[1]} is parameterized by attributes "
-                f"({', '.join(list(f.attribute) + [a.name for a in f.attribute_proto])}); it cannot be "
-                "inlined safely here. Add a provider that implements it, or inline it when exporting")
-    try:
-        m = inliner.inline_selected_functions(graph.model, keys, exclude=False)
-    except Exception as e:
-        raise FunctionInliningError(f"onnx's inliner failed on {keys}: {e}") from e
-    return load_model(m, check=False)
 
 
 # -- transfers -------------------------------------------------------------------
@@ -314,7 +290,7 @@ def _blockers(graph: Graph, providers, unplaceable, declined) -> list[Blocker]:
     forced = set(unplaceable)
     for node in (graph.nodes if risky else ()):
         kind = _blocker_kind(graph, node)
-        # control flow and sequences execute where a provider claims them (hetero_explore.execution.control,
+        # control flow and sequences execute where a provider claims them (hetero_explore.kernels.host.control,
         # hetero_explore.kernels.host.sequences); a node no provider claims still blocks, with the reasons
         if kind in ("control-flow", "sequence") and node.id not in forced:
             continue
@@ -398,7 +374,7 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
                 (hard if node.name in no_expand or expandable(graph, node) else to_expand).append(nid)
         if fn_keys:
             old = graph
-            graph = _inline(graph, fn_keys)
+            graph = inline_functions(graph, fn_keys)
             carry_expansions(old, graph)
             inlined += [f"{d}::{n}" if d else n for d, n in fn_keys]
             continue
@@ -449,13 +425,13 @@ def _with_unplaced_lane(provs, assignment, hard):
 
 def _with_children(p: Plan, provs, policy: str) -> Plan:
     """Control-flow hook: the child plans of the subgraphs (over the same providers), and their
-    blockers, attached to the plan (see :mod:`hetero_explore.execution.control`)."""
+    blockers, attached to the plan (see :mod:`hetero_explore.planner.children`)."""
     ops = {sig[1] for sig in p.graph.arrays.signatures}
     if not (getattr(p.graph, "has_implicit_inputs", True) or ops & (CONTROL_FLOW | {"SequenceMap"})):
         return p
     from dataclasses import replace
 
-    from ..execution.control import plan_children
+    from .children import plan_children
     t = time.perf_counter()
     forced = frozenset(p.graph.nodes[i].name for i in p.forced)
     children, blockers = plan_children(p.graph, provs, policy, blocked=forced)

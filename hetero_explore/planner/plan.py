@@ -223,7 +223,7 @@ class Plan:
     path of the graph, a lower bound on its partition count in any convex partitioning."""
     children: dict = field(default_factory=dict, compare=False)
     """Subgraph path (``If_0/then_branch``) → the child :class:`Plan` of that subgraph, over
-    the same providers (see :mod:`hetero_explore.execution.control`); nested children are in theirs."""
+    the same providers (see :mod:`hetero_explore.planner.children`); nested children are in theirs."""
     tables: Any = field(default=None, repr=False)
     """The planner's :class:`PlanTables` behind ``partitions`` and ``transfers`` (None
     when they were given as records)."""

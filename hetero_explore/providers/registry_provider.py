@@ -121,7 +121,7 @@ class RegistryProvider(ExecutionProvider):
                 raise
             except Exception as e:  # a builder's own validation failed
                 raise KernelError(f"{self.name}: node {node.name!r} ({node.op_type}): {e}") from e
-            if isinstance(fn, Kernel):  # a kernel that runs on buffers (control flow): it runs here
+            if getattr(fn, "runs_on_buffers", False):  # a kernel on buffers (control flow): it runs here
                 fn.provider = self
                 return fn
             return Kernel(ctx, fn, may_alias_input=k.may_alias_input,

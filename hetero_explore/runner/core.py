@@ -89,6 +89,7 @@ function. ``REPLAY = False`` turns recording off for programs bound afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -97,7 +98,7 @@ import numpy as np
 
 from ..ir.errors import ExecutionError, KernelError, MemoryBudgetError
 from ..ir.graph import shape_is_static
-from ..ir.context import KernelContext, node_context, present_outputs
+from ..ir.context import ABSENT, KernelContext, node_context, present_outputs  # noqa: F401  (ABSENT: re-exported)
 from ..kernels.target import Recording, prepared_call
 
 __all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "RuntimeShapeError",
@@ -143,14 +144,18 @@ class AllocationLeak(ExecutionError):
     """A provider's live-allocation counter did not come back to its value before the run."""
 
 
-class _Absent:
-    """Stands in for an absent optional output (its ``data`` is None)."""
-
-    data = None
-    freed = True
-
-
-ABSENT = _Absent()
+@contextlib.contextmanager
+def held(owners):
+    """Allocations made in this block belong to no run that is open in this thread: they are
+    held beyond it (the constants and arenas of a subgraph's executor, built during the control
+    node's run that first needs it, and freed when that executor is closed). Each owner counts
+    them on a meter of their own."""
+    meters = [(o, o.open_meter()) for o in owners]
+    try:
+        yield
+    finally:
+        for o, m in meters:
+            o.close_meter(m)
 
 
 def memory_owners(providers) -> list:
@@ -527,6 +532,26 @@ class NodeRunner:
                 f"{where}node {at.node.name!r} ({at.node.op_type}) on provider {self.provider.name!r}: the run would "
                 f"need {_human(peak)} of intermediate buffers at its peak, over the memory budget of {_human(budget)}; nothing "
                 "was allocated (raise the budget with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
+
+    def run_once(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run once on host arrays: ``feeds`` holds every value the nodes read from outside
+        (each staged on the provider), the nodes run through a one-shot :class:`Program`, and
+        the kept values come back as host arrays. Every buffer is freed, and checked to be."""
+        from ..providers.virtual import unmask
+        provider = self.provider
+        with Ledger(memory_owners([provider])) as ledger:
+            env = {}
+            for name, a in feeds.items():
+                a = np.asarray(a)
+                a = a if a.flags.c_contiguous else a.copy(order="C")   # a scalar stays 0-d
+                env[name] = buf = ledger.allocate(provider, a.shape, a.dtype)
+                provider.copy_from_host(a, buf)
+            arena = ledger.allocate(unmask(provider), (self.arena_size,), np.uint8) if self.arena_size else None
+            kept = self.run(env, ledger, program=self.bind(arena, record=False))
+            provider.synchronize()
+            out = {name: provider.copy_to_host(kept[name]) for name in self.outputs if name}
+        ledger.check_leaks()
+        return out
 
     @classmethod
     def for_graph(cls, graph, provider, node_ids: Iterable[int] | None = None, keep: Iterable[str] | None = None,

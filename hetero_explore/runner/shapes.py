@@ -21,7 +21,7 @@ values of the **shape inputs**, before it allocates:
 * control flow (If, Loop, Scan: :func:`runs_to_know`) cannot be inferred
   without running its subgraphs: its kernel runs them and allocates its
   outputs at the shapes they produced
-  (:meth:`hetero_explore.execution.control.ControlKernel.run_allocating`); the runner
+  (:meth:`hetero_explore.kernels.host.control.ControlKernel.run_allocating`); the runner
   then checks them against what the plan knows.
 
 :data:`SHAPE_INPUTS` lists, per op type, which inputs' values shape the outputs;

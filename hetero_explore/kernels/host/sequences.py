@@ -15,7 +15,7 @@ Kernels never mutate a host value they read: every op below builds a new
 list/dict, and the arrays it takes from tensor inputs are copied, so a buffer
 freed later cannot change a sequence that outlives it. Device providers cannot
 hold host values: these ops are CPU-only and the control ops decline non-host
-targets for them (:mod:`hetero_explore.execution.control`). Every op here only moves
+targets for them (:mod:`hetero_explore.kernels.host.control`). Every op here only moves
 data (slices, copies, concatenation), so its results are bitwise what numpy
 copies.
 
@@ -429,3 +429,10 @@ def _cast_map(ctx, target):
 def _cast_map_check(ctx, target):
     return _host_check(ctx, target) or (
         "cast_to=TO_STRING makes a string tensor" if ctx.attrs.get("cast_to") == "TO_STRING" else None)
+
+
+def host_outputs(graph, outputs: dict) -> dict:
+    """Graph outputs that are host values (sequences/maps/optionals) as Python values."""
+    vals = graph.values
+    return {k: (unwrap(v) if vals.get(k) is not None and vals[k].is_host_value else v)
+            for k, v in outputs.items()}

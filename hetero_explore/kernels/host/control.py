@@ -1,63 +1,59 @@
-"""Control flow: If, Loop, Scan and SequenceMap with child plans.
+"""Control flow: If, Loop, Scan and SequenceMap, run with their subgraphs.
 
-**Subgraphs are graphs.** A control node's subgraphs (``then_branch`` /
-``else_branch``, ``body``) become child :class:`~hetero_explore.ir.graph.Graph` s
-(:func:`child_graph`): the subgraph's own inputs, plus one graph input per value
-it reads from an enclosing scope (those are also the control node's *implicit
-inputs* in the parent IR, so the parent's planner sees the edges and plans their
-transfers to the control node's provider). Constant subexpressions of the
-subgraph are folded by the CPU kernels, as the loader folds the main graph.
+**Subgraphs are graphs.** A control node's subgraphs (``then_branch`` / ``else_branch``,
+``body``) become child graphs (:mod:`hetero_explore.load.subgraphs`): the subgraph's own
+inputs, plus one per value it reads from an enclosing scope (those are also the control
+node's *implicit inputs* in the parent IR, so the parent's planner sees the edges and plans
+their transfers to the control node's provider). The planner plans them as the parent's
+children (:mod:`hetero_explore.planner.children`).
 
-**Child plans.** :func:`plan_children` plans each subgraph over the same
-provider list (masks included) and policy as its parent: nested placement,
-partitions and transfers, keyed by the subgraph path (``If_0/then_branch``,
-``Loop_3/body/If_1/else_branch``); :meth:`Plan.children` holds them, the plan
-tables list their rows with that path, and their execution blockers (other than
-symbolic shapes, which are resolved at run time, below) block the parent.
+**A subgraph service is injected.** This module plans nothing, loads nothing and runs no
+node itself: as onnx's reference evaluator hands its control ops the evaluator class, the
+executor hands each :class:`ControlKernel` a :class:`SubgraphService`
+(:meth:`ControlKernel.bind_service`; the executor's is
+:class:`hetero_explore.execution.subgraphs.Subgraphs`). Through it the kernel gets a child
+graph for the input types it is given, an executor of that graph -- the same executor as a
+top-level plan, over the parent's providers and policy -- and a ledger for its buffers.
 
-**Execution.** A control node runs on the provider it is placed on (its
-*home*) as a :class:`ControlKernel`. At run time each subgraph is specialised to
-the actual shapes and dtypes of the values it is given (onnx shape inference on
-the subgraph with those inputs, then folding, then a plan over the parent's
-providers), cached per signature (a Loop whose carried values change shape from one iteration to the
-next is planned once more with those dims symbolic and run with run-time shapes; outer-scope
-constants up to :data:`CAPTURED_CONST_MAX_BYTES` are bound as constants of the child), and run
-partition by partition
-(:class:`SubgraphExecutor`): a value reaches a partition on another provider by
-a copy (a transfer), made once per (value, provider) per run of the subgraph.
-The condition of an If, the trip count and condition of a Loop, are read on the
-host (a D2H copy of a scalar when the home is a device). Loop-carried values
-stay on the provider that produces them from one iteration to the next; only
-the final values are copied into the Loop's outputs (on its home). Scan outputs
-(of Loop and Scan) are written slice by slice into the node's output buffer.
+**Execution.** A control node runs on the provider it is placed on (its *home*). At run time
+each subgraph is specialised to the actual shapes and dtypes of the values it is given, cached
+per signature (a Loop whose carried values change shape from one iteration to the next is
+planned once more with those dims symbolic and run with run-time shapes; outer-scope
+constants up to ``CAPTURED_CONST_MAX_BYTES`` are bound as constants of the child), and run
+partition by partition, moving values exactly as its plan says. The condition of an If, the
+trip count and condition of a Loop, are read on the host (a D2H copy of a scalar when the
+home is a device). Loop-carried values stay on the provider that produces them from one
+iteration to the next; only the final values are copied into the Loop's outputs (on its
+home). Scan outputs (of Loop and Scan) are written slice by slice into the node's output
+buffer.
 
-A reference run (one provider) and the conformance runner run the children on
-the home provider alone; the heterogeneous executor binds every control kernel
-to its plan's provider list (:func:`bind_runner`).
+The parent's output shapes are those load-time inference computed: a subgraph whose results
+do not match them (a Loop whose carried value grows, a branch whose shape differs from the
+other's) fails with :class:`ControlFlowError` naming the node, the planned and the actual
+shape -- never a wrong buffer.
 
-The parent's output shapes are those load-time inference computed: a subgraph
-whose results do not match them (a Loop whose carried value grows, a branch
-whose shape differs from the other's) fails with :class:`ControlFlowError`
-naming the node, the planned and the actual shape -- never a wrong buffer.
-
-Each control kernel runs with a :class:`~hetero_explore.runner.core.Ledger` of its
-own: every buffer its subgraphs allocate is freed when it returns (or fails),
-and what it allocated on each provider is checked to be all freed.
+Each control kernel runs with a ledger of its own: every buffer its subgraphs allocate is
+freed when it returns (or fails), and what it allocated on each provider is checked to be
+all freed.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Protocol
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from ..ir.errors import ExecutionError, HeteroExploreError, KernelError
-from ..ir.graph import HOST_DTYPE, Graph, np_to_onnx_dtype, outer_names, shape_is_static
-from ..providers.base import Kernel
-from ..kernels.opdef import OpList, schema_version
+from ...ir.budget import memory_budget
+from ...ir.buffers import copy_into, host_array
+from ...ir.context import ABSENT
+from ...ir.errors import ExecutionError, HeteroExploreError, KernelError, MemoryBudgetError
+from ...ir.graph import HOST_DTYPE, np_to_onnx_dtype, outer_names, shape_is_static
+from ...ir.units import human_bytes as _human
+from ..opdef import OpList, schema_version
 
 OPS = OpList()
 
@@ -77,19 +73,28 @@ _FOLDED_AWAY = frozenset({"Constant"})
 _FOLDED_AT_SPECIALISATION = frozenset({"Shape", "Size"})
 
 
+class SubgraphService(Protocol):
+    """What a :class:`ControlKernel` is given to run its subgraphs (see the module docs)."""
+
+    def child_graph(self, parent, sub: onnx.GraphProto, types: dict | None, where: str):
+        """The child graph of ``sub`` (a subgraph of a node of ``parent``) for the input types
+        ``types`` (name → TypeProto; None: the declared ones), inferred and folded."""
+
+    def executor(self, graph, where: str):
+        """An executor of ``graph`` planned over the service's providers: ``run_nested(env,
+        ledger, stats)`` runs it on buffers and returns its outputs as buffers; ``graph``,
+        ``outputs`` as a plan's. Raises a HeteroExploreError when it cannot be planned or built."""
+
+    def ledger(self, home):
+        """A ledger (a context manager) over the memory of every provider the subgraphs may use
+        and of ``home``."""
+
+
 class ControlFlowError(ExecutionError):
     """A control node cannot run as planned (names the node, the subgraph and what differs)."""
 
 
 # -- child graphs ---------------------------------------------------------------------------
-def _value_type(v) -> onnx.TypeProto:
-    """The TypeProto of a parent value (declared/inferred, or from its dtype and shape)."""
-    if v.type_proto is not None:
-        return v.type_proto
-    shape = None if v.shape is None else [d if isinstance(d, (int, str)) else None for d in v.shape]
-    return helper.make_tensor_type_proto(v.elem_type, shape)
-
-
 def _buffer_type(buf, declared: onnx.TypeProto | None) -> onnx.TypeProto:
     """The TypeProto of a run-time buffer: a tensor's actual shape and dtype; a host value's
     declared type, with the element shape of a sequence whose elements all share one."""
@@ -122,245 +127,6 @@ def _host_type(value, declared: onnx.TypeProto) -> onnx.TypeProto:
 VALUE_SPECIALISE_MAX = 64
 
 
-#: outer-scope constants up to this many bytes are bound as constants of a child graph (so it
-#: places and folds as it would at top level: a branch's Slice reading the outer graph's
-#: starts/ends); larger ones (weights) stay inputs of the child, moved like any captured value
-CAPTURED_CONST_MAX_BYTES = 1 << 20
-
-
-def _bound_constant(parent: Graph, name: str):
-    """The parent's initializer ``name`` when it is small enough to bind into a child, else None."""
-    t = parent.initializer_protos.get(name)
-    if t is None:
-        return None
-    n = int(np.prod(list(t.dims), dtype=np.int64))
-    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize if t.data_type else 8
-    return t if n * itemsize <= CAPTURED_CONST_MAX_BYTES else None
-
-
-def child_model(parent: Graph, sub: onnx.GraphProto, types: dict | None = None) -> onnx.ModelProto:
-    """The subgraph ``sub`` of a node of ``parent`` as a standalone model: its own inputs, then
-    one input per outer-scope value it reads, except the parent's constants (up to
-    :data:`CAPTURED_CONST_MAX_BYTES`), which become its initializers. ``types`` (input name →
-    TypeProto) gives the run-time types; their intermediate and output shapes are then inferred
-    afresh."""
-    g = onnx.GraphProto()
-    g.CopyFrom(sub)
-    formal = {vi.name for vi in g.input} | {t.name for t in g.initializer}
-    for name in outer_names(sub):
-        if name in formal:
-            continue
-        t = _bound_constant(parent, name)
-        if t is not None:
-            g.initializer.append(t)
-            continue
-        vi = g.input.add()
-        vi.name = name
-        if types is not None and name in types:
-            vi.type.CopyFrom(types[name])
-        elif name in parent.values:
-            vi.type.CopyFrom(_value_type(parent.values[name]))
-    if types is not None:
-        for vi in g.input:
-            if vi.name in types:
-                vi.type.CopyFrom(types[vi.name])
-        del g.value_info[:]
-        for o in g.output:  # recomputed from the actual inputs
-            t = o.type
-            if t.HasField("tensor_type"):
-                et = t.tensor_type.elem_type
-                t.ClearField("tensor_type")
-                t.tensor_type.elem_type = et
-    src = parent.model
-    m = helper.make_model(g, opset_imports=list(src.opset_import), producer_name="hetero_explore")
-    m.ir_version = src.ir_version
-    m.functions.extend(src.functions)
-    return m
-
-
-def child_graph(parent: Graph, sub: onnx.GraphProto, types: dict | None = None, *,
-                where: str = "") -> Graph:
-    """The child :class:`Graph` of ``sub`` (see :func:`child_model`), inferred and folded."""
-    from ..load.loader import graph_from_model, infer_shapes
-
-    m = child_model(parent, sub, types)
-    if types is not None:
-        try:
-            m = infer_shapes(m)
-        except HeteroExploreError as e:
-            raise ControlFlowError(f"{where}: shape inference of the subgraph with its run-time inputs "
-                                   f"failed: {e}") from e
-    folded: list[str] = []
-    try:
-        from ..load.fold import fold_model
-        res = fold_model(m)
-        m, folded = res.model, res.folded
-    except HeteroExploreError:
-        pass  # unfolded: a node that cannot run says so when its kernel is built
-    g = graph_from_model(m, folded)
-    g.name = where or g.name
-    return g
-
-
-def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
-    """Static shapes for Loop-carried outputs that onnx's inference leaves without one.
-
-    onnx infers a Loop's carried outputs with their element type only. When the body, inferred
-    with the carried inputs at their initial shapes, gives every carried output back the same
-    static shape, that shape is a fixed point of the loop and holds after any number of
-    iterations: it is written into the model (and inference runs again for the nodes
-    downstream). A carried value whose shape changes (a growing Concat) keeps an unknown shape,
-    and the plan fails closed on it."""
-    from ..load.loader import infer_shapes
-
-    g = m.graph
-    loops = [n for n in g.node if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
-    if not loops:
-        return m
-    types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
-    for t in g.initializer:
-        types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
-
-    def static(t):
-        return (t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape")
-                and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim))
-
-    changed = False
-    for n in loops:
-        body = next((a.g for a in n.attribute if a.name == "body"), None)
-        carried_in = list(n.input[2:])
-        n_c = len(carried_in)
-        outs = list(n.output[:n_c])
-        if body is None or all(not o or static(types.get(o)) for o in outs):
-            continue
-        init = [types.get(x) for x in carried_in]
-        if not all(static(t) for t in init):
-            continue
-        sub_types = {body.input[0].name: helper.make_tensor_type_proto(onnx.TensorProto.INT64, []),
-                     body.input[1].name: helper.make_tensor_type_proto(onnx.TensorProto.BOOL, [])}
-        sub_types.update({vi.name: t for vi, t in zip(body.input[2:], init)})
-        for x in outer_names(body):
-            if x in types:
-                sub_types.setdefault(x, types[x])
-        g2 = onnx.GraphProto()
-        g2.CopyFrom(body)
-        formal = {vi.name for vi in g2.input}
-        for x in outer_names(body):
-            if x not in formal and x in types:
-                vi = g2.input.add()
-                vi.name = x
-                vi.type.CopyFrom(types[x])
-        for vi in g2.input:
-            if vi.name in sub_types:
-                vi.type.CopyFrom(sub_types[vi.name])
-        del g2.value_info[:]
-        for o in g2.output:
-            if o.type.HasField("tensor_type"):
-                et = o.type.tensor_type.elem_type
-                o.type.ClearField("tensor_type")
-                o.type.tensor_type.elem_type = et
-        probe = helper.make_model(g2, opset_imports=list(m.opset_import))
-        probe.ir_version = m.ir_version
-        probe.functions.extend(m.functions)
-        try:
-            probe = infer_shapes(probe)
-        except HeteroExploreError:
-            continue
-        got = [o.type for o in probe.graph.output[1:1 + n_c]]
-        for o, t0, t1 in zip(outs, init, got):
-            if not o or static(types.get(o)) or not static(t1):
-                continue
-            if [d.dim_value for d in t0.tensor_type.shape.dim] != [d.dim_value for d in t1.tensor_type.shape.dim]:
-                continue
-            vi = next((v for v in list(g.value_info) + list(g.output) if v.name == o), None)
-            if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-                from ..ir.errors import ShapeConflictError
-                from ..load.loader import _conflict, _fmt_type
-                if _conflict(vi.type, t1):
-                    raise ShapeConflictError(
-                        f"value {o!r} is declared {_fmt_type(vi.type)} but Loop {n.name or n.op_type!r} carries it "
-                        f"as {_fmt_type(t1)} at every iteration (its body gives back the shape it is given); the "
-                        "model's declared shape is wrong: fix or remove that declaration")
-            if vi is None:
-                vi = g.value_info.add()
-                vi.name = o
-            vi.type.CopyFrom(t1)
-            types[o] = t1
-            changed = True
-    return infer_shapes(m) if changed else m
-
-
-def subgraph_path(node, attr: str, prefix: str = "") -> str:
-    return f"{prefix}{node.name}/{attr}"
-
-
-# -- child plans ------------------------------------------------------------------------------
-def plan_children(graph: Graph, providers, policy: str = "priority", prefix: str = "",
-                  blocked: frozenset = frozenset()) -> tuple[dict, list]:
-    """Plans of the subgraphs of every control node of ``graph`` over ``providers``:
-    ({path: Plan}, blockers of the parent from them). A subgraph that cannot be planned is a
-    blocker, not an error, so that the model still shows; nodes named in ``blocked`` (already
-    blockers of the parent: no provider claims them) add no blockers of their subgraphs."""
-    from ..planner import plan as make_plan
-    from ..planner.plan import Blocker
-
-    children: dict = {}
-    blockers: list = []
-    for node in graph.nodes:
-        for attr, sub in node.subgraphs:
-            path = subgraph_path(node, attr, prefix)
-            try:
-                g = child_graph(graph, sub, where=path)
-                p = make_plan(g, providers, policy)
-            except HeteroExploreError as e:
-                if node.name not in blocked:
-                    blockers.append(Blocker("control-flow", path, f"the subgraph cannot be planned: {e}"))
-                continue
-            children[path] = p
-            if node.name in blocked:
-                continue
-            for b in p.execution_blockers:
-                if b.kind == "symbolic-shape":
-                    continue  # subgraphs are specialised to their run-time shapes
-                where = b.where if b.where.startswith(path + "/") else f"{path}/{b.where}"
-                blockers.append(Blocker(b.kind, where, b.detail))
-    return children, blockers
-
-
-def walk_children(plan, prefix: str = ""):
-    """(path, plan) of every nested child plan, depth first (paths are absolute)."""
-    for path, child in getattr(plan, "children", {}).items():
-        yield path, child
-        yield from walk_children(child)
-
-
-# -- memory helpers -----------------------------------------------------------------------------
-def _owner(p):
-    from ..providers.virtual import unmask
-    return unmask(p)
-
-
-def host_array(buf) -> np.ndarray:
-    """A buffer's contents on the host (the array itself for host memory; a D2H copy otherwise)."""
-    return buf.data if isinstance(buf.data, np.ndarray) else buf.provider.copy_to_host(buf)
-
-
-def copy_into(src, dst) -> None:
-    """Copy buffer ``src`` into buffer ``dst`` (any providers): H2D, D2H, D2D or host copy."""
-    dp = dst.provider
-    if dst.dtype == HOST_DTYPE or src.dtype == HOST_DTYPE:
-        if not (isinstance(dst.data, np.ndarray) and isinstance(src.data, np.ndarray)):
-            raise KernelError("host values (sequences/optionals/maps) live on host providers only")
-        dst.data[()] = src.data[()]
-        return
-    if isinstance(dst.data, np.ndarray):
-        dp.copy_from_host(host_array(src), dst)
-    elif isinstance(src.data, np.ndarray):
-        dp.fence(dp.copy_from_host_async(src.data, dst))
-    else:
-        dp.fence(dp.copy_device_async(src, dst))
-
-
 def _scalar(buf):
     a = np.asarray(host_array(buf))
     if a.size != 1:
@@ -378,114 +144,28 @@ class _Stats:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
-# -- running one subgraph ---------------------------------------------------------------------
-class SubgraphExecutor:
-    """Runs one child plan (a subgraph specialised to one input signature) on buffers that may
-    live on any provider. Every kernel is built when it is created."""
-
-    def __init__(self, plan, where: str):
-        from ..planner import guard_heterogeneous_fallback
-        from ..runner.core import NodeRunner
-
-        self.plan = plan
-        self.where = where
-        graph = plan.graph
-        try:
-            guard_heterogeneous_fallback(plan)
-        except HeteroExploreError as e:
-            raise ControlFlowError(f"{where}: {e}") from e
-        for i in dict.fromkeys(p.provider_index for p in plan.partitions):
-            p = plan.providers[i]
-            ok, why = p.available()
-            if not ok or not p.can_execute:
-                raise ControlFlowError(f"{where}: provider {p.name!r} cannot execute here: {why or 'it only plans'}")
-        self.parts = []
-        for p in plan.partitions:
-            prov = plan.providers[p.provider_index]
-            r = NodeRunner.for_graph(graph, prov, p.node_ids, p.outputs, partition=p.id)
-            bind_runner(r, plan.providers, plan.policy)
-            self.parts.append((r, prov, _owner(prov), tuple(p.inputs), not prov.device.is_host))
-        self.inputs = tuple(graph.inputs)
-        self.outputs = tuple(graph.outputs)
-        self.graph = graph
-
-    def _const(self, name, prov, owner, ledger, consts):
-        key = (id(self), name, id(owner))  # specialisations fold different constants under one name
-        buf = consts.get(key)
-        if buf is None:
-            arr = np.array(self.graph.initializer(name), order="C", copy=True)
-            buf = consts[key] = ledger.allocate(prov, arr.shape, arr.dtype)
-            prov.copy_from_host(arr, buf)
-        return buf
-
-    def run(self, env: dict, ledger, consts: dict, stats: _Stats) -> dict:
-        """Run on ``env`` (input name → buffer); returns output name → buffer (a buffer of
-        ``env`` itself when the subgraph passes an input through)."""
-        # buffers are allocated by the providers themselves (masks forward), so a buffer's
-        # provider is its memory owner: a value is where its buffer's provider is, and a copy
-        # made for another provider is kept in ``moved`` (once per value and provider per run)
-        cur = dict(env)
-        moved: dict = {}
-        graph = self.graph
-        for runner, prov, owner, names, sync in self.parts:
-            penv = {}
-            for name in names:
-                buf = cur.get(name)
-                if buf is None:
-                    if graph.is_constant(name):
-                        penv[name] = self._const(name, prov, owner, ledger, consts)
-                        continue
-                    raise ControlFlowError(f"{self.where}: value {name!r} was not given to the subgraph")
-                if buf.provider is not owner:
-                    key = (name, id(owner))
-                    got = moved.get(key)
-                    if got is None:  # a transfer to this partition's provider
-                        got = moved[key] = ledger.allocate(prov, buf.shape, buf.dtype)
-                        copy_into(buf, got)
-                        stats.transfers += 1
-                    buf = got
-                penv[name] = buf
-            kept = runner.run(penv, ledger)
-            if sync:
-                prov.synchronize()
-            for name, buf in kept.items():
-                cur[name] = buf
-        out = {}
-        for name in self.outputs:
-            buf = cur.get(name)
-            if buf is not None:
-                out[name] = buf
-            elif graph.is_constant(name):
-                p0 = self.plan.providers[0]
-                out[name] = self._const(name, p0, _owner(p0), ledger, consts)
-            else:
-                raise ControlFlowError(f"{self.where}: output {name!r} was not produced")
-        return out
-
-
-def bind_runner(runner, providers, policy: str = "priority") -> None:
-    """Give every control kernel of a node runner the plan's provider list (executor hook)."""
-    for st in runner.steps:
-        k = st.kernel
-        if isinstance(k, ControlKernel):
-            k.bind(providers, policy, home=runner.provider)
-
-
 # -- the control kernel -------------------------------------------------------------------------
-class ControlKernel(Kernel):
-    """If / Loop / Scan / SequenceMap on its home provider; see the module docs."""
+class ControlKernel:
+    """If / Loop / Scan / SequenceMap on its home provider; see the module docs. It runs on
+    buffers (``runs_on_buffers``): the provider that builds it returns it as the node's kernel,
+    and the executor gives it its subgraph service (:meth:`bind_service`)."""
+
+    runs_on_buffers = True
+    may_alias_input = False
+    data_dependent_output = False
+    bitwise_portable = True
+    replayable = False
 
     def __init__(self, ctx, target):
-        super().__init__(ctx, None)
-        node = ctx.node
+        self.ctx = ctx
+        self.node = node = ctx.node
         self.graph = ctx.graph
         if self.graph is None:
             raise KernelError(f"node {node.name!r} ({node.op_type}): a control node needs its graph")
         #: the provider it runs on (set by the provider that builds it)
         self.provider = None
-        #: the plan's provider list (None: the home provider alone) and policy
-        self.providers = None
-        self.policy = "priority"
+        #: what runs its subgraphs (see :class:`SubgraphService`; given by the executor)
+        self.service = None
         self.subs = dict(node.subgraphs)
         self.formal = node.formal_inputs
         self.implicit = node.implicit_inputs
@@ -509,16 +189,33 @@ class ControlKernel(Kernel):
         if node.op_type == "Scan" and schema_version("", "Scan", ctx.opset) == 8:
             self._runner = "_run_Scan8"  # batch axis in front, sequence_lens
 
-    def bind(self, providers, policy: str = "priority", home=None) -> None:
-        """Plan the subgraphs over ``providers``; ``home`` is the plan's provider the node is
-        placed on (a mask or a virtual provider, whose kernels came from another provider)."""
-        self.providers = tuple(providers)
-        self.policy = policy
+    def bind_service(self, service: "SubgraphService", home=None) -> None:
+        """Run the subgraphs with ``service`` (the executor's: it plans them over the executor's
+        providers); ``home`` is the plan's provider the node is placed on (a mask or a virtual
+        provider, whose kernels came from another provider)."""
+        self.service = service
         if home is not None:
             self.provider = home
         self._cache.clear()
         self._by_value.clear()
         self._not_general.clear()
+
+    def close(self) -> None:
+        """Close the subgraph executors it keeps (their held constants and arenas are freed)."""
+        with self._lock:
+            kept = list(self._cache.values())
+            self._cache.clear()
+        for ex in kept:
+            close = getattr(ex, "close", None)
+            if close is not None:
+                close()
+
+    def _service(self) -> "SubgraphService":
+        if self.service is None:
+            raise ControlFlowError(
+                f"node {self.node.name!r} ({self.node.op_type}) runs its subgraphs through an executor: run "
+                "the graph with hetero_explore.execute / execute_reference (a node runner alone cannot)")
+        return self.service
 
     # -- specialisation --------------------------------------------------------------------
     def _where(self, attr):
@@ -535,12 +232,12 @@ class ControlKernel(Kernel):
                 sig.append((n, b.shape, b.dtype))
         return tuple(sig)
 
-    def _executor(self, attr: str, env: dict) -> SubgraphExecutor:
+    def _executor(self, attr: str, env: dict):
         """The subgraph specialised to the shapes (and, where its shapes depend on them, the values
         of the small integer inputs) it is given; cached per signature."""
         return self._lookup(attr, env)[0]
 
-    def _lookup(self, attr: str, env: dict) -> tuple[SubgraphExecutor, bool]:
+    def _lookup(self, attr: str, env: dict) -> tuple:
         """(executor, whether it was chosen by the values of small integer inputs, not by the
         shapes alone: a caller that caches executors by shapes must not keep it)."""
         sig = self._signature(attr, env)
@@ -572,22 +269,24 @@ class ControlKernel(Kernel):
                 out[n] = np.array(host_array(b), copy=True)
         return out
 
-    def _specialise(self, attr: str, env: dict, values: dict, key) -> SubgraphExecutor:
-        from ..planner import plan as make_plan
-
+    def _specialise(self, attr: str, env: dict, values: dict, key):
+        service = self._service()
         sub = self.subs[attr]
         types = self._types(attr, env)
         where = self._where(attr)
         if values:
             sub = _with_constants(sub, values)
             types = {k: v for k, v in types.items() if k not in values}
-        g = child_graph(self.graph, sub, types, where=f"{self.node.name}/{attr}")
+        try:
+            g = service.child_graph(self.graph, sub, types, where=f"{self.node.name}/{attr}")
+        except HeteroExploreError as e:
+            raise ControlFlowError(str(e)) from e
         if g.symbolic_values and not values:
             # shapes that depend on values inside the subgraph: its node runners compute them at
             # run time (hetero_explore.runner.shapes), one specialisation for every value; only when that
             # plan cannot execute, the small integer inputs are bound to their values instead
             try:
-                ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), where)
+                ex = service.executor(g, where)
             except HeteroExploreError:
                 ex = None
             if ex is not None:
@@ -601,8 +300,7 @@ class ControlKernel(Kernel):
                 raise ControlFlowError(self._dd_message)
             raise _DataDependent()
         try:
-            p = make_plan(g, self.providers or (self.provider,), self.policy)
-            ex = SubgraphExecutor(p, where)
+            ex = service.executor(g, where)
         except ControlFlowError:
             raise
         except HeteroExploreError as e:
@@ -631,23 +329,22 @@ class ControlKernel(Kernel):
         for a Loop whose carried values change shape every iteration. None when such a plan
         cannot execute (a host-only op on a run-time shape with a device alone, a data-dependent
         shape ...): the caller then specialises per exact shape."""
-        from ..planner import plan as make_plan
-
+        service = self._service()
         sig = ("general",) + tuple((n, gkey[n], b.dtype) if n in gkey else e
                                    for n, b, e in zip(env, env.values(), self._signature(attr, env)[1:]))
         ex = self._cache.get(sig)
         if ex is not None or sig in self._not_general:
             return ex
         try:
-            g = child_graph(self.graph, self.subs[attr], self._types(attr, env, free),
-                            where=f"{self.node.name}/{attr}")
-            ex = SubgraphExecutor(make_plan(g, self.providers or (self.provider,), self.policy), self._where(attr))
+            g = service.child_graph(self.graph, self.subs[attr], self._types(attr, env, free),
+                                    where=f"{self.node.name}/{attr}")
+            ex = service.executor(g, self._where(attr))
         except HeteroExploreError:
             self._not_general.add(sig)
             return None
         return self._keep(sig, ex)
 
-    def _keep(self, key, ex: SubgraphExecutor) -> SubgraphExecutor:
+    def _keep(self, key, ex):
         with self._lock:
             self._cache[key] = ex
             self.stats.specialisations += 1
@@ -663,10 +360,10 @@ class ControlKernel(Kernel):
 
     # -- running ------------------------------------------------------------------------------
     def run(self, inputs, outputs) -> None:
-        from ..runner.core import Ledger, memory_owners
-
-        owners = memory_owners(list(self.providers or ()) + [self.provider])
-        with Ledger(owners) as ledger:
+        """Run the node: ``inputs`` and ``outputs`` are buffers (``outputs`` allocated by the
+        runner at the planned shapes). Everything the subgraphs allocate goes through a ledger
+        of this run's own, checked to be all freed when it returns."""
+        with self._service().ledger(self.provider) as ledger:
             consts: dict = {}
             self.stats.runs += 1
             getattr(self, self._runner)(inputs, outputs, ledger, consts)
@@ -679,10 +376,6 @@ class ControlKernel(Kernel):
         ``ledger`` at its actual shape (``names``: the node's present outputs, "" for absent
         ones, which come back as the runner's placeholder). The runner checks the shapes against
         what the plan knows of them."""
-        from ..ir.budget import memory_budget
-        from ..ir.units import human_bytes as _human
-        from ..runner.core import ABSENT
-
         pend = [_Pending() if name else ABSENT for name in names]
         self.run(inputs, pend)
         arrays = []
@@ -696,7 +389,6 @@ class ControlKernel(Kernel):
         need = sum(a.nbytes for a in arrays)
         budget = memory_budget()
         if ledger.live_bytes + need > budget:
-            from ..ir.errors import MemoryBudgetError
             raise MemoryBudgetError(
                 f"node {self.node.name!r} ({self.node.op_type}) would allocate {_human(need)} for its outputs "
                 f"(shapes {[a.shape for a in arrays]}, computed by running its subgraphs) with "
@@ -786,7 +478,7 @@ class ControlKernel(Kernel):
         attr = "then_branch" if bool(self._read(inputs[0])) else "else_branch"
         env = self._env(attr, inputs, {})
         ex = self._executor(attr, env)
-        res = ex.run(env, ledger, consts, self.stats)
+        res = ex.run_nested(env, ledger, self.stats)
         for name, dst, o in zip(ex.outputs, outputs, self.node.outputs):
             if o:
                 self._deliver(res[name], dst, f"output {o!r} (from {attr} output {name!r})")
@@ -860,7 +552,7 @@ class ControlKernel(Kernel):
                 if not by_value and all(b.dtype != HOST_DTYPE for b in carried):
                     local[key] = ex
             prev_key = key
-            res = ex.run(env, ledger, consts, stats)
+            res = ex.run_nested(env, ledger, stats)
             cb = res[cond_name]
             d = cb.data
             cond = bool(d.item()) if isinstance(d, np.ndarray) and d.size == 1 else bool(self._read(cb))
@@ -919,7 +611,7 @@ class ControlKernel(Kernel):
                 formal[names[n_s + j]] = self._stage(ledger, sl)
             env = self._env("body", inputs, formal)
             ex = self._executor("body", env)
-            res = ex.run(env, ledger, consts, self.stats)
+            res = ex.run_nested(env, ledger, self.stats)
             states = [res[n] for n in outs[:n_s]]
             for k, sc in enumerate(scans):
                 sc.write(steps - 1 - t if odirs[k] else t, res[outs[n_s + k]], self, outs[n_s + k])
@@ -988,7 +680,7 @@ class ControlKernel(Kernel):
                     formal[names[n_s + j]] = self._stage(ledger, sl)
                 env = self._env("body", inputs, formal)
                 ex = self._executor("body", env)
-                res = ex.run(env, ledger, consts, self.stats)
+                res = ex.run_nested(env, ledger, self.stats)
                 states = [res[k] for k in outs[:n_s]]
                 for k, name in enumerate(outs[n_s:]):
                     r = np.array(host_array(res[name]), copy=True)
@@ -1057,7 +749,7 @@ class ControlKernel(Kernel):
                     formal[name] = v
             env = self._env("body", inputs, formal)
             ex = self._executor("body", env)
-            res = ex.run(env, ledger, consts, self.stats)
+            res = ex.run_nested(env, ledger, self.stats)
             for k, name in enumerate(outs):
                 results[k].append(np.array(host_array(res[name]), copy=True))
             keep = {id(b) for b in consts.values()}
@@ -1209,7 +901,7 @@ def _ops_of(sub: onnx.GraphProto):
 def _control_check(ctx, target):
     """Decline host values on device targets, and subgraphs holding ops the target has no
     kernel for (a single-provider run must be able to run its children)."""
-    from ..kernels import registry as reg
+    from .. import registry as reg   # the registry lists this module: imported when first asked
 
     node = ctx.node
     if ctx.graph is None:
@@ -1267,10 +959,3 @@ OPS.add("SequenceMap", _build, since=17, until=21, dtypes=(), dtype_input=1 << 3
         check=_control_check, note="the body run per element on the host provider")
 
 
-# -- results ---------------------------------------------------------------------------------
-def host_outputs(graph: Graph, outputs: dict) -> dict:
-    """Graph outputs that are host values (sequences/maps/optionals) as Python values."""
-    from ..kernels.host.sequences import unwrap
-    vals = graph.values
-    return {k: (unwrap(v) if vals.get(k) is not None and vals[k].is_host_value else v)
-            for k, v in outputs.items()}

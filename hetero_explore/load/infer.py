@@ -1,0 +1,289 @@
+"""Shape inference: onnx's own (strict first, so an invalid node is named), declarations
+checked against it, output shapes that onnx leaves unknown completed from the op definitions
+and, for Loop-carried values, from a fixed point of the body."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper, shape_inference
+
+from ..ir.context import KernelContext
+from ..ir.errors import HeteroExploreError, InvalidModelError, ShapeConflictError
+from ..ir.graph import Node, onnx_to_np_dtype, outer_names
+from ..ir.graph import fmt_type as _fmt_type
+from ..kernels import registry as reg   # the op definitions (no provider state)
+from .bind import _check_value_dims
+from .validate import _opsets
+
+
+# -- shape inference -------------------------------------------------------------------------
+def _constant_ref_attrs(body) -> set:
+    """Attributes a function body's Constant nodes take their value from (``ref_attr_name``)."""
+    return {a.ref_attr_name for n in body.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+            for a in n.attribute if a.ref_attr_name}
+
+
+def fill_inference_defaults(m: onnx.ModelProto) -> None:
+    """Write the schema's default value of attributes onnx's shape inference reads wrongly when
+    they are absent (onnx 1.23), on the graph's default-domain nodes, in place:
+
+    * of ops that onnx infers through their function body (no inference function of their own),
+      the attributes a Constant of the body takes its value from (``ref_attr_name``): inference
+      through the body does not substitute the default (MeanVarianceNormalization without
+      ``axes``: "One and only one of the attributes 'value', 'value_*' ... must be specified for
+      a Constant node");
+    * STFT's ``onesided``: inference takes 0 where the schema's default is 1 (an STFT of a real
+      signal inferred with every bin, the model declaring n/2 + 1).
+
+    The values written are the defaults, so the model means what it meant."""
+    opset = _opsets(m).get("", None)
+    if opset is None:
+        return
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            s = onnx.defs.get_schema(n.op_type, opset, "")
+        except Exception:  # unknown op: the checker and the planner report it
+            continue
+        names = {"onesided"} if n.op_type == "STFT" else set()
+        if s.has_function and not s.has_type_and_shape_inference_function:  # inferred through its body
+            names |= _constant_ref_attrs(s.function_body)
+        have = {a.name for a in n.attribute}
+        for name in sorted(names - have):
+            at = s.attributes.get(name)
+            if at is None or not at.default_value.name:
+                continue
+            d = onnx.AttributeProto.FromString(at.default_value.SerializeToString())
+            d.name = name
+            n.attribute.append(d)
+
+
+def infer_shapes(m: onnx.ModelProto, *, strict: bool = False) -> onnx.ModelProto:
+    """onnx's shape inference with data propagation; its errors become InvalidModelError."""
+    try:
+        return shape_inference.infer_shapes(m, check_type=True, strict_mode=strict, data_prop=True)
+    except MemoryError:
+        raise
+    except Exception as e:
+        msg = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
+        raise InvalidModelError(f"ONNX shape inference rejected the model: {msg}") from e
+
+
+def _conflict(declared: onnx.TypeProto, inferred: onnx.TypeProto) -> bool:
+    if not declared.HasField("tensor_type") or not inferred.HasField("tensor_type"):
+        return False
+    d, i = declared.tensor_type, inferred.tensor_type
+    if d.elem_type and i.elem_type and d.elem_type != i.elem_type:
+        return True
+    if d.HasField("shape") and i.HasField("shape"):
+        if len(d.shape.dim) != len(i.shape.dim):
+            return True
+        for a, b in zip(d.shape.dim, i.shape.dim):
+            if a.HasField("dim_value") and b.HasField("dim_value") and a.dim_value != b.dim_value:
+                return True
+    return False
+
+
+def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Shape inference that reports invalid nodes and lying declarations.
+
+    onnx's inference keeps what a model declares and, when not strict, silently gives
+    up on an invalid node. So it first runs strictly on a copy without the declared
+    intermediate and output types (an invalid node is a typed error naming it), then
+    compares every declared type with the inferred one (a conflict is a typed error
+    naming the value, as onnxruntime rejects it at session creation), and finally
+    infers on the model itself, which then merges declared and inferred information.
+    """
+    g = m.graph
+    declared = [(vi.name, vi.type) for vi in list(g.value_info) + list(g.output)]
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    del probe.graph.value_info[:]
+    for o in probe.graph.output:
+        o.ClearField("type")
+    probe = infer_shapes(probe, strict=True)
+    inferred = {vi.name: vi.type for vi in list(probe.graph.value_info) + list(probe.graph.output)}
+    producers = {o: n for n in g.node for o in n.output if o}
+    outputs = {o.name for o in g.output}
+    for name, t in declared:
+        it = inferred.get(name)
+        if it is not None and _conflict(t, it):
+            n = producers.get(name)
+            by = f" by node {n.name or n.op_type!r} ({n.op_type})" if n is not None else ""
+            kind = "graph output" if name in outputs else "value"
+            raise ShapeConflictError(
+                f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
+                "the model's declared type/shape is wrong: fix or remove that declaration")
+    out = complete_op_shapes(infer_shapes(m))
+    if any(n.op_type == "Loop" for n in out.graph.node):  # Loop-carried shapes at a fixed point
+        out = complete_loop_shapes(out)
+    for vi in list(out.graph.value_info) + list(out.graph.output):
+        _check_value_dims(vi, "value")
+    return out
+
+
+#: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
+#: definitions' own ``shape`` functions give them
+_SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
+#: ops of other domains whose outputs onnx's inference leaves unknown (its function body is not
+#: inferred): their kernel definitions' ``shape`` functions give them too
+_SHAPE_FN_OPS = {("", "GroupNormalization")}
+
+
+def _completed_by_op_shapes(n) -> bool:
+    """Whether :func:`complete_op_shapes` completes node ``n``'s outputs."""
+    return n.domain in _SHAPE_FN_DOMAINS or (n.domain, n.op_type) in _SHAPE_FN_OPS
+
+
+def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Output shapes that onnx's inference leaves unknown, from the op definitions.
+
+    onnx infers only the element types of most ``ai.onnx.ml`` outputs
+    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...), and nothing of a
+    GroupNormalization's (its function body is not inferred); a kernel definition
+    that knows its output shapes (``OpDef.shape``) gives them (an unknown element type
+    is then input 0's), and inference runs again so that the nodes downstream see
+    them. Nothing changes for models without such nodes."""
+    g = m.graph
+    if not any(_completed_by_op_shapes(n) for n in g.node):
+        return m
+
+    opsets = {o.domain or "": o.version for o in m.opset_import}
+    for _ in range(sum(1 for n in g.node if _completed_by_op_shapes(n)) + 1):
+        types = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
+        inits = {t.name: list(t.dims) for t in g.initializer}
+
+        def static(name):
+            if name in inits:
+                return tuple(int(d) for d in inits[name])
+            vi = types.get(name)
+            if vi is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+                return None
+            dims = vi.type.tensor_type.shape.dim
+            return tuple(int(d.dim_value) for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+
+        def elem(name):
+            vi = types.get(name)
+            return onnx_to_np_dtype(vi.type.tensor_type.elem_type) if vi is not None and vi.type.HasField(
+                "tensor_type") else None
+
+        changed = False
+        for i, n in enumerate(g.node):
+            if not _completed_by_op_shapes(n) or all(not o or static(o) is not None for o in n.output):
+                continue
+            opset = opsets.get(n.domain, 1)
+            defs = [d for d in reg.registry() if d.domain == n.domain and d.op_type == n.op_type
+                    and d.shape is not None and d.claims(opset)]
+            ins = [static(x) if x else None for x in n.input]
+            if not defs or any(x and s is None for x, s in zip(n.input, ins)):
+                continue
+            ctx = KernelContext(Node(i, n, opset), opset, ins, [elem(x) if x else None for x in n.input])
+            try:
+                shapes = defs[0].shape(ctx)
+            except Exception:  # the kernel's check will explain what is wrong with the node
+                continue
+            for o, shp in zip(n.output, shapes):
+                if not o or static(o) is not None or shp is None:
+                    continue
+                vi = types.get(o)
+                if vi is None:
+                    vi = g.value_info.add()
+                    vi.name = o
+                    types[o] = vi
+                tt = vi.type.tensor_type
+                et = tt.elem_type or (types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
+                tt.ClearField("shape")
+                tt.elem_type = et
+                for d in shp:
+                    tt.shape.dim.add().dim_value = int(d)
+                changed = True
+        if not changed:
+            break
+        m = infer_shapes(m)
+        g = m.graph
+    return m
+
+
+def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Static shapes for Loop-carried outputs that onnx's inference leaves without one.
+
+    onnx infers a Loop's carried outputs with their element type only. When the body, inferred
+    with the carried inputs at their initial shapes, gives every carried output back the same
+    static shape, that shape is a fixed point of the loop and holds after any number of
+    iterations: it is written into the model (and inference runs again for the nodes
+    downstream). A carried value whose shape changes (a growing Concat) keeps an unknown shape,
+    and the plan fails closed on it."""
+    g = m.graph
+    loops = [n for n in g.node if n.op_type == "Loop" and n.domain in ("", "ai.onnx")]
+    if not loops:
+        return m
+    types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    for t in g.initializer:
+        types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+
+    def static(t):
+        return (t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape")
+                and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim))
+
+    changed = False
+    for n in loops:
+        body = next((a.g for a in n.attribute if a.name == "body"), None)
+        carried_in = list(n.input[2:])
+        n_c = len(carried_in)
+        outs = list(n.output[:n_c])
+        if body is None or all(not o or static(types.get(o)) for o in outs):
+            continue
+        init = [types.get(x) for x in carried_in]
+        if not all(static(t) for t in init):
+            continue
+        sub_types = {body.input[0].name: helper.make_tensor_type_proto(onnx.TensorProto.INT64, []),
+                     body.input[1].name: helper.make_tensor_type_proto(onnx.TensorProto.BOOL, [])}
+        sub_types.update({vi.name: t for vi, t in zip(body.input[2:], init)})
+        for x in outer_names(body):
+            if x in types:
+                sub_types.setdefault(x, types[x])
+        g2 = onnx.GraphProto()
+        g2.CopyFrom(body)
+        formal = {vi.name for vi in g2.input}
+        for x in outer_names(body):
+            if x not in formal and x in types:
+                vi = g2.input.add()
+                vi.name = x
+                vi.type.CopyFrom(types[x])
+        for vi in g2.input:
+            if vi.name in sub_types:
+                vi.type.CopyFrom(sub_types[vi.name])
+        del g2.value_info[:]
+        for o in g2.output:
+            if o.type.HasField("tensor_type"):
+                et = o.type.tensor_type.elem_type
+                o.type.ClearField("tensor_type")
+                o.type.tensor_type.elem_type = et
+        probe = helper.make_model(g2, opset_imports=list(m.opset_import))
+        probe.ir_version = m.ir_version
+        probe.functions.extend(m.functions)
+        try:
+            probe = infer_shapes(probe)
+        except HeteroExploreError:  # the body does not infer with these shapes: left unknown
+            continue
+        got = [o.type for o in probe.graph.output[1:1 + n_c]]
+        for o, t0, t1 in zip(outs, init, got):
+            if not o or static(types.get(o)) or not static(t1):
+                continue
+            if [d.dim_value for d in t0.tensor_type.shape.dim] != [d.dim_value for d in t1.tensor_type.shape.dim]:
+                continue
+            vi = next((v for v in list(g.value_info) + list(g.output) if v.name == o), None)
+            if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                if _conflict(vi.type, t1):
+                    raise ShapeConflictError(
+                        f"value {o!r} is declared {_fmt_type(vi.type)} but Loop {n.name or n.op_type!r} carries it "
+                        f"as {_fmt_type(t1)} at every iteration (its body gives back the shape it is given); the "
+                        "model's declared shape is wrong: fix or remove that declaration")
+            if vi is None:
+                vi = g.value_info.add()
+                vi.name = o
+            vi.type.CopyFrom(t1)
+            types[o] = t1
+            changed = True
+    return infer_shapes(m) if changed else m
