@@ -490,7 +490,7 @@ def step_peers(part, ctx):
     import numpy as np
     from numba import cuda
     from onnx import helper
-    from kernel_harness import make_context
+    from support.harness import make_context
     from hetero_explore.providers import cuda as cuda_provider
     p = cuda_provider()
     rng = np.random.default_rng(0)

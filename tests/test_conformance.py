@@ -24,7 +24,8 @@ from onnx.reference import ReferenceEvaluator
 
 from pathlib import Path
 
-from hetero_explore.analysis.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, MANIFEST_COMMAND, compare_outputs,
+from hetero_explore.analysis.conformance import (CUDA_SIMULATOR_MAX_ELEMENTS, MANIFEST_COMMAND, _is_random,
+                                        compare_outputs,
                                         load_manifest, manifest_verdict, node_cases, op_without_kernel,
                                         run_case, run_conformance)
 from hetero_explore.ir.errors import ExecutionError, InputValidationError, KernelError
@@ -33,6 +34,7 @@ from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.providers.virtual import mask
 from hetero_explore.execution.runtime import run_graph
+from support.bits import assert_bits_equal
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -62,13 +64,13 @@ def _cases(key):
             if n in KNOWN_FAILURES else n for n in sorted(names)]
 
 
-def _verdict(name, key):
+def _verdict(name, key, record=None):
     provider, cap = RUNS[key]
     entry = MANIFEST[key]
     if name not in CASES:
         pytest.fail(f"{name} is in the manifest's {key} entry but onnx no longer generates it; regenerate "
                     f"the manifest ({MANIFEST_COMMAND}) and review its diff")
-    row = run_case(CASES[name], provider, max_elements=cap)
+    row = run_case(CASES[name], provider, max_elements=cap, record=record)
     assert provider.live_allocations == 0, "run_graph leaked buffers"
     changed = manifest_verdict(row, entry)
     if changed:
@@ -88,7 +90,33 @@ def test_backend_case_cpu(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _cases("cuda-simulator"))
 def test_backend_case_cuda_simulator(name):
-    _verdict(name, "cuda-simulator")
+    """The case on the CUDA simulator; then, for every case the CPU provider claims too, the
+    two providers' outputs bit for bit (support.bits: NaN payloads aside), so the kernel
+    contract is held on every conformance case both run, not only on the kernels' own tests."""
+    gpu_out: list = []
+    _verdict(name, "cuda-simulator", gpu_out)
+    case = CASES[name]
+    if name not in MANIFEST["cpu"]["claimed"] or _is_random(case.model) or not _bitwise_portable(case.model):
+        return
+    cpu_out: list = []
+    row = run_case(case, CPU, record=cpu_out)
+    assert row["status"] == "passed", row
+    assert len(cpu_out) == len(gpu_out)
+    for k, (c, g) in enumerate(zip(cpu_out, gpu_out)):
+        assert set(c) == set(g)
+        for out in c:
+            assert_bits_equal(c[out], g[out], f"{name} data set {k} output {out!r}: CPU vs CUDA simulator")
+
+
+def _bitwise_portable(model) -> bool:
+    """Every op of the case has definitions that honour the kernel contract (bitwise across
+    targets); a definition declaring otherwise says so in the op table."""
+    from hetero_explore.kernels import registry
+    for n in model.graph.node:
+        defs = [d for d in registry.registry() if d.op_type == n.op_type and d.domain == (n.domain or "")]
+        if any(not d.bitwise_portable for d in defs):
+            return False
+    return True
 
 
 def test_manifest_is_complete_sorted_and_made_with_this_cap():
@@ -304,3 +332,30 @@ def test_run_graph_scalars_and_passthrough(provider):
     assert out["u"].shape == (1,) and out["u"][0] == 2.5
     assert out["s"].shape == () and out["s"] == 2.5
     assert provider.live_allocations == 0
+
+
+def test_conformance_runs_through_the_executors_programs(monkeypatch):
+    """Conformance runs the path users run: the executor (a plan, held kernels) and its compiled
+    programs (arena + replay), never a loop of its own. Counted on real cases."""
+    from hetero_explore.execution import executor as ex_mod
+    from hetero_explore.runner import core as runner_mod
+
+    runs, binds = [], []
+    real_run, real_bind = ex_mod.HeterogeneousExecutor.run, runner_mod.NodeRunner.bind
+
+    def run(self, *a, **kw):
+        runs.append(self.kind)
+        return real_run(self, *a, **kw)
+
+    def bind(self, *a, **kw):
+        binds.append(len(self.steps))
+        return real_bind(self, *a, **kw)
+
+    monkeypatch.setattr(ex_mod.HeterogeneousExecutor, "run", run)
+    monkeypatch.setattr(runner_mod.NodeRunner, "bind", bind)
+    names = [n for n in ("test_add", "test_softmax_axis_0", "test_if", "test_loop11") if n in CASES]
+    for name in names:
+        row = run_case(CASES[name], CPU)
+        assert row["status"] == "passed", row
+    assert runs.count("reference") >= len(names)        # one executor run per data set, at least
+    assert len(binds) >= len(names) and all(n > 0 for n in binds)   # every partition ran as a program

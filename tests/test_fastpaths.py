@@ -25,7 +25,7 @@ from hetero_explore.kernels import registry
 from hetero_explore.kernels.common import cpu_kernel
 from hetero_explore.kernels.target import CPUTarget, KernelPair
 
-from kernel_harness import run_node
+from support.harness import run_node
 
 F = np.float32
 

@@ -12,7 +12,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 import hetero_explore as he
 from hetero_explore.ir.errors import ExecutionError
@@ -20,7 +19,8 @@ from hetero_explore.providers import mask, resolve
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels.attention import round_to
-from kernel_harness import node_model, run_node, supports
+from support.bits import bits_equal
+from support.harness import reference as support_reference, run_both, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -33,31 +33,14 @@ def rnd(shape, dt=np.float32):
 
 
 def reference(node, inputs, opset, domain=""):
-    m = node_model(node, inputs, opset)
-    if domain:
-        m.opset_import.append(helper.make_opsetid(domain, 1))
-    ref = ReferenceEvaluator(m)
-    feeds = {n: a for n, a in zip(node.input, inputs) if n and a is not None}
-    return ref.run(None, feeds)
+    return support_reference(node, inputs, opset, domain=domain)
 
 
-def bitwise(a, b):
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    if a.dtype.kind == "f" or a.dtype == BF16:
-        a = np.where(np.isnan(a.astype(np.float32)), np.float32(np.nan), a.astype(np.float32))
-        b = np.where(np.isnan(b.astype(np.float32)), np.float32(np.nan), b.astype(np.float32))
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
 def both(node, inputs, opset):
     """CPU and CUDA-simulator outputs, asserted bitwise equal."""
-    c = run_node(CPU, node, inputs, opset=opset)
-    g = run_node(GPU, node, inputs, opset=opset)
-    assert len(c) == len(g)
-    for x, y in zip(c, g):
-        assert x.dtype == y.dtype and x.shape == y.shape
-        assert bitwise(x, y), (node.op_type, x, y)
-    return c
+    return run_both(node, inputs, opset)
 
 
 def close_to_reference(got, want, dt):
@@ -207,7 +190,7 @@ def test_flexattention_without_mods_matches_reference_and_is_bitwise_across_targ
     ins = [rnd((1, 4, 3, 4), dt), rnd((1, 2, 5, 4), dt), rnd((1, 2, 5, 6), dt)]
     opset_fix = {"domain": "ai.onnx.preview"}
     # the one-node model needs the preview domain imported
-    import kernel_harness
+    import support.harness as kernel_harness
     orig = kernel_harness.node_model
 
     def with_domain(*a, **kw):
@@ -247,7 +230,7 @@ def test_causal_conv_with_state_matches_reference(dt, act, past, bias):
     want = reference(n, ins, 27)
     for g, w in zip(got, want):
         close_to_reference(g, w, dt)
-    assert bitwise(got[1], want[1])     # the state is a copy
+    assert bits_equal(got[1], want[1])     # the state is a copy
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float16], ids=["f32", "f16"])
@@ -291,7 +274,8 @@ from numba.np.numpy_support import as_dtype
 from onnx import helper
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels import target
-from kernel_harness import run_node
+from support.bits import bits_equal
+from support.harness import run_node
 
 def arg_type(a):
     t = numba.typeof(a, Purpose.argument)

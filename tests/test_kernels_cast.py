@@ -21,7 +21,7 @@ from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels import floatfmt, registry
 
-from kernel_harness import make_context, run_node, supports
+from support.harness import make_context, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
-from hetero_explore.ir.errors import ExecutionError, KernelError
+from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels.data import slice_params
-from kernel_harness import make_context, node_model, run_node, supports
+from support.bits import bits_equal
+from support.harness import reference as support_reference, run_both as support_run_both, make_context, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -35,28 +35,15 @@ def sample(shape, dtype=np.float32, seed=0):
     return rng.integers(-100, 100, size=shape).astype(dtype)
 
 
-def bits_equal(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
 
 def run_both(node, inputs, opset=17, const=(), out_shapes=None, out_dtypes=None, cuda=True):
     """Run on the CPU (and the CUDA simulator): outputs must be bitwise equal; returns CPU's."""
-    cpu = run_node(CPU, node, inputs, opset=opset, const_inputs=const, out_shapes=out_shapes,
-                   out_dtypes=out_dtypes)
-    if cuda:
-        gpu = run_node(GPU, node, inputs, opset=opset, const_inputs=const, out_shapes=out_shapes,
-                       out_dtypes=out_dtypes)
-        assert len(cpu) == len(gpu)
-        for a, b in zip(cpu, gpu):
-            assert bits_equal(a, b), (a, b)
-    return cpu
+    return support_run_both(node, inputs, opset, const, cuda=cuda, out_shapes=out_shapes, out_dtypes=out_dtypes)
 
 
 def reference(node, inputs, opset=17):
-    model = node_model(node, inputs, opset)
-    feeds = {n: a for n, a in zip(node.input, inputs) if n and a is not None}
-    return ReferenceEvaluator(model).run(None, feeds)
+    return support_reference(node, inputs, opset)
 
 
 def assert_same(got, want):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from kernel_harness import supports
+from support.harness import supports
 from test_kernels_movement import CPU, both
 
 CASES = [

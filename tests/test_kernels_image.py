@@ -16,7 +16,7 @@ from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 
-from kernel_harness import node_model, run_node, supports
+from support.harness import reference as support_reference, run_both, node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -31,18 +31,12 @@ def canon(a):
 
 
 def both(n, ins, opset, const=()):
-    """Run on the CPU and the CUDA simulator, assert bitwise equality, return the CPU result."""
-    c = run_node(CPU, n, ins, opset=opset, const_inputs=const)[0]
-    g = run_node(GPU, n, ins, opset=opset, const_inputs=const)[0]
-    assert c.shape == g.shape and c.dtype == g.dtype
-    assert np.array_equal(canon(c), canon(g)), (c, g)
-    return c
+    """CPU result, asserted bitwise equal to the CUDA simulator's."""
+    return run_both(n, ins, opset, const)[0]
 
 
 def reference(n, ins, opset, const=()):
-    m = node_model(n, ins, opset, const)
-    feeds = {name: a for i, (name, a) in enumerate(zip(n.input, ins)) if name and i not in const}
-    return ReferenceEvaluator(m).run(None, feeds)[0]
+    return support_reference(n, ins, opset, const)[0]
 
 
 def onnxruntime(n, ins, opset, const=()):

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
-from kernel_harness import make_context, supports
+from support.harness import make_context, supports
 from test_kernels_attention import CPU, GPU, both, close_to_reference, reference
 
 BF16 = ml_dtypes.bfloat16

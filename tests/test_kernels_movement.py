@@ -13,7 +13,7 @@ from onnx import helper
 from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from kernel_harness import infer_outputs, node_model, run_node, supports
+from support.harness import run_both, infer_outputs, node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -33,14 +33,7 @@ def ort_run(node, inputs, opset, const_inputs=()):
 
 def both(node, inputs, opset, const_inputs=(), cuda=True):
     """CPU (and CUDA-simulator) outputs; asserts they are bitwise equal."""
-    c = run_node(CPU, node, inputs, opset=opset, const_inputs=const_inputs)
-    if cuda:
-        g = run_node(GPU, node, inputs, opset=opset, const_inputs=const_inputs)
-        for a, b in zip(c, g):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            assert np.array_equal(np.ascontiguousarray(a).view(np.uint8),
-                                  np.ascontiguousarray(b).view(np.uint8)), (node.op_type, a, b)
-    return c
+    return run_both(node, inputs, opset, const_inputs, cuda=cuda)
 
 
 def check_vs_ort(node, inputs, opset, const_inputs=(), cuda=True, exact=True):

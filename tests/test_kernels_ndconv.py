@@ -16,7 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from kernel_harness import infer_outputs, node_model, run_node, supports
+from support.harness import run_both, infer_outputs, node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -44,13 +44,7 @@ def ort_run(node, inputs, opset, const_inputs=()):
 
 def both(node, inputs, opset=19, const_inputs=(), cuda=True):
     """CPU outputs; with cuda=True also the CUDA simulator's, asserted bitwise equal."""
-    c = run_node(CPU, node, inputs, opset=opset, const_inputs=const_inputs)
-    if cuda:
-        g = run_node(GPU, node, inputs, opset=opset, const_inputs=const_inputs)
-        for a, b in zip(c, g):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            assert np.array_equal(bits(a), bits(b)), f"CPU and CUDA differ for {node.op_type}"
-    return c
+    return run_both(node, inputs, opset, const_inputs, cuda=cuda)
 
 
 def check(node, inputs, opset=19, const_inputs=(), cuda=True, want=None, rtol=1e-5, atol=1e-5):

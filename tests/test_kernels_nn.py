@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels import fastpaths, nn
-from kernel_harness import node_model, run_node, supports
+from support.bits import bits_equal
+from support.harness import reference as support_reference, run_both as support_run_both, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -27,25 +27,17 @@ def f32(*shape, scale=1.0, rng=RNG):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-def bits_equal(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
 
 
 def reference(node, inputs, opset, const=()):
-    model = node_model(node, inputs, opset, const_inputs=const)
-    feeds = {n: a for i, (n, a) in enumerate(zip(node.input, inputs)) if n and a is not None and i not in const}
-    return ReferenceEvaluator(model).run(None, feeds)
+    return support_reference(node, inputs, opset, const)
 
 
 def run_both(node, inputs, opset=17, const=(), gpu=True, **kw):
     """CPU outputs; with gpu=True also the CUDA-simulator outputs, checked bit-equal."""
-    a = run_node(CPU, node, inputs, opset=opset, const_inputs=const, **kw)
-    if gpu:
-        b = run_node(GPU, node, inputs, opset=opset, const_inputs=const, **kw)
-        for x, y in zip(a, b):
-            assert bits_equal(x, y), f"CPU and CUDA differ for {node.op_type}"
-    return a
+    return support_run_both(node, inputs, opset, const, cuda=gpu, **kw)
 
 
 def check(node, inputs, opset=17, const=(), want=None, rtol=1e-4, atol=1e-5, gpu=True, n_out=None):
@@ -462,7 +454,7 @@ def test_batchnorm(shape):
 def test_batchnorm_training_is_claimed_by_the_training_definition():
     """training_mode=1 runs training.py's definition (tests/test_kernels_training.py), not this one."""
     from hetero_explore.kernels.nn import _check_bn
-    from kernel_harness import make_context
+    from support.harness import make_context
     x, c = f32(2, 3), f32(3)
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1)
     assert supports(CPU, node, [x, c, c, c, c], opset=15).supported
@@ -656,7 +648,7 @@ def test_resize_modes_nn_declines_run_in_image_py():
     """cubic and antialias are not nn.py's (its check declines them); image.py's full Resize
     (tests/test_kernels_image.py) runs them."""
     from hetero_explore.kernels import nn
-    from kernel_harness import make_context
+    from support.harness import make_context
     x = f32(1, 1, 2, 2)
     sc = np.array([1, 1, 2, 2], np.float32)
     for node, opset in ((resize_node("cubic", "half_pixel"), 13),

@@ -14,7 +14,7 @@ from onnx import helper
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from kernel_harness import infer_outputs, node_model, run_node, supports
+from support.harness import run_both, infer_outputs, node_model, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -34,12 +34,7 @@ def ort_run(node, ins, opset):
 
 
 def both(node, ins, opset):
-    c = run_node(CPU, node, ins, opset=opset)
-    g = run_node(GPU, node, ins, opset=opset)
-    for a, b in zip(c, g):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        assert np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)), (node.op_type, a, b)
-    return c
+    return run_both(node, ins, opset)
 
 
 def check(node, ins, opset, exact=True):

@@ -20,7 +20,7 @@ from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from kernel_harness import node_model, run_node, supports
+from support.harness import reference as support_reference, run_both, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -53,18 +53,11 @@ def bitview(a):
 
 
 def both(node, ins, opset=OPSET, const_inputs=()):
-    c = run_node(CPU, node, ins, opset=opset, const_inputs=const_inputs)
-    g = run_node(GPU, node, ins, opset=opset, const_inputs=const_inputs)
-    for a, b in zip(c, g):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        assert np.array_equal(bitview(a), bitview(b)), (node.op_type, a, b)
-    return c
+    return run_both(node, ins, opset, const_inputs)
 
 
 def reference(node, ins, opset=OPSET):
-    model = node_model(node, ins, opset)
-    feeds = {n: a for n, a in zip(node.input, ins) if n and a is not None}
-    return ReferenceEvaluator(model).run(None, feeds)
+    return support_reference(node, ins, opset)
 
 
 def same_values(got, want):

@@ -15,7 +15,7 @@ from hetero_explore.ir.graph import Node
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels.random import implicit_seed
-from kernel_harness import run_node, supports
+from support.harness import run_both, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -23,11 +23,7 @@ F = np.float32
 
 
 def both(node, ins, opset=22):
-    c = run_node(CPU, node, ins, opset=opset)[0]
-    g = run_node(GPU, node, ins, opset=opset)[0]
-    assert c.shape == g.shape and c.dtype == g.dtype
-    assert np.array_equal(c.reshape(-1).view(np.uint8), g.reshape(-1).view(np.uint8)), (node.op_type, c, g)
-    return c
+    return run_both(node, ins, opset)[0]
 
 
 def gen(op, shape, **attrs):

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from kernel_harness import node_model, run_node, supports
+from support.harness import reference as support_reference, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -43,9 +42,7 @@ def make(op, x, axes, keepdims=1, noop=None, opset=18, const_axes=True):
 
 
 def reference(node, inputs, opset):
-    model = node_model(node, inputs, opset)
-    feeds = {n: a for n, a in zip(node.input, inputs) if n}
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    return support_reference(node, inputs, opset)[0]
 
 
 def bits_equal(a, b):

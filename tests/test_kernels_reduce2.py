@@ -9,12 +9,11 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 import numpy as np
 import pytest
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from hetero_explore.ir.errors import ExecutionError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from kernel_harness import node_model, run_node, supports
+from support.harness import reference as support_reference, run_both, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -40,8 +39,7 @@ def make(op, x, axes, keepdims=1, noop=None, opset=18):
 
 
 def reference(node, inputs, opset):
-    model = node_model(node, inputs, opset)
-    return ReferenceEvaluator(model).run(None, {n: a for n, a in zip(node.input, inputs) if n})[0]
+    return support_reference(node, inputs, opset)[0]
 
 
 def canon(a):
@@ -52,12 +50,8 @@ def canon(a):
 
 
 def both(node, inputs, opset, const=()):
-    """CPU and CUDA-simulator results, asserted bitwise equal (NaN payloads canonical)."""
-    c = run_node(CPU, node, inputs, opset=opset, const_inputs=const)[0]
-    g = run_node(GPU, node, inputs, opset=opset, const_inputs=const)[0]
-    assert c.dtype == g.dtype and c.shape == g.shape
-    assert np.array_equal(canon(c), canon(g)), (node.op_type, c, g)
-    return c
+    """CPU and CUDA-simulator results, asserted bitwise equal."""
+    return run_both(node, inputs, opset, const)[0]
 
 
 def data_for(op, shape, dtype=np.float32):

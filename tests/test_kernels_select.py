@@ -9,8 +9,8 @@ import pytest
 from onnx import helper
 
 from hetero_explore.ir.errors import ExecutionError
-from kernel_harness import supports
-from test_kernels_movement import CPU, GPU, both, check_vs_ort, ort_run, rnd
+from support.harness import supports
+from test_kernels_movement import CPU, GPU, both, check_vs_ort, rnd
 
 F = np.float32
 
@@ -117,7 +117,7 @@ def test_reverse_sequence_matches_ort(batch_axis, time_axis):
 
 @pytest.mark.parametrize("prov", [CPU, GPU], ids=["cpu", "cuda"])
 def test_reverse_sequence_bad_length_is_a_typed_error(prov):
-    from kernel_harness import run_node
+    from support.harness import run_node
     x = rnd(3, 2)
     n = helper.make_node("ReverseSequence", ["x", "l"], ["y"], name="rev", batch_axis=1, time_axis=0)
     with pytest.raises(ExecutionError, match=r"rev.*sequence_lens \[4\]"):
@@ -130,7 +130,7 @@ def test_scatter_alias_of_scatter_elements():
     upd = rnd(2, 3, seed=4)
     n = helper.make_node("Scatter", ["d", "i", "u"], ["y"], axis=0)
     check_vs_ort(n, [data, idx, upd], 9)
-    from kernel_harness import run_node
+    from support.harness import run_node
     bad = helper.make_node("Scatter", ["d", "i", "u"], ["y"], name="sc", axis=0)
     with pytest.raises(ExecutionError, match="sc"):
         run_node(CPU, bad, [data, np.array([[3, 0, 0], [0, 0, 0]], np.int64), upd], opset=9)

@@ -15,7 +15,7 @@ from onnx.reference import ReferenceEvaluator
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels.signal import twiddles
-from kernel_harness import node_model, run_node, supports
+from support.harness import run_both, node_model, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -31,11 +31,7 @@ def _claim_full_inverse(monkeypatch):
 
 
 def both(node, ins, opset, const=()):
-    c = run_node(CPU, node, ins, opset=opset, const_inputs=const)[0]
-    g = run_node(GPU, node, ins, opset=opset, const_inputs=const)[0]
-    assert c.shape == g.shape and c.dtype == g.dtype
-    assert np.array_equal(c.reshape(-1).view(np.uint8), g.reshape(-1).view(np.uint8)), (node.op_type, c, g)
-    return c
+    return run_both(node, ins, opset, const)[0]
 
 
 def as_complex(x):

@@ -21,7 +21,7 @@ from onnx import helper
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 
-from kernel_harness import run_node
+from support.harness import run_node
 
 F = np.float32
 CPU = NumbaCPUProvider()

@@ -22,7 +22,8 @@ from hetero_explore.ir.errors import HeteroExploreError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels.training import _ipow
-from kernel_harness import run_node, supports
+from support.bits import bits_equal
+from support.harness import run_both, run_node, supports
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()
@@ -30,20 +31,11 @@ F = np.float32
 TRAIN = "ai.onnx.preview.training"
 
 
-def _bits(a):
-    a = np.ascontiguousarray(a)
-    return a.reshape(-1).view(np.uint8)
 
 
 def _both(node, ins, opset, out_shapes=None, out_dtypes=None, const_inputs=()):
     """CPU and CUDA simulator outputs, asserted bitwise equal; returns the CPU outputs."""
-    kw = dict(opset=opset, out_shapes=out_shapes, out_dtypes=out_dtypes, const_inputs=const_inputs)
-    c = run_node(CPU, node, ins, **kw)
-    g = run_node(GPU, node, ins, **kw)
-    for a, b in zip(c, g):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        assert np.array_equal(_bits(a), _bits(b)), (node.op_type, a, b)
-    return c
+    return run_both(node, ins, opset, const_inputs, out_shapes=out_shapes, out_dtypes=out_dtypes)
 
 
 def _reference(node, names, ins, opsets):
@@ -116,14 +108,14 @@ def test_ipow_is_float32_binary_powering(b, n):
             r = F(r * bb)
         bb = F(bb * bb)
         k >>= 1
-    assert _bits(np.array(_ipow(F(b), n), F)).tolist() == _bits(np.array(r, F)).tolist()
+    assert bits_equal(np.array(_ipow(F(b), n), F), np.array(r, F))
     assert abs(float(r) - b ** n) <= 1e-5 * max(b ** n, 1e-30) + 1e-30 * n
 
 
 def test_optimiser_declines_double_tensors_and_bad_groups():
     node, names, ins, out_shapes = _opt_case("Adagrad", 1, seed=0, t=1)
     ins64 = ins[:2] + [a.astype(np.float64) for a in ins[2:]]
-    from kernel_harness import make_context
+    from support.harness import make_context
     ctx = make_context(node, ins64, 1, out_shapes=out_shapes, out_dtypes=[np.dtype(np.float64)] * 2)
     m = CPU.supports(ctx)
     assert not m and "float32" in m.reason
@@ -234,7 +226,7 @@ def test_dropout_drop_fraction_and_seeds(ratio):
     sd = (n * ratio * (1 - ratio)) ** 0.5
     assert abs(dropped - n * ratio) < 5 * sd       # a binomial(n, ratio) count
     _, (y2, z2) = _dropout(shape, ratio, True, seed=11)
-    assert np.array_equal(z, z2) and np.array_equal(_bits(y), _bits(y2))   # seeded: reproducible
+    assert np.array_equal(z, z2) and bits_equal(y, y2)   # seeded: reproducible
     _, (_, z3) = _dropout(shape, ratio, True, seed=12)
     assert not np.array_equal(z, z3)                  # another seed, another mask
 
@@ -245,7 +237,7 @@ def test_dropout_cpu_and_cuda_bitwise(ratio, train, mask):
     x, c = _dropout((3, 4, 5), ratio, train, seed=3, mask=mask)
     _, g = _dropout((3, 4, 5), ratio, train, seed=3, mask=mask, provider=GPU)
     for a, b in zip(c, g):
-        assert np.array_equal(_bits(a), _bits(b))
+        assert bits_equal(a, b)
     _invariants(x, ratio, train, c[0], c[1] if mask else None)
 
 

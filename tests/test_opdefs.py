@@ -21,7 +21,7 @@ from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels.elementwise import elementwise_ops
 
-from kernel_harness import run_node
+from support.harness import run_node
 
 CPU = NumbaCPUProvider()
 GPU = NumbaCUDAProvider()

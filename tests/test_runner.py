@@ -47,16 +47,29 @@ def _env(ledger, cpu, graph, **arrays):
     return env
 
 
+def _program(runner, ledger, provider):
+    """A one-shot program of ``runner``, its arena (if any) allocated through ``ledger``."""
+    arena = ledger.allocate(provider, (runner.arena_size,), np.uint8) if runner.arena_size else None
+    return runner.bind(arena, record=False)
+
+
+def test_a_runner_runs_only_programs():
+    graph, cpu = _graph(), NumbaCPUProvider()
+    with Ledger([cpu]) as ledger, pytest.raises(ExecutionError, match="runs a bound program"):
+        NodeRunner.for_graph(graph, cpu).run(_env(ledger, cpu, graph, x=np.zeros((2, 3), np.float32)), ledger)
+
+
 def test_runner_runs_a_graph_and_frees_what_it_produced():
     graph, cpu = _graph(), NumbaCPUProvider()
     runner = NodeRunner.for_graph(graph, cpu)
     assert [st.node.op_type for st in runner.steps] == ["Add", "Relu"]
     assert runner.steps[0].free == ("a",) or runner.steps[1].free == ("a",)
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+    assert set(runner.layout) == {"a"}   # the intermediate lives in the memory plan's arena
     with Ledger([cpu]) as ledger:
-        out = runner.run(_env(ledger, cpu, graph, x=x), ledger)
+        out = runner.run(_env(ledger, cpu, graph, x=x), ledger, program=_program(runner, ledger, cpu))
         got = cpu.copy_to_host(out["y"])
-        assert ledger.allocations == 4 and ledger.frees == 1  # x, w, a, y; a freed after Relu
+        assert ledger.allocations == 4 and ledger.frees == 0  # x, w, the arena, y
     assert ledger.leaks() == [] and cpu.live_allocations == 0
     np.testing.assert_array_equal(got, np.maximum(x + 1, 0))
 
@@ -70,14 +83,15 @@ def test_an_input_that_differs_from_the_plan_is_named_not_trusted(bad, needle):
     runner = NodeRunner.for_graph(graph, cpu, partition=3)
     with Ledger([cpu]) as ledger:
         env = _env(ledger, cpu, graph, x=bad)
+        prog = _program(runner, ledger, cpu)
         with pytest.raises(ShapeMismatchError) as e:
-            runner.run(env, ledger)
+            runner.run(env, ledger, program=prog)
     err = e.value
     assert isinstance(err, ExecutionError) and isinstance(err, NodeExecutionError)
     assert (err.node, err.op_type, err.value, err.partition, err.provider) == ("add", "Add", "x", 3, "cpu")
     assert err.planned == ((2, 3), np.dtype(np.float32)) and err.actual == (bad.shape, bad.dtype)
     assert needle in str(err) and "input 'x'" in str(err) and "node 'add' (Add)" in str(err)
-    assert ledger.allocations == 2  # nothing was allocated for the node: it never ran
+    assert ledger.allocations == 3  # x, w, the arena: nothing for the node, it never ran
     assert cpu.live_allocations == 0
 
 
@@ -92,7 +106,7 @@ def test_an_output_shape_function_plugs_in_and_is_checked_against_the_plan():
     x = np.zeros((2, 3), np.float32)
     runner = NodeRunner.for_graph(graph, cpu, infer_shapes=infer)
     with Ledger([cpu]) as ledger:
-        runner.run(_env(ledger, cpu, graph, x=x), ledger)
+        runner.run(_env(ledger, cpu, graph, x=x), ledger, program=_program(runner, ledger, cpu))
     assert seen == [("Add", [(2, 3), (2, 3)]), ("Relu", [(2, 3)])]
 
     def wrong(ctx, arrays):
@@ -102,7 +116,7 @@ def test_an_output_shape_function_plugs_in_and_is_checked_against_the_plan():
     with Ledger([cpu]) as ledger:
         with pytest.raises(ShapeMismatchError, match=r"output 'y' as float32 \(6,\), but the kernel was built "
                                                      r"for float32 \(2, 3\)") as e:
-            runner.run(_env(ledger, cpu, graph, x=x), ledger)
+            runner.run(_env(ledger, cpu, graph, x=x), ledger, program=_program(runner, ledger, cpu))
     assert e.value.node == "relu" and e.value.value == "y"
     assert cpu.live_allocations == 0
 
@@ -113,10 +127,11 @@ def test_an_output_shape_function_plugs_in_and_is_checked_against_the_plan():
             k.infer_shapes = lambda ctx, arrays: [(1, 6)]
             return k
 
-    runner = NodeRunner.for_graph(graph, Inferring(), infer_shapes=infer)
-    with Ledger([cpu]) as ledger:
+    inferring = Inferring()
+    runner = NodeRunner.for_graph(graph, inferring, infer_shapes=infer)
+    with Ledger([inferring]) as ledger:
         with pytest.raises(ShapeMismatchError, match="output 'a'"):
-            runner.run(_env(ledger, cpu, graph, x=x), ledger)
+            runner.run(_env(ledger, inferring, graph, x=x), ledger, program=_program(runner, ledger, inferring))
 
 
 def test_every_kernel_is_built_before_anything_runs():

@@ -757,12 +757,10 @@ class HeterogeneousExecutor:
         # the run's own ledger and meters: runs in other threads on the same providers are not counted
         with Ledger(self.owners) as ledger:
             n_arenas = 0
-            if progs is None and not keep_intermediates:   # one-shot, or every held set is busy
+            if progs is None:   # one-shot, keeping intermediates, or every held set is busy
                 n0 = ledger.allocations
                 progs = self._programs(ledger)
                 n_arenas = ledger.allocations - n0
-            if progs is None:
-                progs = [None] * len(self.parts)
             for part, ex, s, prog in zip(plan.partitions, self.parts, self.sched, progs):
                 prov = ex.provider
                 pdev = s.device

@@ -718,7 +718,16 @@ def _check_gathernd(ctx, target):
     return None
 
 
+def _shape_gathernd(ctx):
+    """indices.shape[:-1] + data.shape[batch_dims + m:] (the spec's output shape; onnx's inference
+    gives none when it is a scalar)."""
+    ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])
+    b = int(ctx.attrs.get("batch_dims", 0))
+    return [ish[:-1] + ds[b + int(ish[-1]):]]
+
+
 @register("GatherND", dtypes=MOVE, since=OLD["GatherND"], until=UNTIL, check=_check_gathernd,
+          shape=_shape_gathernd,
           note="batch_dims; negative indices; out-of-range indices raise (checked in the kernel)")
 def _build_gathernd(ctx, target):
     ds, ish = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[1])

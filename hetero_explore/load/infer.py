@@ -115,7 +115,18 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
             raise ShapeConflictError(
                 f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
                 "the model's declared type/shape is wrong: fix or remove that declaration")
-    out = complete_op_shapes(infer_shapes(m))
+    out = infer_shapes(m)
+    # onnx's merge keeps a declared tensor type that has no shape even where it infers one of
+    # rank 0 (a scalar graph output declared without a shape stays shapeless): the probe's
+    # shape, inferred without the declarations, completes it
+    for vi in list(out.graph.value_info) + list(out.graph.output):
+        t, it = vi.type, inferred.get(vi.name)
+        if (t.HasField("tensor_type") and not t.tensor_type.HasField("shape") and it is not None
+                and it.HasField("tensor_type") and it.tensor_type.HasField("shape")
+                and (not t.tensor_type.elem_type or t.tensor_type.elem_type == it.tensor_type.elem_type)):
+            t.tensor_type.shape.CopyFrom(it.tensor_type.shape)
+            t.tensor_type.elem_type = it.tensor_type.elem_type
+    out = complete_op_shapes(out)
     if any(n.op_type == "Loop" for n in out.graph.node):  # Loop-carried shapes at a fixed point
         out = complete_loop_shapes(out)
     for vi in list(out.graph.value_info) + list(out.graph.output):
@@ -126,9 +137,10 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
 #: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
 #: definitions' own ``shape`` functions give them
 _SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
-#: ops of other domains whose outputs onnx's inference leaves unknown (its function body is not
-#: inferred): their kernel definitions' ``shape`` functions give them too
-_SHAPE_FN_OPS = {("", "GroupNormalization")}
+#: ops of other domains whose outputs onnx's inference leaves unknown (GroupNormalization: its
+#: function body is not inferred; GatherND: a scalar result): their kernel definitions' ``shape``
+#: functions give them too
+_SHAPE_FN_OPS = {("", "GroupNormalization"), ("", "GatherND")}
 
 
 def _completed_by_op_shapes(n) -> bool:

@@ -677,25 +677,25 @@ class NodeRunner:
 
     def run(self, env: Mapping[str, Any], ledger: Ledger, record: dict | None = None,
             shapes: dict | None = None, program: "Program | None" = None) -> dict[str, Any]:
-        """Run every node on the buffers in ``env`` (value name → buffer); returns the kept
-        buffers. With ``record``, each node output is also copied to the host into it; with
-        ``shapes``, the (shape, dtype) of every output a dynamic node produced goes into it.
-        With ``program`` (from :meth:`bind`, used by this run alone) the arena values live in its
-        arena and every plain node runs its prebuilt call; ``record`` then must be None."""
-        vals = dict(env)
+        """Run every node through ``program`` (from :meth:`bind`; one run uses a program at a
+        time) on the buffers in ``env`` (value name → buffer); returns the kept buffers. Its arena
+        values live in the program's arena and every plain node runs its prebuilt call (or its
+        recorded replay). With ``record``, each node output is also copied to the host into it
+        (nodes then call their functions: nothing is recorded or replayed); with ``shapes``, the
+        (shape, dtype) of every output a dynamic node produced goes into it. :meth:`run_once`
+        runs once on host arrays with a program of its own."""
         if program is None:
-            for st in self.steps:
-                self._run_step(st, vals, ledger, record, shapes, st.free)
-            return {name: vals[name] for name in self.outputs}
-        if record is not None:
-            raise ExecutionError("a run that records every intermediate does not use the memory plan")
+            raise ExecutionError("a node runner runs a bound program: NodeRunner.bind(arena) (the executor "
+                                 "binds them), or NodeRunner.run_once(feeds) for one run on host arrays")
+        vals = dict(env)
         if program.slow:   # per-run-path nodes read arena values through their buffers
             vals.update(program.bufs)
         provider = self.provider
         allocate, free = ledger.allocate, ledger.free
         recorded = None
-        for st, fn, ins_d, outs_d, patch, alloc, frees, rec in program.items:
-            if rec is not None and rec is not _RECORD:    # replay: its recorded calls, prepared
+        keep_all = record is not None
+        for st, fn, ins_d, outs_d, patch, alloc, frees, rec in (program.nodes if keep_all else program.items):
+            if rec is not None and rec is not _RECORD and not keep_all:   # replay: its recorded calls
                 try:
                     rec()
                 except _Failed as f:   # a segment of replays: the node whose call failed
@@ -707,7 +707,7 @@ class NodeRunner:
                     free(vals.pop(name))
                 continue
             if fn is None:
-                self._run_step(st, vals, ledger, None, shapes, frees)
+                self._run_step(st, vals, ledger, record, shapes, frees)
                 continue
             try:
                 for i, name, shape, dtype in patch:
@@ -718,7 +718,7 @@ class NodeRunner:
                 for i, name, shape, dtype in alloc:
                     b = vals[name] = allocate(provider, shape, dtype)
                     outs_d[i] = b.data
-                if rec is None:
+                if rec is not _RECORD or keep_all:
                     fn(ins_d, outs_d)
                 else:   # the first run of this program: record the node's calls
                     with Recording() as r:
@@ -726,6 +726,10 @@ class NodeRunner:
                     if recorded is None:
                         recorded = {}
                     recorded[st] = _replay_of(r.calls)
+                if keep_all:
+                    for name, _shape, _dtype in st.out_specs:
+                        if name:
+                            record[name] = provider.copy_to_host(vals[name] if name in vals else program.bufs[name])
             except ShapeMismatchError:
                 raise
             except Exception as e:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ir.context import KernelContext
 from ..ir.errors import ExecutionError
 
 __all__ = ["SHAPE_INPUTS", "shape_inputs", "op_infer", "infer_outputs", "RuntimeContext",
@@ -91,7 +92,6 @@ def unshaped_context(ctx):
     control kernel is built with when its output shapes are left to the run (it reads only the
     node, its subgraphs and the graph; the actual shapes come with its inputs and outputs)."""
     from ..ir.graph import shape_is_static
-    from ..ir.context import KernelContext
 
     def fix(shapes):
         return [s if s is None or shape_is_static(s) else () for s in shapes]
@@ -205,7 +205,6 @@ class _Values:
 def RuntimeContext(ctx, in_shapes, in_dtypes, out_shapes, out_dtypes, values: dict):
     """A copy of the kernel context ``ctx`` with the actual shapes and the run-time values of the
     shape inputs (``values``: input name → host array) answering ``ctx.const``."""
-    from ..ir.context import KernelContext
     return KernelContext(ctx.node, ctx.opset, list(in_shapes), list(in_dtypes), list(out_shapes),
                          list(out_dtypes), graph=_Values(dict(values), ctx.graph))
 
@@ -248,11 +247,22 @@ def infer_outputs(node, in_shapes, in_dtypes, values: dict) -> list:
         msg = " ".join(str(e).split())[:400]
         raise RuntimeShapeError(f"the run-time inputs are invalid for it: {msg}") from e
     out = []
-    for name in present_outputs(node):
+    own = None   # the op definition's shapes, where onnx's inference gives none (a scalar GatherND)
+    for k, name in enumerate(present_outputs(node)):
         if not name:
             out.append(None)
             continue
         t = res.get(name)
+        if (t is not None and t.HasField("tensor_type") and not t.tensor_type.HasField("shape")
+                and all(s is not None for n, s in zip(node.inputs, in_shapes) if n)):
+            if own is None:
+                d = _opdef(node.domain, node.op_type, node.opset)
+                own = (d.shape(KernelContext(node, node.opset, list(in_shapes), list(in_dtypes)))
+                       if d is not None and d.shape is not None else [])
+            if k < len(own) and own[k] is not None:
+                t.tensor_type.shape.SetInParent()
+                for dim in own[k]:
+                    t.tensor_type.shape.dim.add().dim_value = int(dim)
         if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
             raise RuntimeShapeError(f"onnx's inference gives no shape for output {name!r} from inputs "
                                     f"{_fmt(in_shapes, in_dtypes)}")
