@@ -436,8 +436,7 @@ class HeterogeneousExecutor:
                 raise ProviderUnavailableError(f"provider {p.name!r} ({p.device}) cannot execute here: "
                                                f"{why or 'it only plans (give it kernels to execute)'}")
         # every kernel of the plan, before anything runs
-        self.parts = [NodeRunner.for_graph(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
-                                           partition=p.id) for p in plan.partitions]
+        self.parts = [_part_runner(graph, plan.providers[p.provider_index], p) for p in plan.partitions]
         # control-flow hook: control kernels plan their subgraphs over this plan's providers
         from .control import bind_runner
         for r in self.parts:
@@ -829,6 +828,15 @@ class HeterogeneousExecutor:
                          intermediates=record, transfer_values=trec, staged_values=srec,
                          value_shapes=dyn_shapes, compile_seconds=compile_s, arena_bytes=arena,
                          _executor=self)
+
+
+def _part_runner(graph, provider, part):
+    """The provider's own runner for a whole partition (ONNX Runtime's EPs), else a node runner."""
+    f = getattr(provider, "partition_runner", None)
+    r = f(graph, part.node_ids, part.outputs, partition=part.id) if f is not None else None
+    if r is None:
+        r = NodeRunner.for_graph(graph, provider, part.node_ids, part.outputs, partition=part.id)
+    return r
 
 
 # -- public entry points --------------------------------------------------------------

@@ -68,7 +68,8 @@ class Blocker:
     """Something execution does not support yet (fail-closed)."""
 
     kind: str
-    """``control-flow``, ``sequence``, ``ep-context``, ``symbolic-shape`` or ``unplaceable``."""
+    """``control-flow``, ``sequence``, ``ep-context``, ``symbolic-shape``, ``unplaceable`` or ``ep-compile``
+    (an ONNX Runtime EP failed to compile the partition starting at ``where``)."""
     where: str
     """Node or value name."""
     detail: str
