@@ -475,6 +475,12 @@ class Plan:
         from .ops_table import ops_df
         return ops_df(self)
 
+    def to_ort_assignment(self) -> list[dict]:
+        """The plan in the shape of ONNX Runtime's graph assignment info: one dict per partition
+        (``ep_name``, ``device_type``, ``provider``, ``nodes``); see :mod:`.ortplan`."""
+        from .ortplan import to_ort_assignment
+        return to_ort_assignment(self)
+
     def blockers_df(self):
         import pandas as pd
         return pd.DataFrame([{"kind": b.kind, "where": b.where, "detail": b.detail}

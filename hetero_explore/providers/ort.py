@@ -807,3 +807,54 @@ __all__ = ["OrtProvider", "OrtPartitionRunner", "ort_provider", "resolve_name", 
            "export_nodes", "node_names", "graph_digest", "capability", "Capability", "route", "Route", "ep_table",
            "available_names", "ep_devices", "register_plugins", "register_library", "policy_choice",
            "PolicyChoice", "device_policies", "is_device_policy", "assignment", "open_session", "PREFIX"]
+
+
+# -- what a real session did ----------------------------------------------------------------------
+class AssignedProvider(OrtProvider):
+    """An ORT EP that claims exactly the nodes a real ORT session assigned to it on one graph
+    (see :func:`hetero_explore.planner.ortplan.plan_from_ort`); it executes as its EP does."""
+
+    def __init__(self, ep: str, options: dict | None, session: dict | None, graph, names: set, placed: dict):
+        super().__init__(ep, options, session)
+        self._graph = weakref.ref(graph)
+        self._names = frozenset(names)
+        #: node name → the EP ORT assigned it to (every node of the graph)
+        self._placed = dict(placed)
+
+    def capability_key(self):
+        return None     # the answers hold for one assignment of one graph
+
+    def supports(self, ctx: KernelContext) -> KernelMatch:
+        graph = ctx.graph
+        if graph is None or self._graph() is not graph:
+            return KernelMatch.no(f"{self.name} holds ORT's assignment of another graph")
+        name = node_names(graph)[ctx.node.id]
+        if name in self._names:
+            return KernelMatch.yes()
+        where = self._placed.get(name)
+        return KernelMatch.no(f"the ORT session assigned it to {where}" if where else
+                              "the ORT session assigned it to no EP")
+
+
+def session_assignment(graph, providers) -> tuple[list, dict[str, list[str]]]:
+    """(the ``OrtProvider`` s, EP name → node names) of one ORT session over ``graph`` with
+    ``providers`` (``ort:`` names or providers, in priority order; ORT's graph optimisations off
+    so that node names stay the IR's)."""
+    ort = ort_module()
+    provs = [p if isinstance(p, OrtProvider) else resolve_name(p if str(p).lower().startswith(PREFIX)
+                                                              else PREFIX + str(p)) for p in providers]
+    so = session_options(optimize="disable", record=True)
+    for p in provs:
+        r = p.route
+        if r.kind == "none":
+            raise ProviderUnavailableError(f"{p.name}: {r.reason}")
+        if r.kind == "plugin":
+            so.add_provider_for_devices(list(r.devices), dict(p.options))
+        else:
+            so.add_provider(p.ep, {k: str(v) for k, v in p.options.items()})
+    try:
+        sess = ort.InferenceSession(graph_digest(graph)[1], so)
+    except Exception as e:  # noqa: BLE001
+        raise ProviderUnavailableError(f"ORT could not create the session with {', '.join(p.ep for p in provs)}: "
+                                       f"{_message(e)}") from e
+    return provs, assignment(sess)
