@@ -402,7 +402,10 @@ class SubgraphExecutor:
         self.parts = []
         for p in plan.partitions:
             prov = plan.providers[p.provider_index]
-            r = NodeRunner.for_graph(graph, prov, p.node_ids, p.outputs, partition=p.id)
+            f = getattr(prov, "partition_runner", None)   # a provider running whole partitions (ORT's EPs)
+            r = f(graph, p.node_ids, p.outputs, partition=p.id) if f is not None else None
+            if r is None:
+                r = NodeRunner.for_graph(graph, prov, p.node_ids, p.outputs, partition=p.id)
             bind_runner(r, plan.providers, plan.policy)
             self.parts.append((r, prov, _owner(prov), tuple(p.inputs), not prov.device.is_host))
         self.inputs = tuple(graph.inputs)

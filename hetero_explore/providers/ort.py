@@ -461,6 +461,9 @@ class Capability:
     """Node id → reason."""
     pieces: int = 1
     """Sessions the answer took (more than one when the whole graph did not open)."""
+    failure: str = ""
+    """ORT's message when it could not create the whole graph's session with the EP (the claims
+    are then per piece, and every decline says so)."""
 
 
 _cap_cache: OrderedDict = OrderedDict()
@@ -477,6 +480,8 @@ def _ask(graph, ids: list[int], r: Route, options: dict, names: list[str], cap: 
         sess = open_session(data, r, options, record=True, optimize="disable")
     except Exception as e:  # noqa: BLE001 - ORT's refusal is the answer
         msg = _message(e)
+        if whole:
+            cap.failure = msg
         if len(ids) > 1:
             cap.pieces += 1
             half = len(ids) // 2
@@ -522,6 +527,10 @@ def capability(graph, ep: str, options: dict, r: Route | None = None) -> Capabil
         cap.declined = {n.id: r.reason for n in graph.nodes}
     elif graph.nodes:
         _ask(graph, list(range(len(graph.nodes))), r, options, node_names(graph), cap)
+        if cap.failure:
+            note = (f" (asked in {cap.pieces} pieces: ORT could not create the whole graph's session with "
+                    f"{ep}: {cap.failure})")
+            cap.declined = {i: why + note for i, why in cap.declined.items()}
     with _cap_lock:
         _cap_cache[key] = cap
         while len(_cap_cache) > CAPABILITY_CACHE_SIZE:
