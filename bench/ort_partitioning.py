@@ -8,13 +8,15 @@ inputs, all through ONNX Runtime:
 * ``whole``  — the whole model on ``ort:cpu`` (the reference);
 * ``ep``     — the whole model on the EP alone (``--ep``, default ``ort:openvino``) where it takes
   every node, else not run;
-* ``split``  — the heterogeneous plan ``[EP, ort:cpu]``: the EP's partitions and the CPU EP's
-  partitions, each its own session, host copies between them.
+* ``split``  — heterogeneous plans (below): partitions, each its own session, host copies between.
 
-Printed per model: nodes, partitions, the EP's share, max ULP / max abs of ``split`` against
-``whole``, and of each ``split`` partition against ``ort:cpu`` fed the same inputs
-(:func:`hetero_explore.analysis.divergence.partition_ulp_df`): a CPU-EP partition that differs
-there differs only because it is its own session (ORT's fusions stop at the boundary).
+Printed per model, each against ``whole`` (max ULP / max abs over the outputs):
+
+* ``ep_*``: ``[EP, ort:cpu]`` as priority places it (the EP's share of nodes);
+* ``cpu_split_*``: the CPU EP alone, split into partitions by denying :data:`SPLIT_OPS` on a first
+  ``ort:cpu`` (the rest on a second ``ort:cpu`` with the same settings): **partitioning alone**,
+  the same EP on both sides, each partition its own session (ORT's fusions stop at boundaries);
+* ``ep_split_*``: the EP split the same way, the denied ops on the CPU EP.
 """
 
 from __future__ import annotations
@@ -28,29 +30,40 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
+#: ops denied on the first provider to force partitions (the ones these models have)
+SPLIT_OPS = ("Relu", "Softmax", "Add", "Erf", "Sigmoid", "HardSwish", "Concat")
+
+
+def _ulp(run, ref) -> tuple:
+    import hetero_explore as he
+    d = he.compare(run, ref)
+    return int(d["max_ulp"].max()), float(d["max_abs"].max())
+
+
 def measure(name, g, ep: str) -> dict:
     import hetero_explore as he
-    from hetero_explore.analysis import divergence as dv
+    from hetero_explore.providers import mask, resolve
     feeds = he.random_inputs(g, seed=0)
     row = {"model": name, "nodes": len(g.nodes)}
     whole = he.execute_reference(g, "ort:cpu", feeds)
+    # 1. [EP, ort:cpu] as ORT's priority would place it, against the whole model on the CPU EP
     p = he.plan(g, [ep, "ort:cpu"])
     counts = p.placement_counts()
-    row.update(partitions=len(p.partitions), ep_share=round(100 * counts.get(p.providers[0].name, 0) / len(g.nodes), 1))
-    if not p.executable:
-        row["error"] = "; ".join(f"[{b.kind}] {b.detail}"[:200] for b in p.execution_blockers)
-        return row
-    split = he.execute(p, feeds)
-    d = he.compare(split, whole)
-    row.update(split_max_ulp=int(d["max_ulp"].max()), split_max_abs=float(d["max_abs"].max()),
-               identical=bool(d["byte_identical"].all()))
-    parts = dv.partition_ulp_df(split, whole)
-    cpu_parts = parts[parts["provider"] == "ort:cpu"]
-    ep_parts = parts[parts["provider"] != "ort:cpu"]
-    row["cpu_parts_max_ulp"] = int(cpu_parts["max_ulp"].max()) if len(cpu_parts) and cpu_parts["max_ulp"].notna().any() else None
-    row["ep_parts_max_ulp"] = int(ep_parts["max_ulp"].max()) if len(ep_parts) and ep_parts["max_ulp"].notna().any() else None
-    if counts.get(p.providers[0].name, 0) == len(g.nodes):
-        row["ep_whole_is_split"] = True
+    row.update(parts=len(p.partitions), ep_share=round(100 * counts.get(p.providers[0].name, 0) / len(g.nodes), 1))
+    if p.executable:
+        row["ep_ulp"], row["ep_abs"] = _ulp(he.execute(p, feeds), whole)
+    else:
+        row["error"] = "; ".join(f"[{b.kind}] {b.detail}"[:160] for b in p.execution_blockers)
+    # 2. partitioning alone: the CPU EP split in partitions (the same EP and settings on both sides)
+    cpu2 = resolve("ort:cpu?graph_optimization_level=all")
+    ps = he.plan(g, [mask(resolve("ort:cpu"), deny=SPLIT_OPS), cpu2])
+    row["cpu_split_parts"] = len(ps.partitions)
+    row["cpu_split_ulp"], row["cpu_split_abs"] = _ulp(he.execute(ps, feeds), whole)
+    # 3. the EP split the same way, the rest on the CPU EP
+    pe = he.plan(g, [mask(resolve(ep), deny=SPLIT_OPS), "ort:cpu"])
+    row["ep_split_parts"] = len(pe.partitions)
+    if pe.executable:
+        row["ep_split_ulp"], row["ep_split_abs"] = _ulp(he.execute(pe, feeds), whole)
     return row
 
 
@@ -65,8 +78,8 @@ def main(argv=None) -> int:
         print(f"{args.ep} is not offered here: {why}")
         return 2
     from profile_accuracy import models
-    cols = ["model", "nodes", "partitions", "ep_share", "identical", "split_max_ulp", "split_max_abs",
-            "ep_parts_max_ulp", "cpu_parts_max_ulp", "error"]
+    cols = ["model", "nodes", "parts", "ep_share", "ep_ulp", "ep_abs", "cpu_split_parts", "cpu_split_ulp",
+            "cpu_split_abs", "ep_split_parts", "ep_split_ulp", "ep_split_abs", "error"]
     print(" | ".join(cols))
     for name, g in models(not args.no_torch):
         try:

@@ -61,8 +61,8 @@ def models(use_torch: bool = True):
     """(name, loaded graph) of the models measured."""
     import hetero_explore as he
     from hetero_explore.data import models as gen
-    out = [("mlp", he.load_model(gen.mlp())), ("cnn", he.load_model(gen.cnn())),
-           ("transformer", he.load_model(gen.transformer())), ("resnet18_like", he.load_model(gen.resnet18_like()))]
+    out = [("gen-mlp", he.load_model(gen.mlp())), ("gen-cnn", he.load_model(gen.cnn())),
+           ("gen-transformer", he.load_model(gen.transformer())), ("gen-resnet18", he.load_model(gen.resnet18_like()))]
     if use_torch:
         try:
             sys.path.insert(0, str(ROOT / "bench"))
