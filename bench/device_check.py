@@ -43,6 +43,14 @@ models     ``hetero_explore.data.models`` families (mlp, cnn, transformer,    90
 peers      MatMul 1024^3, Conv 1x64x56x56 3x3, Softmax 256x1024:         45
            this project's CUDA kernel vs cupy (cuBLAS; cuDNN when
            cupyx.cudnn works, else im2col + cuBLAS), CUDA events
+ort        onnxruntime-gpu's real EPs (``ort:cuda``, ``ort:tensorrt``):  60
+           the ``ort-cuda`` / ``tensorrt`` capability profiles against
+           them (precision / recall of claimed nodes, disagreeing ops,
+           ``bench/profile_accuracy.py``), and real CUDA-EP partitions
+           beside numba.cuda ones (``[ort:cuda without Softmax, cuda]``:
+           ULP against the whole model on ``ort:cuda``); skipped with
+           the reason where onnxruntime-gpu or its EP is missing
+           (``--ort-eps ort-cuda=ort:cuda,...`` picks the pairs)
 =========  ===========================================================  ==========
 
 Wall time on the device: the background work (warm-up, ptx, tests, cases) runs at once
@@ -73,15 +81,17 @@ from pathlib import Path
 
 REHEARSE = "--rehearse" in sys.argv
 ROOT = Path(__file__).resolve().parent.parent
-for p in (str(ROOT / "tests"), str(ROOT)):
+for p in (str(ROOT / "tests"), str(ROOT), str(ROOT / "bench")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
 TOTAL = 450
-BUDGET = {"ptx": 240, "tests": 200, "cases": 250, "models": 90, "peers": 45}
+BUDGET = {"ptx": 240, "tests": 200, "cases": 250, "models": 90, "peers": 45, "ort": 60}
 SHARDS = 11   # the device has 16 cores: 11 case shards + 2 ptx workers + tests + 2 warm-ups
 PTX_WORKERS = 2
-STEPS = ("ptx", "tests", "cases", "models", "peers")
+STEPS = ("ptx", "tests", "cases", "models", "peers", "ort")
+#: the ort step's pairs: doc-table profile → the real EP (onnxruntime-gpu) it describes
+ORT_PAIRS = {"ort-cuda": "ort:cuda", "tensorrt": "ort:tensorrt"}
 TEST_FILES = ["tests/test_kernels_elementwise.py", "tests/test_kernels_elementwise2.py", "tests/test_opdefs.py",
               "tests/test_kernels_nn.py", "tests/test_kernels_norm.py", "tests/test_kernels_data.py",
               "tests/test_kernels_movement.py", "tests/test_kernels_reduce.py", "tests/test_kernels_reduce2.py",
@@ -89,7 +99,7 @@ TEST_FILES = ["tests/test_kernels_elementwise.py", "tests/test_kernels_elementwi
               "tests/test_executor.py"]
 TEST_K = "cuda or gpu or bitwise"
 # the rehearsal: tiny subsets of every step, same code paths
-R_BUDGET = {"ptx": 120, "tests": 240, "cases": 240, "models": 150, "peers": 90}
+R_BUDGET = {"ptx": 120, "tests": 240, "cases": 240, "models": 150, "peers": 90, "ort": 60}
 R_TOTAL = 600
 R_SHARDS = 2
 R_TEST_FILES = ["tests/test_kernels_elementwise.py"]
@@ -601,6 +611,79 @@ def step_peers(part, ctx):
 # ------------------------------------------------------------------------------------------
 # reporting
 # ------------------------------------------------------------------------------------------
+def parse_ort_eps(argv) -> dict:
+    """``--ort-eps profile=ort:EP,...`` from ``argv`` (default :data:`ORT_PAIRS`); a malformed item or
+    an unknown profile raises ``ValueError`` naming it."""
+    if "--ort-eps" not in argv:
+        return dict(ORT_PAIRS)
+    i = argv.index("--ort-eps")
+    if i + 1 >= len(argv):
+        raise ValueError("--ort-eps needs profile=ort:EP pairs, e.g. ort-cuda=ort:cuda,tensorrt=ort:tensorrt")
+    from hetero_explore.providers.profiles import PROFILE_NAMES
+    out = {}
+    for item in argv[i + 1].split(","):
+        prof, sep, ep = item.partition("=")
+        if not sep or not ep.strip().startswith("ort:"):
+            raise ValueError(f"--ort-eps takes profile=ort:EP items, got {item!r}")
+        if prof.strip() not in PROFILE_NAMES:
+            raise ValueError(f"--ort-eps: unknown profile {prof.strip()!r}; known: {', '.join(PROFILE_NAMES)}")
+        out[prof.strip()] = ep.strip()
+    return out
+
+
+def step_ort(part, ctx):
+    """onnxruntime-gpu's EPs: the profiles measured against them, and CUDA-EP partitions beside numba.cuda."""
+    if str(ROOT / "bench") not in sys.path:     # imported as a module (the tests): its sibling script
+        sys.path.insert(0, str(ROOT / "bench"))
+    from profile_accuracy import compare_claims
+    import hetero_explore as he
+    from hetero_explore.data import models
+    from hetero_explore.providers import mask, resolve
+    from hetero_explore.providers.profiles import profile_provider
+    pairs = ctx.get("ort_eps") or dict(ORT_PAIRS)
+    part["pairs"] = pairs
+    avail = {}
+    for prof, name in pairs.items():
+        try:
+            ok, why = resolve(name).available()
+        except Exception as e:  # noqa: BLE001 - no onnxruntime at all: the reason
+            ok, why = False, f"{type(e).__name__}: {e}"
+        (avail.__setitem__(prof, name) if ok else part.setdefault("unavailable", {}).__setitem__(name, why))
+    if not avail:
+        part["reason"] = "no real EP to compare: " + "; ".join(f"{k}: {v}" for k, v in part["unavailable"].items())
+        return "skipped"
+    fams = ([("mlp-tiny", lambda: models.mlp("tiny"))] if REHEARSE else
+            [("mlp", lambda: models.mlp("small")), ("cnn", lambda: models.cnn("small")),
+             ("transformer", lambda: models.transformer("small")), ("resnet18_like", lambda: models.resnet18_like())])
+    rows = part["rows"] = []
+    runs = part["runs"] = []
+    for name, make in fams:
+        g = he.load_model(make())
+        for prof, ep in avail.items():
+            try:
+                rows.append({"model": name, "profile": prof, "ep": ep,
+                             **compare_claims(g, profile_provider(prof, execute=False), resolve(ep))})
+            except StepTimeout:
+                raise
+            except Exception as e:  # noqa: BLE001
+                rows.append({"model": name, "profile": prof, "ep": ep, "error": f"{type(e).__name__}: {e}"[:300]})
+        ep = next(iter(avail.values()))
+        run = {"model": name, "providers": f"{ep} (no Softmax), cuda"}
+        runs.append(run)
+        try:
+            feeds = he.random_inputs(g, seed=0)
+            p = he.plan(g, [mask(resolve(ep), deny=["Softmax"]), "cuda"])
+            r = he.execute(p, feeds)
+            d = he.compare(r, he.execute_reference(g, ep, feeds))
+            run.update(partitions=len(p.partitions), max_ulp=int(d["max_ulp"].max()),
+                       ms=round(1e3 * r.wall_seconds, 3))
+        except StepTimeout:
+            raise
+        except Exception as e:  # noqa: BLE001
+            run["error"] = f"{type(e).__name__}: {e}"[:300]
+    return "ok" if not any("error" in r for r in rows + runs) else "failed"
+
+
 def _f(v, fmt="{:.2f}"):
     return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
 
@@ -662,6 +745,20 @@ def markdown(res) -> str:
         md += [f"| {r['case']} | {_f(r.get('ours_ms'), '{:.3f}')} | {r.get('peer', '')} | {_f(r.get('cupy_ms'), '{:.3f}')} | "
                f"{_f(r.get('ratio'))} | {_f(r.get('max_abs_diff'), '{:.2e}')} | "
                f"{str(r.get('error') or r.get('peer_error') or '')[:120]} |" for r in pe["rows"]]
+    o = steps.get("ort", {})
+    if o:
+        md += ["", "## ort", ""]
+        if o.get("reason"):
+            md += [f"skipped: {o['reason']}", ""]
+        if o.get("rows"):
+            md += ["| model | profile | EP | precision | recall | disagreeing ops | error |", "|---|---|---|---|---|---|---|"]
+            md += [f"| {r['model']} | {r['profile']} | {r['ep']} | {_f(r.get('precision'))} | {_f(r.get('recall'))} | "
+                   f"{'; '.join(f'{k}: {v}' for k, v in list(r.get('disagree', {}).items())[:3])} | "
+                   f"{str(r.get('error', ''))[:120]} |" for r in o["rows"]]
+        if o.get("runs"):
+            md += ["", "| model | providers | partitions | max ULP vs the EP alone | ms | error |", "|---|---|---|---|---|---|"]
+            md += [f"| {r['model']} | {r['providers']} | {r.get('partitions', '')} | {r.get('max_ulp', '')} | "
+                   f"{_f(r.get('ms'))} | {str(r.get('error', ''))[:120]} |" for r in o["runs"]]
     return "\n".join(md) + "\n"
 
 
@@ -721,6 +818,11 @@ def main(argv=None) -> int:
         k, n = map(int, argv[i + 1].split("/"))
         return shard_main(k, n, argv[i + 2])
     t0 = time.perf_counter()
+    try:
+        ort_eps = parse_ort_eps(argv)
+    except ValueError as e:
+        print(f"device_check: {e}", file=sys.stderr)
+        return 2
     out = out_dir()
     total = R_TOTAL if REHEARSE else TOTAL
     budget = dict(R_BUDGET if REHEARSE else BUDGET)
@@ -742,7 +844,7 @@ def main(argv=None) -> int:
         res["device"] = f"unknown ({type(e).__name__})"
     res["_t0"] = t0
     signal.signal(signal.SIGTERM, _on_term(res, out))
-    ctx = {"t0": t0, "budget": budget, "bg": start_background(out)}
+    ctx = {"t0": t0, "budget": budget, "bg": start_background(out), "ort_eps": ort_eps}
     write(res, out)
     run_steps(res, ctx, ((n, globals()[f"step_{n}"]) for n in STEPS), out, total)
     for p in _CHILDREN:                 # never leave a process behind

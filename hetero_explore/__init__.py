@@ -8,6 +8,7 @@ Public API::
     classify_placement, guard_heterogeneous_fallback, random_inputs
     providers (cpu, cuda, virtual_gpu, VirtualProvider, mask, ...)
     sweep, compare_sweeps, save_sweep, load_sweep   # many models × provider lists, on Dask
+    plan_from_ort, move_failed                      # ONNX Runtime: what a real session did; around EP failures
 """
 
 from . import providers
@@ -23,7 +24,7 @@ from .execution.inputs import random_inputs
 from .ir.graph import Graph, Node, Value
 from .load.loader import load_model
 from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, guard_heterogeneous_fallback,
-                      plan)
+                      move_failed, plan, plan_from_ort)
 from .providers import VirtualProvider, mask
 from .analysis.fleet import compare_sweeps, load_sweep, save_sweep, sweep
 
@@ -40,5 +41,5 @@ __all__ = [
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
     "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError", "RunCancelled",
-    "sweep", "compare_sweeps", "save_sweep", "load_sweep",
+    "sweep", "compare_sweeps", "save_sweep", "load_sweep", "plan_from_ort", "move_failed",
 ]

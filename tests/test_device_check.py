@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "device_check.py"
 BLOCKED = ("ipywidgets", "graphviz", "jupyterlab", "IPython", "torch")   # not on the device image
-STEPS = ("ptx", "tests", "cases", "models", "peers")
+STEPS = ("ptx", "tests", "cases", "models", "peers", "ort")
 
 
 def _blocking_path(tmp_path) -> str:
@@ -54,6 +54,9 @@ def test_rehearsal_runs_every_step_without_view_libraries(tmp_path):
         assert steps["peers"]["status"] == "skipped" and "cupy not installed" in steps["peers"]["reason"]
         assert all("ours_ms" in row and "error" not in row for row in steps["peers"]["rows"]), steps["peers"]
         bad.pop("peers")
+    if steps["ort"]["status"] == "skipped":      # no onnxruntime-gpu here: the reason names the EP
+        assert "CUDAExecutionProvider" in steps["ort"]["reason"], steps["ort"]
+        bad.pop("ort")
     if steps["ptx"]["status"] == "skipped":      # as tests/ptx_tools.py skips: no libNVVM here
         assert "libNVVM/libdevice not available" in steps["ptx"]["reason"], steps["ptx"]
         bad.pop("ptx")
@@ -160,3 +163,28 @@ def test_a_background_process_past_its_deadline_is_killed(tmp_path):
     t = time.perf_counter()
     rc, log = dc._finish(p, time.perf_counter() + 0.5)
     assert rc is None and time.perf_counter() - t < 5 and "started" in log
+
+
+def test_ort_step_arguments_and_its_skip_reason():
+    """--ort-eps picks profile=EP pairs (typed complaints otherwise); without onnxruntime-gpu the ort
+    step is skipped with the EPs' reasons, and the markdown says so."""
+    dc = _module()
+    assert dc.parse_ort_eps([]) == {"ort-cuda": "ort:cuda", "tensorrt": "ort:tensorrt"}
+    assert dc.parse_ort_eps(["--ort-eps", "tensorrt=ort:tensorrt"]) == {"tensorrt": "ort:tensorrt"}
+    for bad, why in (["--ort-eps"], "needs profile=ort:EP"), (["--ort-eps", "tensorrt"], "profile=ort:EP items"), \
+            (["--ort-eps", "nope=ort:cuda"], "unknown profile 'nope'"):
+        with pytest.raises(ValueError, match=why):
+            dc.parse_ort_eps(bad)
+    from hetero_explore.providers import resolve
+    if resolve("ort:cuda").available()[0]:
+        pytest.skip("onnxruntime-gpu's CUDA EP is offered here: the step would run")
+    part = {}
+    assert dc.step_ort(part, {"ort_eps": {"ort-cuda": "ort:cuda"}}) == "skipped"
+    assert "CUDAExecutionProvider" in part["reason"]
+    md = dc.markdown({"steps": {"ort": {**part, "status": "skipped", "seconds": 0.1}}})
+    assert "| ort | skipped |" in md and "## ort" in md and "CUDAExecutionProvider" in md
+
+
+def test_bad_ort_eps_exit_2_before_anything_runs(tmp_path):
+    r, out = _run(tmp_path, "--rehearse", "--ort-eps", "nope=ort:cuda", timeout=120)
+    assert r.returncode == 2 and "unknown profile 'nope'" in r.stderr

@@ -161,7 +161,7 @@ def _same_inputs(run, reference) -> None:
                          "compare runs of the same inputs")
 
 
-def compare(run, reference, *, blame: bool = False):
+def compare(run, reference, *, blame: bool = False, bisect: bool = False):
     """One row per output of ``run`` against ``reference`` (RunResults or mappings
     name → array): byte_identical, n_diff, max_abs, max_ulp, first_diff_index.
 
@@ -169,7 +169,13 @@ def compare(run, reference, *, blame: bool = False):
     the first divergence (see :func:`first_divergence`): columns ``blamed`` (node /
     transfer / staging / readback / not-reproduced / passthrough),
     ``blamed_node``, ``blamed_op``, ``blamed_partition``, ``blamed_provider``,
-    ``blamed_value``, ``transfers_on_way`` and ``blame_detail``."""
+    ``blamed_value``, ``transfers_on_way`` and ``blame_detail``.
+
+    When either run has a partition on a provider whose results are measured (an ONNX
+    Runtime EP), blame replays partitions with identical inputs instead
+    (:func:`hetero_explore.analysis.divergence.measured_blame`): ``blamed`` is ``partition``
+    (the first partition that introduced a difference), or with ``bisect=True`` ``node``
+    (the first node inside it that differs when the nodes run one at a time)."""
     import pandas as pd
 
     a, b = _outputs_of(run, "run"), _outputs_of(reference, "reference")
@@ -192,7 +198,16 @@ def compare(run, reference, *, blame: bool = False):
     if blame:
         bcols = ["blamed", "blamed_node", "blamed_op", "blamed_partition", "blamed_provider", "blamed_value",
                  "transfers_on_way", "blame_detail"]
-        found = first_divergence(run, reference) if not df["byte_identical"].all() else {}
+        found = {}
+        if not df["byte_identical"].all():
+            from .divergence import measured_blame, plan_is_measured
+            from ..execution.executor import RunResult
+            if isinstance(run, RunResult) and isinstance(reference, RunResult) and (
+                    plan_is_measured(run.plan) or plan_is_measured(reference.plan)):
+                differing = [n for n, same in zip(df["output"], df["byte_identical"]) if not same]
+                found = measured_blame(run, reference, differing, bisect=bisect)
+            else:
+                found = first_divergence(run, reference)
         for c in bcols:
             df[c] = None
         df = df.astype({c: object for c in bcols})
@@ -214,7 +229,8 @@ class Blame:
     output: str
     """The graph output that differs."""
     where: str
-    """``node``, ``transfer``, ``staging``, ``readback``, ``not-reproduced`` or ``passthrough``."""
+    """``node``, ``transfer``, ``staging``, ``readback``, ``not-reproduced`` or ``passthrough``; for runs
+    with measured (ONNX Runtime) partitions ``partition``, ``node`` or ``not-localised``."""
     node: str | None
     """The node whose output (or, for a transfer or staging, whose input) first differs."""
     op_type: str | None

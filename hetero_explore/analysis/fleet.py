@@ -31,7 +31,8 @@ from ..ir.errors import ArgumentTypeError, ArgumentValueError, HeteroExploreErro
 COLUMNS = ["model", "name", "providers", "mask", "ok", "stage", "error_type", "error",
            "nodes", "partitions", "transfers", "transfer_bytes", "placement", "share", "off_first",
            "share_off_first", "fallback_ops", "unplaced", "blockers", "executable", "plan_seconds",
-           "byte_identical", "warm_seconds", "peak_bytes", "digest", "worker_seconds"]
+           "byte_identical", "warm_seconds", "peak_bytes", "digest", "worker_seconds",
+           "ep_share", "max_ulp", "max_abs", "op_ulp"]
 
 #: warm runs timed per executed row (after one untimed run that also compiles)
 WARM_RUNS = 3
@@ -106,7 +107,9 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
             share_off_first=round(100.0 * (len(g.nodes) - counts.get(first, 0)) / total, 2),
             fallback_ops=p.fallback_ops(), unplaced=counts.get("unplaced", 0),
             blockers=[f"{b.kind}: {b.where}" for b in p.execution_blockers], executable=p.executable,
-            plan_seconds=p.plan_seconds, digest=plan_digest(p))
+            plan_seconds=p.plan_seconds, digest=plan_digest(p),
+            # the real runtimes' share (ONNX Runtime EPs: measured, not proven)
+            ep_share={k: round(100.0 * v / total, 2) for k, v in counts.items() if k.startswith("ort:")})
         if execute and p.executable:
             stage = "execute"
             from ..execution.inputs import random_inputs
@@ -114,9 +117,19 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
             feeds = _inputs_for(inputs, label, name, g, seed, random_inputs)
             # the first run compiles what the cache lacks; the warm runs are timed
             checked = run_and_compare(p, feeds, warm_runs=WARM_RUNS)
-            run, diff, times = checked.run, checked.diff, sorted(checked.warm_seconds)
+            run, ref, diff = checked.run, checked.reference, checked.diff
+            times = sorted(checked.warm_seconds)
+            ulps = diff["max_ulp"].dropna()
+            abss = diff["max_abs"].dropna()
             row.update(byte_identical=bool(diff["byte_identical"].all()), warm_seconds=times[len(times) // 2],
-                       peak_bytes={str(k): int(v) for k, v in run.peak_bytes.items()})
+                       peak_bytes={str(k): int(v) for k, v in run.peak_bytes.items()},
+                       max_ulp=int(ulps.max()) if len(ulps) else None,
+                       max_abs=float(abss.max()) if len(abss) else None)
+            if row["ep_share"]:   # per op type × ORT provider: the largest ULP of a node run alone
+                from .divergence import op_ulp_df, op_ulp_table
+                t = op_ulp_table(op_ulp_df(run, ref))
+                row["op_ulp"] = {f"{r.op_type}@{r.provider}": (None if r.max_ulp is None else int(r.max_ulp))
+                                 for r in t.itertuples()}
         row["ok"] = True
     except HeteroExploreError as e:
         row.update(stage=stage, error_type=type(e).__name__, error=str(e)[:4000])
@@ -370,7 +383,7 @@ def _digest(d):
 
 
 # -- files --------------------------------------------------------------------------------------
-_JSON_COLUMNS = ("placement", "share", "fallback_ops", "blockers", "peak_bytes", "digest")
+_JSON_COLUMNS = ("placement", "share", "fallback_ops", "blockers", "peak_bytes", "digest", "ep_share", "op_ulp")
 
 
 def save_sweep(df, path) -> Path:

@@ -113,7 +113,7 @@ def _parse_dim(text: str) -> tuple[str, int]:
 
 
 def _parse_deny(text: str) -> tuple[str, list[str]]:
-    prov, sep, ops = text.partition(":")
+    prov, sep, ops = text.rpartition(":")     # provider names may hold ':' (ort:cpu); op types do not
     if not sep or not prov or not ops:
         raise argparse.ArgumentTypeError(f"--deny wants PROVIDER:OP[,OP...] (got {text!r})")
     return prov.strip(), [o.strip() for o in ops.split(",") if o.strip()]
@@ -183,7 +183,13 @@ def _progress_flags(sp, quiet_help: str = "no progress bar"):
 
 def _common(sp):
     sp.add_argument("--providers", default="gpu,cpu",
-                    help="providers in priority order (default: gpu,cpu); names: cpu, cuda, gpu")
+                    help="providers in priority order (default: gpu,cpu); names: cpu, cuda, gpu, the capability "
+                         "profiles (coreml, nnapi, qnn, tensorrt, directml, openvino, ort-cuda, ...) and ONNX "
+                         "Runtime's EPs as ort:<EP>[?key=value&...] (ort:cpu, ort:openvino, ort:cuda, ...)")
+    sp.add_argument("--policy", default="priority", metavar="NAME",
+                    help="placement policy (priority, min-transfer), or ONNX Runtime's device selection policy "
+                         "(PREFER_NPU, PREFER_GPU, PREFER_CPU, MAX_PERFORMANCE, MAX_EFFICIENCY, MIN_OVERALL_POWER, "
+                         "DEFAULT): the EP devices it picks here become the providers, in its order")
     sp.add_argument("--deny", action="append", type=_parse_deny, default=[], metavar="PROVIDER:OP[,OP]",
                     help="deny op types on a provider (repeatable)")
     sp.add_argument("--input-shape", action="append", type=_parse_shape, default=[],
@@ -278,9 +284,25 @@ def _load_and_plan(args, model=None, progress: Progress | None = None):
                    dim_values=dict(args.dim) or None, fold_constants=not args.no_fold,
                    optimize=not getattr(args, "no_optimize", False))
     check_deny(args.deny, g)
+    policy = getattr(args, "policy", "priority") or "priority"
+    from ..providers.ort import is_device_policy
+    if is_device_policy(policy):     # ORT picks the providers; the placement stays priority first-fit
+        from ..providers.ort import graph_digest, policy_choice
+        choice = policy_choice(graph_digest(g)[1], policy)
+        if args.providers != "gpu,cpu":
+            _warn(f"--policy {policy} chooses the providers itself: --providers {args.providers} is not used")
+        args.providers = ",".join(choice.providers)
+        _warn(choice.note)
+        policy = "priority"
+    else:
+        from ..planner.policies import get_policy
+        try:
+            get_policy(policy)
+        except Exception as e:
+            raise UsageError(f"--policy: {e}; or an ONNX Runtime device policy such as PREFER_NPU") from None
     provs = build_providers(args.providers, args.deny)
     bar.stage(f"planning {len(g.nodes):,} node(s) on {args.providers}")
-    p = plan(g, provs, strict=getattr(args, "strict", False))
+    p = plan(g, provs, strict=getattr(args, "strict", False), policy=policy)
     bar.close()  # what follows (warnings, tables) prints on a clean line
     unplaced = p.placement_counts().get("unplaced", 0)
     if unplaced:

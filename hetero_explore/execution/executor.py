@@ -88,7 +88,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -443,8 +443,7 @@ class HeterogeneousExecutor:
                 raise ProviderUnavailableError(f"provider {p.name!r} ({p.device}) cannot execute here: "
                                                f"{why or 'it only plans (give it kernels to execute)'}")
         # every kernel of the plan, before anything runs
-        self.parts = [NodeRunner.for_graph(graph, plan.providers[p.provider_index], p.node_ids, p.outputs,
-                                           partition=p.id) for p in plan.partitions]
+        self.parts = [_part_runner(graph, plan.providers[p.provider_index], p) for p in plan.partitions]
         # control flow: its kernels run their subgraphs with this plan's providers and policy,
         # through executors like this one (the subgraph service is injected, see .subgraphs)
         subgraphs = None
@@ -966,6 +965,13 @@ class HeterogeneousExecutor:
                 raise ExecutionError(f"{self.where}: output {name!r} was not produced")
             out[name] = buf
         return out
+def _part_runner(graph, provider, part):
+    """The provider's own runner for a whole partition (ONNX Runtime's EPs), else a node runner."""
+    f = getattr(provider, "partition_runner", None)
+    r = f(graph, part.node_ids, part.outputs, partition=part.id) if f is not None else None
+    if r is None:
+        r = NodeRunner.for_graph(graph, provider, part.node_ids, part.outputs, partition=part.id)
+    return r
 
 
 # -- public entry points --------------------------------------------------------------

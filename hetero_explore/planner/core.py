@@ -406,11 +406,31 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
         if policy != "priority":
             assignment, declined = refine(graph, provs, assignment, declined, cost_model)
         p = _build(graph, provs, assignment, declined, policy, t0, inlined, unplaceable)
-        return _with_children(p, provs, policy)
+        return _with_children(_with_partition_checks(p), provs, policy)
     raise FunctionInliningError(f"function inlining and expansion did not converge after {MAX_INLINE_ROUNDS} "
                                 f"rounds (inlined so far: {inlined}; expanded: "
                                 f"{list(dict.fromkeys(graph.info.get('expanded_from', {}).values()))[:5]}); the model's "
                                 "functions may be recursive")
+
+
+def _with_partition_checks(p: Plan) -> Plan:
+    """Partitions their provider says it cannot run (``partition_blocker``: an ONNX Runtime EP that
+    fails to compile them) become ``ep-compile`` blockers. Asked only of providers that check."""
+    from ..providers.base import ExecutionProvider
+    from ..providers.virtual import unmask
+    checks = {i for i, prov in enumerate(p.providers)
+              if getattr(type(unmask(prov)), "partition_blocker", None) not in (None, ExecutionProvider.partition_blocker)}
+    if not checks:
+        return p
+    from dataclasses import replace
+    extra = []
+    for part in p.partitions:
+        if part.provider_index in checks:
+            why = p.providers[part.provider_index].partition_blocker(p.graph, part.node_ids, part.outputs,
+                                                                     partition=part.id)
+            if why:
+                extra.append(Blocker("ep-compile", p.graph.nodes[part.node_ids[0]].name, why))
+    return replace(p, execution_blockers=tuple(p.execution_blockers) + tuple(extra)) if extra else p
 
 
 def _with_unplaced_lane(provs, assignment, hard):

@@ -70,7 +70,8 @@ class Blocker:
     """Something execution does not support yet (fail-closed)."""
 
     kind: str
-    """``control-flow``, ``sequence``, ``ep-context``, ``symbolic-shape`` or ``unplaceable``."""
+    """``control-flow``, ``sequence``, ``ep-context``, ``symbolic-shape``, ``unplaceable`` or ``ep-compile``
+    (an ONNX Runtime EP failed to compile the partition starting at ``where``)."""
     where: str
     """Node or value name."""
     detail: str
@@ -475,6 +476,12 @@ class Plan:
         (:func:`hetero_explore.planner.ops_table.ops_df`)."""
         from .ops_table import ops_df
         return ops_df(self)
+
+    def to_ort_assignment(self) -> list[dict]:
+        """The plan in the shape of ONNX Runtime's graph assignment info: one dict per partition
+        (``ep_name``, ``device_type``, ``provider``, ``nodes``); see :mod:`.ortplan`."""
+        from .ortplan import to_ort_assignment
+        return to_ort_assignment(self)
 
     def blockers_df(self):
         import pandas as pd

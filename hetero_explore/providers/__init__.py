@@ -93,6 +93,27 @@ for _name in PROFILE_NAMES:
     register_provider(_name, functools.partial(profile_provider, _name))
 
 
+#: name prefixes -> factories taking the whole name (``ort:`` names: ONNX Runtime's EPs)
+PREFIXES: dict = {}
+
+
+def register_prefix(prefix: str, factory) -> None:
+    """Make every name starting with ``prefix`` resolve to ``factory(name)`` (``"ort:"`` →
+    :func:`hetero_explore.providers.ort.resolve_name`)."""
+    key = prefix.strip().lower()
+    if not key:
+        raise ArgumentValueError("a provider name prefix cannot be empty")
+    PREFIXES[key] = factory
+
+
+def _ort_name(name: str):
+    from .ort import resolve_name
+    return resolve_name(name)
+
+
+register_prefix("ort:", _ort_name)
+
+
 def known_names() -> tuple:
     return tuple(PROVIDERS)
 
@@ -105,10 +126,14 @@ def resolve(p) -> ExecutionProvider:
         factory = PROVIDERS.get(p.strip().lower())
         if factory is not None:
             return factory()
+        for prefix, make in PREFIXES.items():
+            if p.strip().lower().startswith(prefix):
+                return make(p.strip())
         import difflib
         close = difflib.get_close_matches(p.strip().lower(), PROVIDERS, n=3)
         hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-        raise UnknownProviderError(f"unknown provider name {p!r}{hint}; known names: {', '.join(PROVIDERS)} "
+        raise UnknownProviderError(f"unknown provider name {p!r}{hint}; known names: {', '.join(PROVIDERS)}, "
+                                   f"and {', '.join(p + '<EP>' for p in PREFIXES)} (e.g. 'ort:cpu') "
                                    "(or pass a provider object, e.g. VirtualProvider(...))")
     raise ArgumentTypeError(f"expected a provider or a provider name, got {type(p).__name__}")
 
@@ -143,5 +168,5 @@ __all__ = [
     "NumbaCPUProvider", "NumbaCUDAProvider", "VirtualGPUProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
     "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
     "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
-    "PROVIDERS", "register_provider", "known_names", "PROFILE_NAMES", "ProfileProvider", "profile_provider",
+    "PROVIDERS", "register_provider", "known_names", "PREFIXES", "register_prefix", "PROFILE_NAMES", "ProfileProvider", "profile_provider",
 ]

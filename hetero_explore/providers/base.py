@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -304,6 +304,17 @@ class ExecutionProvider:
 
     def synchronize(self) -> None:
         """Wait for all outstanding work on this provider."""
+
+    # -- partitions (providers that run whole partitions, e.g. ONNX Runtime's EPs) -------
+    def partition_runner(self, graph, node_ids, outputs, *, partition: int | None = None):
+        """A runner for a whole partition (``provider``, ``arena_size``, ``steps``, ``bind``,
+        ``run`` as :class:`~hetero_explore.runner.core.NodeRunner` has them), or None: the
+        executor then runs the partition node by node with this provider's kernels."""
+        return None
+
+    def partition_blocker(self, graph, node_ids, outputs, *, partition: int | None = None) -> str | None:
+        """Why a partition of these nodes cannot run on this provider (checked when planning), or None."""
+        return None
 
     # -- kernels ----------------------------------------------------------
     def get_kernel(self, ctx: KernelContext) -> Kernel:

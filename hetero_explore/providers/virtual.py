@@ -242,6 +242,12 @@ class MaskedProvider(ExecutionProvider):
             keep &= df["op_type"].isin(self.allow)
         return df[keep].reset_index(drop=True)
 
+    def partition_runner(self, graph, node_ids, outputs, *, partition=None):
+        return self.inner.partition_runner(graph, node_ids, outputs, partition=partition)
+
+    def partition_blocker(self, graph, node_ids, outputs, *, partition=None):
+        return self.inner.partition_blocker(graph, node_ids, outputs, partition=partition)
+
     def get_kernel(self, ctx: KernelContext):
         node = ctx.node
         if self.masked_off(node):

@@ -133,6 +133,8 @@ class Step:
     """The planning exception itself (re-raised when the plan is asked for)."""
     policy: str = "priority"
     """Placement policy (see :data:`hetero_explore.planner.POLICIES`)."""
+    moved: tuple = ()
+    """(provider, node names) moved off a provider whose EP failed to compile them (:meth:`Explorer.move_failed`)."""
 
     @property
     def label(self) -> str:
@@ -215,6 +217,11 @@ class Explorer:
         #: guards the state a run in another thread reads at its start and writes at its end
         #: (held only for those moments: re-planning stays possible while a run executes)
         self._lock = threading.RLock()
+        #: provider name → {node name: reason}: nodes moved off a provider (see :meth:`move_failed`)
+        self._moved: dict[str, dict] = {}
+        self.policy_note: str | None = None
+        """With ``explore(..., policy="PREFER_NPU")`` (an ONNX Runtime device policy): the devices ORT
+        saw and what it chose; else None."""
         self.compile_seconds = 0.0
         """Seconds the last :meth:`execute` spent compiling kernels (numba's compile events; 0 when
         every kernel came from the cache). They are inside the run's timings."""
@@ -373,8 +380,10 @@ class Explorer:
 
     # -- planning ----------------------------------------------------------------------
     def _key(self) -> tuple:
-        return (tuple((n, tuple(sorted(self._denied[n]))) for n in self._order if self._enabled[n]),
-                self._policy)
+        key = (tuple((n, tuple(sorted(self._denied[n]))) for n in self._order if self._enabled[n]),
+               self._policy)
+        moved = tuple(sorted((n, tuple(sorted(d))) for n, d in self._moved.items() if d))
+        return key + (moved,) if moved else key
 
     def _provider_list(self) -> list[ExecutionProvider]:
         out = []
@@ -382,8 +391,36 @@ class Explorer:
             if not self._enabled[n]:
                 continue
             p = self._memo[n]
-            out.append(MaskedProvider(p, deny=self._denied[n]) if self._denied[n] else p)
+            p = MaskedProvider(p, deny=self._denied[n]) if self._denied[n] else p
+            if self._moved.get(n):
+                from ..providers.base import KernelMatch
+                moved = dict(self._moved[n])
+
+                def check(ctx, moved=moved):
+                    why = moved.get(ctx.node.name) if ctx.graph is self.graph else None
+                    return KernelMatch.no(why) if why else KernelMatch.yes()
+                p = MaskedProvider(p, check=check)
+            out.append(p)
         return out
+
+    def move_failed(self) -> "Explorer":
+        """Move every partition of the current plan that its EP failed to compile (its
+        ``ep-compile`` blockers, see :func:`hetero_explore.planner.move_failed`) to the next
+        provider: the EP declines those nodes with its message from now on, so the rest runs.
+        Repeated while re-planning finds new failures (at most 8 times)."""
+        for _ in range(8):
+            plan = self.plan
+            failed = [b for b in plan.execution_blockers if b.kind == "ep-compile"]
+            if not failed:
+                break
+            first = {plan.graph.nodes[part.node_ids[0]].name: part for part in plan.partitions}
+            for b in failed:
+                part = first.get(b.where)
+                if part is not None:
+                    d = self._moved.setdefault(part.provider, {})
+                    for i in part.node_ids:
+                        d[plan.graph.nodes[i].name] = f"moved off: {b.detail}"
+        return self
 
     @property
     def dirty(self) -> bool:
@@ -392,7 +429,8 @@ class Explorer:
 
     @staticmethod
     def _step_key(step: Step) -> tuple:
-        return (tuple((n, tuple(step.denied.get(n, ()))) for n in step.order), step.policy)
+        key = (tuple((n, tuple(step.denied.get(n, ()))) for n in step.order), step.policy)
+        return key + (step.moved,) if step.moved else key
 
     def replan(self):
         """Plan the current configuration (from the cache when it was planned before),
@@ -410,7 +448,8 @@ class Explorer:
             return self._current.plan
         order = tuple(n for n, _ in key[0])
         denied = {n: d for n, d in key[0] if d}
-        step = Step(index=len(self.history), order=order, denied=denied, policy=key[1])
+        step = Step(index=len(self.history), order=order, denied=denied, policy=key[1],
+                    moved=key[2] if len(key) > 2 else ())
         t0 = time.perf_counter()
         try:
             if not order:
@@ -816,7 +855,7 @@ def _op_list(op_types) -> list[str]:
 
 
 def explore(model, providers=None, input_shapes=None, reference=None, *, dim_values=None,
-            seed: int = 0, optimize: bool = True) -> Explorer:
+            seed: int = 0, optimize: bool = True, policy: str | None = None) -> Explorer:
     """An :class:`Explorer` over ``model`` (a path, ModelProto, bytes or loaded Graph).
 
     Args:
@@ -829,6 +868,13 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
         seed: seed of the default random inputs.
         optimize: apply the load-time graph rewrites (:mod:`hetero_explore.load.optimize`); the
             reference and the heterogeneous runs both execute the optimised graph.
+        policy: a placement policy (``"priority"``, ``"min-transfer"``: see
+            :meth:`Explorer.set_policy`), or one of ONNX Runtime's device selection policies
+            (``"PREFER_NPU"``, ``"PREFER_GPU"``, ``"PREFER_CPU"``, ``"MAX_PERFORMANCE"``, ...; upper
+            case, as ORT names them, optionally ``"ort:PREFER_NPU"``): the EP devices ORT's policy
+            picks for this model here become the provider list, in ORT's order, and
+            :attr:`Explorer.policy_note` says which devices it saw and what it chose. The two
+            kinds of names never overlap; an ORT policy cannot be combined with ``providers``.
     """
     if isinstance(model, Graph):
         if optimize is not True:
@@ -841,7 +887,20 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
     else:
         from ..load.loader import load_model
         graph = load_model(model, input_shapes=input_shapes, dim_values=dim_values, optimize=optimize)
+    note = None
+    from ..providers.ort import is_device_policy
+    if policy is not None and is_device_policy(policy):
+        if providers is not None:
+            raise ArgumentValueError(f"policy={policy!r} is ONNX Runtime's device selection policy: it chooses the "
+                                     "providers itself; give either providers or an ORT policy, not both")
+        from ..providers.ort import graph_digest, policy_choice
+        choice = policy_choice(graph_digest(graph)[1], policy)
+        providers, note = list(choice.providers), choice.note
     provs = default_providers() if providers is None else providers
     if isinstance(provs, (str, ExecutionProvider)):
         provs = [provs]
-    return Explorer(graph, provs, reference=reference, seed=seed)
+    ex = Explorer(graph, provs, reference=reference, seed=seed)
+    ex.policy_note = note
+    if policy is not None and note is None:
+        ex.set_policy(policy)
+    return ex
