@@ -37,7 +37,7 @@ PAIRS = {"openvino": "ort:openvino", "ort-cuda": "ort:cuda", "tensorrt": "ort:te
 
 def claimed(graph, provider) -> set[int]:
     """Node ids ``provider`` claims on ``graph`` (asked as the only provider)."""
-    from hetero_explore.planner.core import place
+    from hetero_explore.planner.capability import place
     _, _, unplaceable = place(graph, [provider])
     return set(range(len(graph.nodes))) - set(unplaceable)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.errors import ArgumentTypeError, HeteroExploreError
-from .compare import diff_arrays
+from .diffs import Blame, diff_arrays
 
 __all__ = ["is_measured", "run_nodes", "partition_ulp_df", "bisect_partition", "op_ulp_df", "op_ulp_table",
            "measured_blame", "NodeDiff"]
@@ -256,7 +256,6 @@ def measured_blame(run, reference, differing, *, bisect: bool = False) -> dict:
     """Output → :class:`~hetero_explore.analysis.compare.Blame` for runs with measured partitions:
     the first partition among the output's ancestors that introduced a difference (replayed with
     identical inputs, :func:`partition_ulp_df`), and with ``bisect`` the first node inside it."""
-    from .compare import Blame
     parts = partition_ulp_df(run, reference)
     plan, graph = run.plan, run.graph
     preds, _ = graph.adjacency()

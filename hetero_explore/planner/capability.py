@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.context import node_context
+from ..ir.graph import Graph
 from ..providers.virtual import MaskedProvider
 from .arrays import context_classes, planner_cache
 
@@ -190,3 +191,45 @@ class Answers:
                 else:
                     rid[pos[j]] = self.rid(why)
         return ok, rid
+
+
+def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
+    """Priority first-fit. Returns (assignment, declined-reasons, unplaceable node ids).
+
+    Each provider is asked only about the nodes every higher-priority provider
+    refused, and as few times as its answers allow (see :mod:`.capability`: once per
+    signature, once per context class, or per node; masks by op type without asking;
+    answers of providers with a ``capability_key()`` are remembered on the graph).
+    ``declined[i]`` maps the name of each provider that refused node ``i`` (in
+    priority order) to its reason; nodes with equal reasons share one dict."""
+    arr = graph.arrays
+    n_prov = len(providers)
+    n = arr.n_nodes
+    answers = Answers(graph, arr)
+    assignment = np.full(n, -1, np.int64)
+    dkey = np.zeros(n, np.int64)       # per node: id of its tuple of (provider, reason id)
+    keys: list[tuple] = [()]
+    pending = np.arange(n, dtype=np.int64)
+    for pi, p in enumerate(providers):
+        if not len(pending):
+            break
+        ok, rid = answers.answer(p, pending)
+        assignment[pending[ok]] = pi
+        refused = pending[~ok]
+        if len(refused):
+            r = len(answers.reasons)
+            uniq, inv = np.unique(dkey[refused] * r + rid[~ok], return_inverse=True)
+            base = len(keys)
+            for u in uniq.tolist():
+                old, why = divmod(u, r)
+                keys.append(keys[old] + ((pi, why),))
+            dkey[refused] = base + inv.reshape(-1)
+        pending = refused
+    used, inv = np.unique(dkey, return_inverse=True)
+    names = [p.name for p in providers]
+    texts = answers.reasons
+    dicts = [{names[pi]: texts[why] for pi, why in keys[k]} for k in used.tolist()]
+    declined = list(map(dicts.__getitem__, inv.reshape(-1).tolist()))
+    unplaceable = np.flatnonzero(assignment < 0).tolist()
+    assignment[assignment < 0] = n_prov - 1
+    return assignment, declined, unplaceable

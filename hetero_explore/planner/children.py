@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..ir.errors import HeteroExploreError
 from ..ir.graph import Graph
 from ..load.subgraphs import child_graph
+from .plan import Blocker
 
 
 def subgraph_path(node, attr: str, prefix: str = "") -> str:
@@ -16,14 +17,13 @@ def subgraph_path(node, attr: str, prefix: str = "") -> str:
 
 # -- child plans ------------------------------------------------------------------------------
 def plan_children(graph: Graph, providers, policy: str = "priority", prefix: str = "",
-                  blocked: frozenset = frozenset()) -> tuple[dict, list]:
+                  blocked: frozenset = frozenset(), *, make_plan) -> tuple[dict, list]:
     """Plans of the subgraphs of every control node of ``graph`` over ``providers``:
     ({path: Plan}, blockers of the parent from them). A subgraph that cannot be planned is a
     blocker, not an error, so that the model still shows; nodes named in ``blocked`` (already
-    blockers of the parent: no provider claims them) add no blockers of their subgraphs."""
-    from .core import plan as make_plan
-    from .plan import Blocker
-
+    blockers of the parent: no provider claims them) add no blockers of their subgraphs.
+    ``make_plan``: the planner's ``plan`` (the planner gives it: it plans each child as it plans
+    its parent)."""
     children: dict = {}
     blockers: list = []
     for node in graph.nodes:

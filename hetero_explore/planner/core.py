@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.errors import FunctionInliningError, HeterogeneousExecutionUnsupported, PlanningError, UnsupportedNodeError
+from ..ir.errors import FunctionInliningError, HeterogeneousExecutionUnsupported, UnsupportedNodeError
 from ..load.expand import BodyUnavailable, carry_expansions, expand_nodes, expandable, inline_functions
 from ..ir.graph import Graph, shape_is_static
 from ..providers import resolve_all
 from ..ir.arrays import sorted_unique
-from .capability import Answers
+from .capability import place
 from .partition import convex_partitions, lower_bounds, order_partitions
-from .plan import Blocker, ConvexitySplit, Plan, PlanTables, _Deferred
+from .plan import Blocker, Plan, PlanTables, _Deferred
 from .policies import get_policy
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -29,7 +28,6 @@ SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceEmpty", "S
                           "SequenceErase", "SequenceLength", "SequenceMap", "SplitToSequence",
                           "ConcatFromSequence", "Optional", "OptionalGetElement", "OptionalHasElement"})
 MAX_INLINE_ROUNDS = 16
-MAX_SPLIT_EXPLANATIONS = 64
 
 
 # -- placement -------------------------------------------------------------------
@@ -41,48 +39,6 @@ def _blocker_kind(graph: Graph, node) -> str | None:
     if node.op_type == "EPContext":
         return "ep-context"
     return None
-
-
-def place(graph: Graph, providers) -> tuple[np.ndarray, list[dict], list[int]]:
-    """Priority first-fit. Returns (assignment, declined-reasons, unplaceable node ids).
-
-    Each provider is asked only about the nodes every higher-priority provider
-    refused, and as few times as its answers allow (see :mod:`.capability`: once per
-    signature, once per context class, or per node; masks by op type without asking;
-    answers of providers with a ``capability_key()`` are remembered on the graph).
-    ``declined[i]`` maps the name of each provider that refused node ``i`` (in
-    priority order) to its reason; nodes with equal reasons share one dict."""
-    arr = graph.arrays
-    n_prov = len(providers)
-    n = arr.n_nodes
-    answers = Answers(graph, arr)
-    assignment = np.full(n, -1, np.int64)
-    dkey = np.zeros(n, np.int64)       # per node: id of its tuple of (provider, reason id)
-    keys: list[tuple] = [()]
-    pending = np.arange(n, dtype=np.int64)
-    for pi, p in enumerate(providers):
-        if not len(pending):
-            break
-        ok, rid = answers.answer(p, pending)
-        assignment[pending[ok]] = pi
-        refused = pending[~ok]
-        if len(refused):
-            r = len(answers.reasons)
-            uniq, inv = np.unique(dkey[refused] * r + rid[~ok], return_inverse=True)
-            base = len(keys)
-            for u in uniq.tolist():
-                old, why = divmod(u, r)
-                keys.append(keys[old] + ((pi, why),))
-            dkey[refused] = base + inv.reshape(-1)
-        pending = refused
-    used, inv = np.unique(dkey, return_inverse=True)
-    names = [p.name for p in providers]
-    texts = answers.reasons
-    dicts = [{names[pi]: texts[why] for pi, why in keys[k]} for k in used.tolist()]
-    declined = list(map(dicts.__getitem__, inv.reshape(-1).tolist()))
-    unplaceable = np.flatnonzero(assignment < 0).tolist()
-    assignment[assignment < 0] = n_prov - 1
-    return assignment, declined, unplaceable
 
 
 def _unsupported_error(graph: Graph, node, reasons: dict, note: str = "") -> UnsupportedNodeError:
@@ -204,53 +160,6 @@ def _segment_bytes(vbytes: np.ndarray, csr) -> np.ndarray:
     out = total[ptr[1:]] - total[ptr[:-1]]
     out[(unknown[ptr[1:]] - unknown[ptr[:-1]]) > 0] = -1
     return out
-
-
-def convexity_splits(plan: Plan, limit: int = MAX_SPLIT_EXPLANATIONS) -> tuple[ConvexitySplit, ...]:
-    """Why adjacent same-provider nodes stayed in different partitions: for each such
-    partition pair, a path that would leave the merged partition and re-enter it."""
-    graph = plan.graph
-    preds, succs = graph.adjacency()
-    node_partition, assignment = plan.node_partition, plan.assignment
-    splits: list[ConvexitySplit] = []
-    seen_pairs = set()
-    budget = [200_000]
-    for v in range(len(graph.nodes)):
-        for u in preds[v]:
-            if assignment[u] == assignment[v] and node_partition[u] != node_partition[v]:
-                pair = (node_partition[u], node_partition[v])
-                if pair in seen_pairs or len(splits) >= limit:
-                    continue
-                seen_pairs.add(pair)
-                path = _escape_path(u, v, node_partition, succs, budget)
-                if path:
-                    splits.append(ConvexitySplit(pair[0], pair[1], tuple(graph.nodes[i].name for i in path)))
-    return tuple(splits)
-
-
-def _escape_path(u: int, v: int, node_partition, succs, budget) -> list[int] | None:
-    """A path u → (outside u's partition) → ... → v: why u and v could not merge."""
-    pu = node_partition[u]
-    start = [w for w in succs[u] if node_partition[w] != pu and w != v]
-    if not start:
-        return None
-    prev = {w: u for w in start}
-    q = deque(start)
-    while q and budget[0] > 0:
-        budget[0] -= 1
-        x = q.popleft()
-        for w in succs[x]:
-            if w in prev:
-                continue
-            prev[w] = x
-            if w == v:
-                path = [v]
-                while path[-1] != u:
-                    path.append(prev[path[-1]])
-                return path[::-1]
-            if w < v:
-                q.append(w)
-    return None
 
 
 def runtime_shape_blocker(graph: Graph, node) -> str | None:
@@ -451,10 +360,10 @@ def _with_children(p: Plan, provs, policy: str) -> Plan:
         return p
     from dataclasses import replace
 
-    from .children import plan_children
+    from .children import plan_children   # (it plans each subgraph with plan, given below)
     t = time.perf_counter()
     forced = frozenset(p.graph.nodes[i].name for i in p.forced)
-    children, blockers = plan_children(p.graph, provs, policy, blocked=forced)
+    children, blockers = plan_children(p.graph, provs, policy, blocked=forced, make_plan=plan)
     return replace(p, children=children, execution_blockers=tuple(p.execution_blockers) + tuple(blockers),
                    plan_seconds=p.plan_seconds + time.perf_counter() - t)
 

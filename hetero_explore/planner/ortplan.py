@@ -16,31 +16,8 @@
 from __future__ import annotations
 
 from ..ir.errors import PlanningError
-from .plan import Plan
-
-
-def _ep_of(provider) -> tuple[str, str]:
-    """(EP name, device type) of a plan's provider: ORT's for ``ort:`` providers, else the
-    provider's own name and device."""
-    from ..providers.virtual import unmask
-    p = provider
-    while unmask(p) is not p:
-        p = unmask(p)
-    dev = str(p.device).split(":")[0].upper()
-    return getattr(p, "ep", p.name), dev
-
-
-def to_ort_assignment(plan: Plan) -> list[dict]:
-    """One dict per partition, in the plan's order: ``ep_name``, ``device_type``, ``provider`` (the
-    plan's provider name), ``nodes`` (node names as ORT sees the exported graph)."""
-    from ..providers.ort import node_names
-    names = node_names(plan.graph)
-    out = []
-    for part in plan.partitions:
-        ep, dev = _ep_of(plan.providers[part.provider_index])
-        out.append({"ep_name": ep, "device_type": dev, "provider": part.provider,
-                    "nodes": [names[i] for i in part.node_ids]})
-    return out
+from .core import plan as make_plan
+from .plan import Plan, _ep_of, to_ort_assignment  # noqa: F401  (to_ort_assignment: re-exported)
 
 
 def plan_from_ort(model, providers=("ort:cpu",), *, input_shapes=None) -> Plan:
@@ -51,7 +28,6 @@ def plan_from_ort(model, providers=("ort:cpu",), *, input_shapes=None) -> Plan:
     providers, each claiming exactly its nodes."""
     from ..ir.graph import Graph
     from ..providers.ort import AssignedProvider, node_names, session_assignment
-    from .core import plan as make_plan
     if isinstance(model, Graph):
         graph = model
     else:
@@ -82,7 +58,6 @@ def move_failed(plan: Plan, max_rounds: int = 8) -> Plan:
     at most ``max_rounds`` times). A plan without such blockers is returned as it is."""
     from ..providers.base import KernelMatch
     from ..providers.virtual import mask
-    from .core import plan as make_plan
     declines: dict[int, dict[int, str]] = {}
     p = plan
     for _ in range(max_rounds):

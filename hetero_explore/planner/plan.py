@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,7 +267,6 @@ class Plan:
         """Why some adjacent same-provider nodes stayed apart (computed on first use)."""
         cached = self.__dict__.get("_splits")
         if cached is None:
-            from .core import convexity_splits
             cached = convexity_splits(self)
             object.__setattr__(self, "_splits", cached)
         return cached
@@ -480,7 +480,6 @@ class Plan:
     def to_ort_assignment(self) -> list[dict]:
         """The plan in the shape of ONNX Runtime's graph assignment info: one dict per partition
         (``ep_name``, ``device_type``, ``provider``, ``nodes``); see :mod:`.ortplan`."""
-        from .ortplan import to_ort_assignment
         return to_ort_assignment(self)
 
     def blockers_df(self):
@@ -603,3 +602,78 @@ def _json_default(o):
     if isinstance(o, tuple):
         return list(o)
     return str(o)
+
+
+#: convexity splits explained per plan at most (``Plan.convexity_splits``)
+MAX_SPLIT_EXPLANATIONS = 64
+
+
+def convexity_splits(plan: Plan, limit: int = MAX_SPLIT_EXPLANATIONS) -> tuple[ConvexitySplit, ...]:
+    """Why adjacent same-provider nodes stayed in different partitions: for each such
+    partition pair, a path that would leave the merged partition and re-enter it."""
+    graph = plan.graph
+    preds, succs = graph.adjacency()
+    node_partition, assignment = plan.node_partition, plan.assignment
+    splits: list[ConvexitySplit] = []
+    seen_pairs = set()
+    budget = [200_000]
+    for v in range(len(graph.nodes)):
+        for u in preds[v]:
+            if assignment[u] == assignment[v] and node_partition[u] != node_partition[v]:
+                pair = (node_partition[u], node_partition[v])
+                if pair in seen_pairs or len(splits) >= limit:
+                    continue
+                seen_pairs.add(pair)
+                path = _escape_path(u, v, node_partition, succs, budget)
+                if path:
+                    splits.append(ConvexitySplit(pair[0], pair[1], tuple(graph.nodes[i].name for i in path)))
+    return tuple(splits)
+
+
+def _escape_path(u: int, v: int, node_partition, succs, budget) -> list[int] | None:
+    """A path u → (outside u's partition) → ... → v: why u and v could not merge."""
+    pu = node_partition[u]
+    start = [w for w in succs[u] if node_partition[w] != pu and w != v]
+    if not start:
+        return None
+    prev = {w: u for w in start}
+    q = deque(start)
+    while q and budget[0] > 0:
+        budget[0] -= 1
+        x = q.popleft()
+        for w in succs[x]:
+            if w in prev:
+                continue
+            prev[w] = x
+            if w == v:
+                path = [v]
+                while path[-1] != u:
+                    path.append(prev[path[-1]])
+                return path[::-1]
+            if w < v:
+                q.append(w)
+    return None
+
+
+def _ep_of(provider) -> tuple[str, str]:
+    """(EP name, device type) of a plan's provider: ORT's for ``ort:`` providers, else the
+    provider's own name and device."""
+    from ..providers.virtual import unmask
+    p = provider
+    while unmask(p) is not p:
+        p = unmask(p)
+    dev = str(p.device).split(":")[0].upper()
+    return getattr(p, "ep", p.name), dev
+
+
+def to_ort_assignment(plan: Plan) -> list[dict]:
+    """One dict per partition, in the plan's order: ``ep_name``, ``device_type``, ``provider`` (the
+    plan's provider name), ``nodes`` (node names as ORT sees the exported graph)."""
+    from ..providers.ort import node_names
+    names = node_names(plan.graph)
+    out = []
+    for part in plan.partitions:
+        ep, dev = _ep_of(plan.providers[part.provider_index])
+        out.append({"ep_name": ep, "device_type": dev, "provider": part.provider,
+                    "nodes": [names[i] for i in part.node_ids]})
+    return out

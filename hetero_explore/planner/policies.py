@@ -276,7 +276,7 @@ def min_transfer_policy(graph, providers, assignment, declined, cost=None, suppo
 def support_matrix(graph, providers) -> np.ndarray:
     """(n_nodes, n_providers) bool: does each provider support each node? Asked with
     the planner's capability cache, one provider at a time."""
-    from .core import place
+    from .capability import place
     out = np.zeros((len(graph.nodes), len(providers)), bool)
     for pi, p in enumerate(providers):
         a, _, unplaceable = place(graph, [p])
