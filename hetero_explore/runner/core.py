@@ -250,7 +250,7 @@ class Ledger:
         return peaks
 
 
-class Step:
+class NodeStep:
     """One node, ready to run: its kernel and everything the run checks."""
 
     __slots__ = ("node", "kernel", "ctx", "inputs", "outputs", "checks", "out_specs", "infer", "free",
@@ -358,12 +358,12 @@ class NodeRunner:
         self.partition = partition
         self.outputs = tuple(keep)
         from . import shapes
-        steps: list[Step] = []
+        steps: list[NodeStep] = []
         for ctx in contexts:
             node = ctx.node
             if _is_dynamic(ctx, present_outputs(node)) and shapes.runs_to_know(node):
                 # control flow: its outputs' shapes are what its subgraphs produce (see module docs)
-                st = Step(ctx, provider.get_kernel(shapes.unshaped_context(ctx)), None, dynamic=True)
+                st = NodeStep(ctx, provider.get_kernel(shapes.unshaped_context(ctx)), None, dynamic=True)
                 st.allocates = True
                 steps.append(st)
                 continue
@@ -374,7 +374,7 @@ class NodeRunner:
                 if not m.supported:
                     raise KernelError(f"{provider.name}: cannot run node {node.name!r} ({node.op_type}, "
                                       f"opset {ctx.opset}): {m.reason}")
-                st = Step(ctx, None, None, dynamic=True)
+                st = NodeStep(ctx, None, None, dynamic=True)
                 st.shape_inputs = shapes.shape_inputs(node)
                 st.op_infer = shapes.op_infer(node)
                 if st.op_infer is not None and st.op_infer.shape_inputs is not None:
@@ -383,7 +383,7 @@ class NodeRunner:
                 steps.append(st)
                 continue
             kernel = provider.get_kernel(ctx)
-            steps.append(Step(ctx, kernel, getattr(kernel, "infer_shapes", None) or infer_shapes))
+            steps.append(NodeStep(ctx, kernel, getattr(kernel, "infer_shapes", None) or infer_shapes))
         last: dict[str, int] = {}
         for pos, st in enumerate(steps):
             for name in st.inputs:
@@ -593,7 +593,7 @@ class NodeRunner:
         data = buf.data
         return data if isinstance(data, np.ndarray) else self.provider.copy_to_host(buf)
 
-    def _prepare(self, st: Step, ins, ledger: Ledger):
+    def _prepare(self, st: NodeStep, ins, ledger: Ledger):
         """A dynamic step's output specs and kernel, from its actual inputs (see the module docs)."""
         from . import shapes
         node = st.node
@@ -662,7 +662,7 @@ class NodeRunner:
             st.shape_cache[key] = (specs, kernel, need)
         return specs, kernel
 
-    def _check_budget(self, st: Step, specs, need: int, ledger: Ledger) -> None:
+    def _check_budget(self, st: NodeStep, specs, need: int, ledger: Ledger) -> None:
         """Refuse, before allocating, outputs that would take the run's live bytes over the budget."""
         if ledger.live_bytes + need <= self.budget:
             return
@@ -675,12 +675,12 @@ class NodeRunner:
             f"{_human(ledger.live_bytes)} live, over the memory budget of {_human(self.budget)}; nothing was "
             "allocated (raise it with $HETERO_EXPLORE_MEMORY_BUDGET if the machine has the memory)")
 
-    def run(self, env: Mapping[str, Any], ledger: Ledger, record: dict | None = None,
+    def run(self, env: Mapping[str, Any], ledger: Ledger, intermediates: dict | None = None,
             shapes: dict | None = None, program: "Program | None" = None) -> dict[str, Any]:
         """Run every node through ``program`` (from :meth:`bind`; one run uses a program at a
         time) on the buffers in ``env`` (value name → buffer); returns the kept buffers. Its arena
         values live in the program's arena and every plain node runs its prebuilt call (or its
-        recorded replay). With ``record``, each node output is also copied to the host into it
+        recorded replay). With ``intermediates``, each node output is also copied to the host into it
         (nodes then call their functions: nothing is recorded or replayed); with ``shapes``, the
         (shape, dtype) of every output a dynamic node produced goes into it. :meth:`run_once`
         runs once on host arrays with a program of its own."""
@@ -693,7 +693,7 @@ class NodeRunner:
         provider = self.provider
         allocate, free = ledger.allocate, ledger.free
         recorded = None
-        keep_all = record is not None
+        keep_all = intermediates is not None
         for st, fn, ins_d, outs_d, patch, alloc, frees, rec in (program.nodes if keep_all else program.items):
             if rec is not None and rec is not _RECORD and not keep_all:   # replay: its recorded calls
                 try:
@@ -707,7 +707,7 @@ class NodeRunner:
                     free(vals.pop(name))
                 continue
             if fn is None:
-                self._run_step(st, vals, ledger, record, shapes, frees)
+                self._run_step(st, vals, ledger, intermediates, shapes, frees)
                 continue
             try:
                 for i, name, shape, dtype in patch:
@@ -729,7 +729,7 @@ class NodeRunner:
                 if keep_all:
                     for name, _shape, _dtype in st.out_specs:
                         if name:
-                            record[name] = provider.copy_to_host(vals[name] if name in vals else program.bufs[name])
+                            intermediates[name] = provider.copy_to_host(vals[name] if name in vals else program.bufs[name])
             except ShapeMismatchError:
                 raise
             except Exception as e:
@@ -742,12 +742,12 @@ class NodeRunner:
             program.items = _segments(program.nodes)
         return {name: vals[name] for name in self.outputs}
 
-    def _run_step(self, st: Step, vals: dict, ledger: Ledger, record, shapes, frees) -> None:
+    def _run_step(self, st: NodeStep, vals: dict, ledger: Ledger, intermediates, shapes, frees) -> None:
         """One node on the per-run path: checks, run-time shapes, allocation, kernel, frees."""
         provider = self.provider
         ins = [vals[n] if n else None for n in st.inputs]
         if st.allocates:
-            self._run_allocating(st, ins, vals, ledger, record, shapes, frees)
+            self._run_allocating(st, ins, vals, ledger, intermediates, shapes, frees)
             return
         if st.dynamic:
             specs, kernel = self._prepare(st, ins, ledger)
@@ -777,10 +777,10 @@ class NodeRunner:
                 vals[name] = buf
                 outs.append(buf)
             kernel.run(ins, outs)
-            if record is not None:
+            if intermediates is not None:
                 for name, buf in zip(st.outputs, outs):
                     if name:
-                        record[name] = provider.copy_to_host(buf)
+                        intermediates[name] = provider.copy_to_host(buf)
         except ShapeMismatchError:
             raise
         except Exception as e:
@@ -788,7 +788,7 @@ class NodeRunner:
         for name in frees:
             ledger.free(vals.pop(name))
 
-    def _run_allocating(self, st: Step, ins, vals, ledger: Ledger, record, shapes, frees) -> None:
+    def _run_allocating(self, st: NodeStep, ins, vals, ledger: Ledger, intermediates, shapes, frees) -> None:
         """A step whose kernel allocates its outputs (see the module docs), checked after."""
         for (i, name, shape, dtype), known in zip(st.checks, st.known_in):
             b = ins[i]
@@ -808,8 +808,8 @@ class NodeRunner:
                 raise self._mismatch(st, "output", name, (pshape, pdtype), (buf.shape, buf.dtype), computed=True)
             if shapes is not None:
                 shapes[name] = (buf.shape, buf.dtype)
-            if record is not None:
-                record[name] = self.provider.copy_to_host(buf)
+            if intermediates is not None:
+                intermediates[name] = self.provider.copy_to_host(buf)
         for name in frees:
             ledger.free(vals.pop(name))
 
