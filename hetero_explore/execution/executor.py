@@ -7,10 +7,11 @@ Two layers:
   partition, or a whole graph) on one provider: every kernel is built when it
   is created, each input is checked against the shape and dtype its kernel was
   built for, intermediates live in the provider's arena at offsets laid out
-  by lifetime (or, on the per-run path, are allocated on that provider and
-  freed right after their last consumer inside the set).
+  by lifetime (nodes whose shapes are computed at run time allocate theirs per run and
+  free them right after their last consumer inside the set).
 * :class:`HeterogeneousExecutor` runs a :class:`~hetero_explore.planner.Plan`:
-  one single-provider executor per partition, in the plan's order. Each
+  one node runner per partition (or, for a provider that runs whole partitions --
+  ONNX Runtime's EPs -- the provider's own partition runner), in the plan's order. Each
   boundary value has **one authoritative allocation**, owned by the provider
   of its producing partition; a copy on another provider exists only for a
   transfer of the plan, is made right before its first consuming partition

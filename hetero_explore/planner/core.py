@@ -250,7 +250,7 @@ def plan(graph, providers=("gpu", "cpu"), policy: str = "priority", cost_model=N
     execution blockers.
 
     ``policy`` names a placement policy of :data:`~hetero_explore.planner.policies.POLICIES`:
-    ``"priority"`` (the seed's first-fit, the default) or ``"min-transfer"`` (may move
+    ``"priority"`` (first-fit by priority, the default) or ``"min-transfer"`` (may move
     nodes to a lower-priority provider that supports them when the estimate of
     :class:`~hetero_explore.planner.policies.CostModel` ``cost_model`` says it saves time).
     """

@@ -28,7 +28,7 @@ Algorithm (priority-recursive blocks; no per-merge graph search):
    edges across blocks ignored. The last provider's block is one partition.
 4. **Whole convex providers.** When a lower-priority provider's node set is
    convex, the planner also tries contracting it into one partition first (the
-   seed's behaviour) and keeps whichever result has fewer partitions, compared
+   first planner's behaviour) and keeps whichever result has fewer partitions, compared
    provider by provider in priority order.
 5. **Maximal.** Finally, two same-provider partitions joined by an edge are
    merged when no other path of the partition graph joins them
@@ -255,7 +255,7 @@ def _csr_pair(cu, cv, n):
 
 
 def _contract_convex(assignment, arr, n_providers, skip_first: bool):
-    """The seed's step: contract each provider whose node set is convex (in priority
+    """The first planner's step: contract each provider whose node set is convex (in priority
     order) into one super node. Returns (rep, sup_prov, csr..., order) or None."""
     n = arr.n_nodes
     rep = np.arange(n, dtype=np.int64)

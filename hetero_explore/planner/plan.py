@@ -369,7 +369,7 @@ class Plan:
         return dict(sorted(out.items()))
 
     def summary(self) -> str:
-        """One line in the seed's form."""
+        """One line: partitions, devices, placement shares, transfers, fallback ops, expansions."""
         from ..load.optimize import summary_text
         from .ops_table import share
         counts = self.placement_counts()

@@ -1,6 +1,6 @@
 """Placement policies: a registry of functions that refine priority first-fit.
 
-* ``priority`` — the seed's semantics: every node on the highest-priority
+* ``priority`` — first-fit by priority: every node on the highest-priority
   provider that supports it (nothing to refine).
 * ``min-transfer`` — starts from ``priority`` and moves a node (or a whole
   partition) to a lower-priority provider that *supports* it when the estimated
@@ -144,7 +144,7 @@ def estimate(plan, cost: CostModel | None = None) -> dict:
 
 # -- policies ---------------------------------------------------------------------------
 def priority_policy(graph, providers, assignment, declined, cost=None):
-    """The seed's priority first-fit: nothing to change."""
+    """Priority first-fit: nothing to change."""
     return assignment, declined
 
 

@@ -1,11 +1,12 @@
-"""The node runner: every path that executes nodes goes through it.
+"""The node runner: the one run loop, a node sequence on one provider as a compiled program.
 
-:class:`NodeRunner` runs a sequence of nodes (in topological order) on one
-provider. The reference run (:func:`hetero_explore.execution.runtime.run_graph` and
-:func:`hetero_explore.execution.executor.execute_reference`), every partition of a
-:class:`~hetero_explore.execution.executor.HeterogeneousExecutor`, the conformance runner
-(:mod:`hetero_explore.analysis.conformance`) and the kernel tests' harness all use it,
-so what the tests check is what users run.
+:class:`NodeRunner` runs a sequence of nodes (in topological order) on one provider, always
+through a bound :class:`Program` (arena + replay). Every partition of a
+:class:`~hetero_explore.execution.executor.HeterogeneousExecutor` -- so the reference run
+(:func:`~hetero_explore.execution.executor.execute_reference`, ``run_graph``), subgraphs of
+control flow (nested executors), the conformance runner and the kernel tests' harness --
+and constant folding (:meth:`NodeRunner.run_once`) run through it, so what the tests check is
+what users run.
 
 When it is built, it asks the provider for **every** kernel (an unsupported
 node or a bad attribute fails before anything runs or is allocated) and works

@@ -1,4 +1,5 @@
-"""The Explorer: the what-if state that the widget, the CLI and the report drive.
+"""The Explorer: the what-if state that the app and the report drive (the CLI and the sweep plan and
+check runs with the same functions it calls).
 
 An :class:`Explorer` holds a loaded graph, its providers (in priority order,
 each enabled or not, each with a set of denied op types), the plan for the
