@@ -788,21 +788,7 @@ class HeterogeneousExecutor:
                         prov.copy_from_host(arr, buf)
                         if srec is not None:
                             srec[(name, part.id)] = prov.copy_to_host(buf)
-                    for name in (() if pooled else s.consts):   # pooled programs hold them bound
-                        buf = held.get((name, part.provider_index)) if kept else None
-                        if buf is None:
-                            arr = graph.initializer(name)
-                            buf = ledger.allocate(prov, arr.shape, arr.dtype)
-                            transient.append(buf)
-                            prov.copy_from_host(arr, buf)
-                            _read_only(buf)
-                        env[name] = buf
-                        if srec is not None:
-                            srec[(name, part.id)] = prov.copy_to_host(buf)
-                    for name in s.local:
-                        env[name] = auth[name]
-                    for name, ti in s.remote:
-                        env[name] = real[ti]
+                    self._partition_env(env, part, s, ledger, transient, pooled, auth, real, srec)
                     auth.update(ex.run(env, ledger, record, dyn_shapes, prog))
                     if s.sync:
                         prov.synchronize()
@@ -860,6 +846,28 @@ class HeterogeneousExecutor:
                          _executor=self)
 
 
+    def _partition_env(self, env, part, s, ledger, transient, pooled, auth, real, srec=None) -> None:
+        """The rest of partition ``part``'s inputs into ``env``: its constants (held by the
+        executor, bound into pooled programs, or staged for this run and freed with
+        ``transient``), the values of earlier partitions on its provider, its transfers' copies."""
+        prov = self.plan.providers[part.provider_index]
+        held = self._constants if self._kept else {}
+        for name in (() if pooled else s.consts):   # pooled programs hold them bound
+            buf = held.get((name, part.provider_index))
+            if buf is None:
+                arr = self.plan.graph.initializer(name)
+                buf = ledger.allocate(prov, arr.shape, arr.dtype)
+                transient.append(buf)
+                prov.copy_from_host(arr, buf)
+                _read_only(buf)
+            env[name] = buf
+            if srec is not None:
+                srec[(name, part.id)] = prov.copy_to_host(buf)
+        for name in s.local:
+            env[name] = auth[name]
+        for name, ti in s.remote:
+            env[name] = real[ti]
+
     # -- as a subgraph ----------------------------------------------------------------
     def run_nested(self, env, ledger: Ledger, stats=None) -> dict:
         """Run as the subgraph of a control node: ``env`` holds a buffer for every graph input,
@@ -879,7 +887,6 @@ class HeterogeneousExecutor:
         plan = self.plan
         graph = plan.graph
         pooled = progs is not None
-        held = self._constants
         auth: dict[str, Any] = {}
         real: dict[int, Any] = {}
         moved: dict = {}
@@ -915,18 +922,7 @@ class HeterogeneousExecutor:
                                 copy_into(buf, got)
                             buf = got
                         penv[name] = buf
-                    for name in (() if pooled else s.consts):
-                        buf = held.get((name, part.provider_index))
-                        if buf is None:
-                            arr = graph.initializer(name)
-                            buf = ledger.allocate(prov, arr.shape, arr.dtype)
-                            transient.append(buf)
-                            prov.copy_from_host(arr, buf)
-                        penv[name] = buf
-                    for name in s.local:
-                        penv[name] = auth[name]
-                    for name, ti in s.remote:
-                        penv[name] = real[ti]
+                    self._partition_env(penv, part, s, ledger, transient, pooled, auth, real)
                     auth.update(ex.run(penv, ledger, None, None, prog))
                     if s.sync:
                         prov.synchronize()
