@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from numbers import Integral, Real
 from typing import Mapping
 
