@@ -125,7 +125,7 @@ CASES = [
                                                       2: W.standard_normal(5).astype(F)}, transB=1),
     Case("conv", "Conv", [_x(1, 3, 7, 6)], consts={1: W.standard_normal((4, 3, 3, 3)).astype(F),
                                                     2: W.standard_normal(4).astype(F)}, pads=[1, 1, 1, 1]),
-    # an initializer weight packed once at build time (fastpaths.conv_pack): every packed path
+    # an initializer weight packed once at build time (the "conv" prepare rule): every packed path
     Case("conv_packed_px", "Conv", [_x(1, 3, 7, 6)], consts={1: W.standard_normal((17, 3, 3, 3)).astype(F),
                                                               2: W.standard_normal(17).astype(F)}, pads=[1, 1, 1, 1]),
     Case("conv_packed_dw", "Conv", [_x(1, 9, 6, 5)], consts={1: W.standard_normal((9, 1, 3, 3)).astype(F)},

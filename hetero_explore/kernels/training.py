@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit
 
 from .common import flat, kernel_pair, node_error, prod
-from .nn import _bn_apply, _bn_factor
+from .norm import _bn_apply, _bn_factor
 from .opdef import OpList
 from .pmath import sqrt_f32
 from .random import _key, _u24
