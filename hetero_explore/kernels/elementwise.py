@@ -692,7 +692,7 @@ unary("Log", 6, ("float64",), f64="math.log(x) if x > D_ZERO else (-math.inf if 
       tag="_libm", targets=("cpu",), note=_LIBM)
 unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
 unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
-_ERF = unary("Erf", 9, f32="erf_f32(x)", note=_PM).kernels[0]   # its CPU fast path: fastpaths._erf_cpu
+_ERF = unary("Erf", 9, f32="erf_f32(x)", note=_PM).kernels[0]   # its CPU fast path: cpu_fast.rows._erf_cpu
 unary("Sqrt", 6, half=True, f32="sqrt_f32(x)", note="IEEE sqrt")
 # trigonometric and hyperbolic (pmath: exact argument reduction, <= 1 ULP measured)
 _TRIG = "portable float32 math (pmath), <= 1 ULP measured"

@@ -359,6 +359,25 @@ def _auto_pad(ctx):
     return ap.decode() if isinstance(ap, bytes) else ap
 
 
+def window_attrs(ctx, xs, ys, ksp):
+    """strides, dilations and pads (begin + end) of a Conv/pool window of size ``ksp`` over
+    ``xs``'s spatial dims: the attributes, auto_pad SAME_*/VALID resolved against the output
+    shape ``ys``; KernelError (naming the node) when they do not fit the spatial dims or a
+    kernel size, stride or dilation is below 1."""
+    nsp = len(xs) - 2
+    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
+    if len(strides) != nsp or len(dil) != nsp or len(pads) != 2 * nsp:
+        raise _err(ctx, f"strides {strides}, dilations {dil} or pads {pads} do not fit {nsp} spatial dims")
+    if any(int(k) < 1 for k in ksp) or any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
+        raise _err(ctx, f"kernel_shape {list(ksp)}, strides {strides} and dilations {dil} must be >= 1")
+    ap = _auto_pad(ctx)
+    if ap in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
+    elif ap == "VALID":
+        pads = [0] * (2 * nsp)
+    return strides, dil, pads
+
+
 def _conv_like_check(ctx, kind="N, C, D1[, D2[, D3]]"):
     xs = ctx.in_shapes[0]
     if xs is None or len(xs) not in (3, 4, 5):
@@ -401,16 +420,7 @@ def conv_geometry(ctx, xs, ws, ys):
     ksp = list(ws[2:])
     if "kernel_shape" in ctx.attrs and list(ctx.attrs["kernel_shape"]) != ksp:
         raise _err(ctx, f"kernel_shape {ctx.attrs['kernel_shape']} does not match the weight {ws}")
-    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
-    if len(strides) != nsp or len(dil) != nsp or len(pads) != 2 * nsp:
-        raise _err(ctx, f"strides {strides}, dilations {dil} or pads {pads} do not fit {nsp} spatial dims")
-    if any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
-        raise _err(ctx, f"strides {strides} and dilations {dil} must be >= 1")
-    ap = _auto_pad(ctx)
-    if ap in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
-    elif ap == "VALID":
-        pads = [0] * (2 * nsp)
+    strides, dil, pads = window_attrs(ctx, xs, ys, ksp)
     for i in range(nsp):
         want = (xs[2 + i] + pads[i] + pads[nsp + i] - ((ksp[i] - 1) * dil[i] + 1)) // strides[i] + 1
         if want != ys[2 + i]:
@@ -440,13 +450,19 @@ def _build_conv(ctx, target):
         run = target.prepared(_CONV, np.asarray(wconst, dtype=np.float32).reshape(-1), p, has_b)
         if run is not None:
             return run
+    return _conv_like_run(target, _CONV, p, has_b)
+
+
+def _conv_like_run(target, pair, p, has_b):
+    """The run function of Conv and ConvTranspose: ``pair`` over every output element of
+    geometry ``p`` (inputs x, w and the bias when ``has_b``)."""
     p, dummy = to_target(target, p, _dummy_f32())
 
     @replayable
     def run(inputs, outputs):
         x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
         b = flat(inputs[2]) if has_b else dummy
-        target.launch(_CONV, out.shape[0], x, w, b, has_b, p, out)
+        target.launch(pair, out.shape[0], x, w, b, has_b, p, out)
 
     return run
 
@@ -578,16 +594,7 @@ def _build_convt(ctx, target):
         if want != ys[2 + i]:
             raise _err(ctx, f"output spatial size {ys[2 + i]} != {want} computed from the attributes")
     p = _geometry(xs[0], xs[1], ys[1], G, xs[2:], ksp, ys[2:], strides, dil, pads[:nsp])
-    has_b = ctx.has_input(2)
-    p, dummy = to_target(target, p, _dummy_f32())
-
-    @replayable
-    def run(inputs, outputs):
-        x, w, out = flat(inputs[0]), flat(inputs[1]), flat(outputs[0])
-        b = flat(inputs[2]) if has_b else dummy
-        target.launch(_CONVT, out.shape[0], x, w, b, has_b, p, out)
-
-    return run
+    return _conv_like_run(target, _CONVT, p, ctx.has_input(2))
 
 
 register("ConvTranspose", dtypes=F32, since=11, until=28, check=_check_convt,

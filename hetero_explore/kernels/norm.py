@@ -39,8 +39,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .common import node_error as _err, prod as _prod  # noqa: F401
+from .common import prod as _prod
 from .common import bcast_offset, broadcast_strides, dual, flat, kernel_pair, replayable, shape_array, to_target
+from .nn import F32, _JIT, _div, _to3, window_attrs
 from .opdef import OpList
 from .pmath import pow_f32, sqrt_f32
 from .reduce import _reduce_meta
@@ -48,18 +49,8 @@ from .reduce import _reduce_meta
 OPS = OpList()
 register = OPS.register
 
-F32 = ("float32",)
-_JIT = dict(cache=True, error_model="numpy")
-
 # statistics modes
 MEANVAR, MVN, RMS, L1, L2 = 0, 1, 2, 3, 4
-
-
-@njit(**_JIT)
-def _div(a, b):
-    a = np.float32(a)
-    b = np.float32(b)
-    return a / b
 
 
 @njit(**_JIT)
@@ -455,7 +446,6 @@ def _check_lppool(ctx, target):
 
 
 def _build_lppool(ctx, target):
-    from .nn import _same_pads, _to3
     xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
     nsp = len(xs) - 2
     at = ctx.attrs
@@ -463,16 +453,7 @@ def _build_lppool(ctx, target):
         ksp, strides, dil, pads = list(xs[2:]), [1] * nsp, [1] * nsp, [0] * (2 * nsp)
     else:
         ksp = [int(k) for k in at["kernel_shape"]]
-        strides = list(at.get("strides", [1] * nsp) or [1] * nsp)
-        dil = list(at.get("dilations", [1] * nsp) or [1] * nsp)
-        pads = list(at.get("pads", [0] * 2 * nsp) or [0] * 2 * nsp)
-        ap = at.get("auto_pad", "NOTSET")
-        if ap in ("SAME_UPPER", "SAME_LOWER"):
-            pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
-        elif ap == "VALID":
-            pads = [0] * (2 * nsp)
-    if any(int(k) < 1 for k in ksp) or any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
-        raise _err(ctx, f"kernel_shape {ksp}, strides {strides} and dilations {dil} must be >= 1")
+        strides, dil, pads = window_attrs(ctx, xs, ys, ksp)
     vals = (_to3(xs[2:], 1) + _to3(ys[2:], 1) + _to3(ksp, 1) + _to3(strides, 1) + _to3(dil, 1)
             + _to3(pads[:nsp], 0))
     q = to_target(target, np.asarray([int(v) for v in vals], dtype=np.int64))
@@ -652,7 +633,7 @@ register("LRN", dtypes=F32, since=1, check=_check_lrn,
 # q = q + d*d); var = q / float32(D); inv = 1.0f / sqrt_f32(var + eps);
 # y = ((x - mean) * inv) * scale (+ bias). Optional outputs Mean, InvStdDev
 # get mean and inv. Both targets: one row per item (the CPU fast path,
-# fastpaths._ln_cpu, runs eight rows at a time with their sum chains
+# cpu_fast.rows._ln_cpu, runs eight rows at a time with their sum chains
 # interleaved: each row's sequence unchanged).
 # =============================================================================
 

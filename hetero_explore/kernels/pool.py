@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import node_error as _err, prod as _prod  # noqa: F401
+from .common import prod as _prod
 from .common import dual, flat, kernel_pair, replayable, to_target
-from .nn import F32, _auto_pad, _conv_like_check, _div, _i64, _same_pads, _spatial_attrs, _to3
+from .nn import F32, _conv_like_check, _div, _i64, _to3, window_attrs
 from .opdef import OpList
 
 OPS = OpList()
@@ -177,16 +177,7 @@ def pool_geometry(ctx, xs, ys):
     xs, ys = tuple(xs), tuple(ys)
     nsp = len(xs) - 2
     ksp = [int(k) for k in ctx.attrs["kernel_shape"]]
-    strides, dil, pads = _spatial_attrs(ctx, nsp, ksp)
-    if len(strides) != nsp or len(dil) != nsp or len(pads) != 2 * nsp:
-        raise _err(ctx, f"strides {strides}, dilations {dil} or pads {pads} do not fit {nsp} spatial dims")
-    if any(k < 1 for k in ksp) or any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
-        raise _err(ctx, f"kernel_shape {ksp}, strides {strides} and dilations {dil} must be >= 1")
-    ap = _auto_pad(ctx)
-    if ap in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
-    elif ap == "VALID":
-        pads = [0] * (2 * nsp)
+    strides, dil, pads = window_attrs(ctx, xs, ys, ksp)
     include = int(ctx.attrs.get("count_include_pad", 0))
     D, H, W = _to3(xs[2:], 1)
     OD, OH, OW = _to3(ys[2:], 1)

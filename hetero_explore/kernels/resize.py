@@ -237,6 +237,16 @@ def _build_resize(ctx, target):
     scales, sizes = p
     if scales is None:
         scales = [sizes[d] / xs[d] for d in range(rank)]
+    return replayable(_table_run(ctx, target, mode, xs, ys, lambda d: _resize_axis_tables(
+        mode, ctm, nm, xs[d], ys[d], float(scales[d]))))
+
+
+def _table_run(ctx, target, mode, xs, ys, axis_tables):
+    """The run function of _RESIZE on the tables of every axis: ``axis_tables(d)`` gives axis
+    d's (i0, i1, w0, w1, identity) (see _resize_axis_tables) for an output extent above 0;
+    KernelError (naming the node) on an empty axis resized to a non-empty one, and on linear
+    interpolation over more than two axes."""
+    rank = len(xs)
     i0s, i1s, w0s, w1s, offs, interp = [], [], [], [], [], []
     off = 0
     for d in range(rank):
@@ -245,7 +255,7 @@ def _build_resize(ctx, target):
         if ys[d] == 0:
             i0, i1, w0, w1, ident = (np.zeros(0, np.int64),) * 2 + (np.zeros(0, np.float32),) * 2 + (True,)
         else:
-            i0, i1, w0, w1, ident = _resize_axis_tables(mode, ctm, nm, xs[d], ys[d], float(scales[d]))
+            i0, i1, w0, w1, ident = axis_tables(d)
         offs.append(off)
         off += ys[d]
         i0s.append(i0)
@@ -268,7 +278,6 @@ def _build_resize(ctx, target):
     tabs = to_target(target, shape_array(ys), istr, np.asarray(offs or [0], np.int64),
                      cat(i0s, np.int64), cat(i1s, np.int64), cat(w0s, np.float32), cat(w1s, np.float32))
 
-    @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_RESIZE, out.shape[0], x, out, *tabs, nlin, ax_a, ax_b)
@@ -333,46 +342,9 @@ def _build_old_resize(ctx, target):
     sc = _old_scales(ctx)
     mode = "nearest" if attr_str(ctx, "mode", "nearest") == "nearest" else "linear"
     xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
-    rank = len(xs)
-    i0s, i1s, w0s, w1s, offs, interp = [], [], [], [], [], []
-    off = 0
-    for d in range(rank):
-        if xs[d] == 0 and ys[d] > 0:
-            raise node_error(ctx, "cannot resize an empty axis to a non-empty one")
-        if ys[d] == 0:
-            i0, i1 = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            w0, w1, ident = np.zeros(0, np.float32), np.zeros(0, np.float32), True
-        else:
-            # nearest: floor where upsampling, ceil where downsampling (per axis)
-            i0, i1, w0, w1, ident = _resize_axis_tables(
-                mode, "asymmetric", "floor" if sc[d] >= 1.0 else "ceil", xs[d], ys[d], sc[d])
-        i0s.append(i0)
-        i1s.append(i1)
-        w0s.append(w0)
-        w1s.append(w1)
-        offs.append(off)
-        off += ys[d]
-        if mode == "linear" and not ident:
-            interp.append(d)
-    if len(interp) > 2:
-        raise node_error(ctx, "linear interpolation over more than two axes is not supported")
-    nlin = len(interp)
-    ax_a = interp[0] if nlin == 2 else -1
-    ax_b = interp[-1] if nlin >= 1 else -1
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if off else np.zeros(1, dt)  # noqa: E731
-    istr = np.ones(rank, np.int64)
-    acc = 1
-    for d in range(rank - 1, -1, -1):
-        istr[d] = acc
-        acc *= xs[d]
-    tabs = to_target(target, np.asarray(ys, np.int64), istr, np.asarray(offs, np.int64),
-                     cat(i0s, np.int64), cat(i1s, np.int64), cat(w0s, np.float32), cat(w1s, np.float32))
-
-    def run(inputs, outputs):
-        out = flat(outputs[0])
-        target.launch(_RESIZE, out.shape[0], flat(inputs[0]), out, *tabs, nlin, ax_a, ax_b)
-
-    return run
+    # nearest: floor where upsampling, ceil where downsampling (per axis)
+    return _table_run(ctx, target, mode, xs, ys, lambda d: _resize_axis_tables(
+        mode, "asymmetric", "floor" if sc[d] >= 1.0 else "ceil", xs[d], ys[d], sc[d]))
 
 
 _OLD_NOTE = ("asymmetric coordinates (x_in = x_out / scale); nearest: floor when upsampling, ceil "

@@ -28,7 +28,7 @@ Every step below is one float32 operation in the order written (no FMA); ``R``
   **float64** in one fixed order (n ascending, then the spatial index ascending):
   ``mean = sum(x) / M``, ``var = sum((x - mean)^2) / M`` (two passes), rounded once to
   float32; then ``Y`` is the inference formula with those statistics
-  (``(x - mean) * (scale / sqrt(var + eps)) + B``, nn.py's scalar functions) and
+  (``(x - mean) * (scale / sqrt(var + eps)) + B``, norm.py's scalar functions) and
   ``running = input * momentum + batch * (1 - momentum)`` in float32. The statistics
   kernel runs one item per channel, ``Y`` one per element.
 * **Dropout, training_mode true** (versions 12, 13, 22): element ``i`` is kept when

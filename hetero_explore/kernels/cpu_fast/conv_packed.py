@@ -225,23 +225,17 @@ def _emit_mkr(ir, a, ao, b, bo, sbk, K, out, oo, som, resume, bias, bo2, fin, R,
     vt = vec(NW)
     abase = ir.at(a, ao)
 
-    def orow(r):
-        return ir.add(oo, ir.mul(ir.c64(r), som))
-
-    accs = ir.accumulators(vt, R)
-    with ir.b.if_then(ir.nonzero(resume)):
-        for r in range(R):
-            ir.b.store(ir.load_vec(out, orow(r), vt), accs[r])
-    with ir.for_range(K) as k:
-        bv = ir.load_vec(b, ir.add(bo, ir.mul(k, sbk)), vt)
+    def a_of(k):
         ak = ir.at(abase, ir.mul(k, ir.c64(R)))
-        for r in range(R):
-            ir.mac(accs[r], ir.splat(ir.load(ak, ir.c64(r)), NW), bv)
-    with ir.b.if_then(ir.nonzero(fin)):
-        for r in range(R):
-            ir.add_to(accs[r], ir.splat(ir.load(bias, ir.add(bo2, ir.c64(r))), NW))
-    for r in range(R):
-        ir.store_vec(ir.b.load(accs[r]), out, orow(r))
+        return lambda r: ir.load(ak, ir.c64(r))
+
+    def finish(accs):
+        with ir.b.if_then(ir.nonzero(fin)):
+            for r in range(R):
+                ir.add_to(accs[r], ir.splat(ir.load(bias, ir.add(bo2, ir.c64(r))), NW))
+
+    ir.register_tile(R, vt, K, a_of, lambda k: ir.load_vec(b, ir.add(bo, ir.mul(k, sbk)), vt), out,
+                     lambda r: ir.add(oo, ir.mul(ir.c64(r), som)), resume, finish)
 
 
 def _mkr_of(R, NW):

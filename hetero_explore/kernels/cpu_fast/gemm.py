@@ -139,20 +139,12 @@ def emit_tile_rows(ir, R, a, ao, sam, sak, b, b_row, K, out, oo, som, resume):
     indirect GEMM)."""
     vt = vec(_MK_W)
 
-    def orow(r):
-        return ir.add(oo, ir.mul(ir.c64(r), som))
-
-    accs = ir.accumulators(vt, R)
-    with ir.b.if_then(ir.nonzero(resume)):
-        for r in range(R):
-            ir.b.store(ir.load_vec(out, orow(r), vt), accs[r])
-    with ir.for_range(K) as k:
-        bv = ir.load_vec(b, b_row(k), vt)
+    def a_of(k):
         ak = ir.add(ao, ir.mul(k, sak))
-        for r in range(R):
-            ir.mac(accs[r], ir.splat(ir.load(a, ir.add(ak, ir.mul(ir.c64(r), sam))), _MK_W), bv)
-    for r in range(R):
-        ir.store_vec(ir.b.load(accs[r]), out, orow(r))
+        return lambda r: ir.load(a, ir.add(ak, ir.mul(ir.c64(r), sam)))
+
+    ir.register_tile(R, vt, K, a_of, lambda k: ir.load_vec(b, b_row(k), vt), out,
+                     lambda r: ir.add(oo, ir.mul(ir.c64(r), som)), resume)
 
 
 def _emit_tile(ir, a, ao, sam, sak, b, bo, sbk, K, out, oo, som, resume, R):

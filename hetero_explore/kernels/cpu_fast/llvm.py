@@ -119,6 +119,26 @@ class IR:
         """``slot = slot + v``."""
         self.b.store(self.b.fadd(self.b.load(slot), v), slot)
 
+    def register_tile(self, R: int, vt, K, a_of, b_of, out, orow, resume, finish=None) -> None:
+        """The register tile the GEMM-like micro-kernels share: R accumulator vectors of type
+        ``vt``, 0.0f or (``resume`` != 0: a later k block) loaded from ``out`` at ``orow(r)``;
+        for k = 0 .. K-1 ascending, acc[r] = acc[r] + splat(a(r)) * b with ``b = b_of(k)`` (a
+        vector) and ``a = a_of(k)`` (row r's scalar of step k), an fmul then an fadd each;
+        then ``finish(accs)`` (a bias, say) and the stores back to ``orow(r)``."""
+        accs = self.accumulators(vt, R)
+        with self.b.if_then(self.nonzero(resume)):
+            for r in range(R):
+                self.b.store(self.load_vec(out, orow(r), vt), accs[r])
+        with self.for_range(K) as k:
+            bv = b_of(k)
+            a = a_of(k)
+            for r in range(R):
+                self.mac(accs[r], self.splat(a(r), vt.count), bv)
+        if finish is not None:
+            finish(accs)
+        for r in range(R):
+            self.store_vec(self.b.load(accs[r]), out, orow(r))
+
     def transpose8(self, rows: list) -> list:
         """Eight ``<8 x float>`` rows to their eight columns (unpck/shufps/perm2f128 shuffles:
         data movement only)."""
