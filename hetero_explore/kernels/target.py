@@ -13,7 +13,7 @@ before it was registered generate its kernel on first use
 (``tests/test_targets.py`` registers a toy one). Target-specific rules (the CPU
 fast paths) are registered by key in :mod:`.overrides`.
 
-Two process-wide concerns are kept to this project's own code:
+Three process-wide concerns (the first two kept to this project's own code):
 
 * **No FMA on CUDA.** NVVM contracts ``a*b+c`` into FMA unless asked not to
   (numba-cuda passes no such option without fastmath). The kernel contract
