@@ -237,15 +237,15 @@ def _build_resize(ctx, target):
     scales, sizes = p
     if scales is None:
         scales = [sizes[d] / xs[d] for d in range(rank)]
-    return replayable(_table_run(ctx, target, mode, xs, ys, lambda d: _resize_axis_tables(
-        mode, ctm, nm, xs[d], ys[d], float(scales[d]))))
+    return _table_run(ctx, target, mode, xs, ys, lambda d: _resize_axis_tables(
+        mode, ctm, nm, xs[d], ys[d], float(scales[d])), replay=True)
 
 
-def _table_run(ctx, target, mode, xs, ys, axis_tables):
+def _table_run(ctx, target, mode, xs, ys, axis_tables, replay=False):
     """The run function of _RESIZE on the tables of every axis: ``axis_tables(d)`` gives axis
     d's (i0, i1, w0, w1, identity) (see _resize_axis_tables) for an output extent above 0;
     KernelError (naming the node) on an empty axis resized to a non-empty one, and on linear
-    interpolation over more than two axes."""
+    interpolation over more than two axes. ``replay``: mark it replayable."""
     rank = len(xs)
     i0s, i1s, w0s, w1s, offs, interp = [], [], [], [], [], []
     off = 0
@@ -282,7 +282,7 @@ def _table_run(ctx, target, mode, xs, ys, axis_tables):
         x, out = flat(inputs[0]), flat(outputs[0])
         target.launch(_RESIZE, out.shape[0], x, out, *tabs, nlin, ax_a, ax_b)
 
-    return run
+    return replayable(run) if replay else run
 
 
 register("Resize", dtypes=F32, since=11, check=_check_resize,
