@@ -108,3 +108,22 @@ def test_op_modules_never_import_the_fast_paths():
     fast = {m for m in MODULES if m == pkg or m.startswith(pkg + ".")}
     importers = {a for a, bs in import_graph().items() if bs & fast and a not in fast}
     assert importers == {"hetero_explore.kernels.registry"}, importers
+
+
+def test_no_kernel_module_over_1200_lines():
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text(encoding="utf-8").splitlines())) > 1200}
+    assert not long, f"split these by sub-family: {long}"
+
+
+def test_the_cache_stamp_covers_every_kernel_source_but_host():
+    """numba's cache of the kernels is stamped with the hash of every kernel source: the
+    modules of kernels/ and of its sub-packages (cpu_fast/), not the host-value ops."""
+    from hetero_explore.kernels import target
+    names = {p.relative_to(KERNELS).as_posix() for p in target.kernel_sources()}
+    assert {"nn.py", "pmath.py", "cpu_fast/gemm.py", "cpu_fast/llvm.py"} <= names
+    assert not any(n.startswith("host/") for n in names)
+    assert names == {p.relative_to(KERNELS).as_posix() for p in KERNELS.rglob("*.py")
+                     if p.relative_to(KERNELS).parts[0] != "host"}
+    assert target.is_kernel_source(KERNELS / "cpu_fast" / "conv.py")
+    assert not target.is_kernel_source(KERNELS / "host" / "sequences.py")
+    assert not target.is_kernel_source(Path(__file__))
