@@ -17,7 +17,7 @@ from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels import activation, resize
-from hetero_explore.kernels.cpu_fast import gemm, rows
+from hetero_explore.kernels.cpu_fast import gemm as fast_gemm, rows as fast_rows
 from kernel_harness import node_model, run_node, supports
 
 CPU = NumbaCPUProvider()
@@ -117,7 +117,7 @@ def _sequential_matmul(a, b):
 def test_matmul_cpu_several_column_tiles_match_sequential_dot(M, K, N):
     """N spans several column tiles of the CPU GEMM (the last one partial), M a block of
     four rows plus a remainder, K odd and even."""
-    assert N > gemm._GEMM_TILE
+    assert N > fast_gemm._GEMM_TILE
     a, b = f32(M, K, scale=30.0), f32(K, N)
     node = helper.make_node("MatMul", ["a", "b"], ["y"])
     want = _sequential_matmul(a, b)
@@ -133,7 +133,7 @@ def test_matmul_cpu_register_tiles_match_sequential_dot(M, K, N):
     blocks of _MK_KC resumed from the stored partial sums, A repacked when its row stride
     aliases in the cache) plus its edge rows and columns, bit for bit; also with a
     transposed A (Gemm transA) and a constant transposed B."""
-    assert M >= gemm._MK_R and N >= gemm._MK_W
+    assert M >= fast_gemm._MK_R and N >= fast_gemm._MK_W
     a, b = f32(M, K, scale=30.0), f32(K, N)
     a.flat[::53] = -0.0
     want = _sequential_matmul(a, b)
@@ -150,12 +150,12 @@ def test_gemm_rows_cpu_offsets_and_empty_k(M, K, N):
     K = 0 (every element 0.0f), bit for bit against the rows-of-accumulators path."""
     a = f32(3 + M * K)
     b = f32(5 + K * N)
-    acc = gemm._gemm_scratch(K, N)
+    acc = fast_gemm._gemm_scratch(K, N)
     som = N + 7
     got = np.full(2 + M * som, np.nan, np.float32)
     want = got.copy()
-    gemm._gemm_rows_cpu(a, 3, K, 1, b, 5, N, M, K, N, got, 2, som, acc)
-    gemm._gemm_rowacc_cpu(a, 3, K, 1, b, 5, N, M, K, N, want, 2, som, acc)
+    fast_gemm._gemm_rows_cpu(a, 3, K, 1, b, 5, N, M, K, N, got, 2, som, acc)
+    fast_gemm._gemm_rowacc_cpu(a, 3, K, 1, b, 5, N, M, K, N, want, 2, som, acc)
     assert bits_equal(got, want)
     if K == 0:
         assert not np.any(got[2:].reshape(M, som)[:, :N])
@@ -280,7 +280,7 @@ def test_conv_cpu_several_column_tiles_follow_documented_order(xs, ws, pads, str
     x, w, b = f32(*xs, scale=10.0), f32(*ws), f32(ws[0])
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, strides=strides, dilations=dil)
     want = _conv_documented_order(x, w, b, strides, pads, dil)
-    assert want.shape[2] * want.shape[3] > gemm._GEMM_TILE
+    assert want.shape[2] * want.shape[3] > fast_gemm._GEMM_TILE
     assert bits_equal(run_node(CPU, node, [x, w, b])[0], want)
 
 
@@ -300,7 +300,7 @@ def test_conv_cpu_register_tiles_follow_documented_order(xs, ws, pads, group):
         want = np.concatenate([
             _conv_documented_order(x[:, g * cg:(g + 1) * cg], w[g * mg:(g + 1) * mg], b[g * mg:(g + 1) * mg],
                                    [1, 1], pads, [1, 1]) for g in range(group)], axis=1)
-    assert ws[0] // group >= gemm._MK_R
+    assert ws[0] // group >= fast_gemm._MK_R
     assert bits_equal(run_node(CPU, node, [x, w, b])[0], want)
 
 
@@ -533,7 +533,7 @@ def test_softmax_cpu_passes_match_the_row_kernel(shape, axis, is_log):
     inner = int(np.prod(shape[axis + 1:]))
     rows = int(np.prod(shape[:axis])) * inner
     got, want = np.empty_like(f), np.empty_like(f)
-    rows._softmax_cpu(f, got, rows, A, inner, is_log)
+    fast_rows._softmax_cpu(f, got, rows, A, inner, is_log)
     by_rows(f, want, rows, A, inner, is_log)
     assert np.isnan(got).any() and (got == 0).any()
     assert bits_equal(got, want)
