@@ -16,6 +16,7 @@ from ..pool import _GPOOL, _POOL, _gpool_item, _pool_at, _pool_pos
 from ..overrides import override
 from ..pmath import _sel
 from .base import JIT
+from .rows import sums8
 
 # --- MaxPool: rows of taps folded by selects --------------------------------------------
 _NINF = np.float32(-np.inf)
@@ -365,27 +366,8 @@ def _gpool_cpu(x, S, is_max, count, out):
     R = out.shape[0]
     r = 0
     if not is_max:
-        zero = np.float32(0)
         while r + _GP_ROWS <= R:
-            b = r * S
-            x0 = x[b:b + S]
-            x1 = x[b + S:b + 2 * S]
-            x2 = x[b + 2 * S:b + 3 * S]
-            x3 = x[b + 3 * S:b + 4 * S]
-            x4 = x[b + 4 * S:b + 5 * S]
-            x5 = x[b + 5 * S:b + 6 * S]
-            x6 = x[b + 6 * S:b + 7 * S]
-            x7 = x[b + 7 * S:b + 8 * S]
-            s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = zero
-            for j in range(S):
-                s0 += x0[j]
-                s1 += x1[j]
-                s2 += x2[j]
-                s3 += x3[j]
-                s4 += x4[j]
-                s5 += x5[j]
-                s6 += x6[j]
-                s7 += x7[j]
+            s0, s1, s2, s3, s4, s5, s6, s7 = sums8(x, r * S, _GP_ROWS, S)
             out[r] = _div(s0, count)
             out[r + 1] = _div(s1, count)
             out[r + 2] = _div(s2, count)

@@ -333,8 +333,9 @@ def _rows8_at(b, nr, S):
 
 
 @njit(**_JITI)
-def _ln_sums8(x, b, nr, D):
-    """Per row of _rows8_at(b, nr, D): s = 0.0f, s = s + x ascending (_ln_row's sum)."""
+def sums8(x, b, nr, D):
+    """Per row of _rows8_at(b, nr, D): s = 0.0f, s = s + x ascending (_ln_row's sum, and
+    _gpool_item's), eight independent add chains side by side."""
     o0, o1, o2, o3, o4, o5, o6, o7 = _rows8_at(b, nr, D)
     x0 = x[o0:o0 + D]
     x1 = x[o1:o1 + D]
@@ -399,7 +400,7 @@ def _ln_group_cpu(r0, nr, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_
     in _ln_row's order, the rows' chains interleaved (one row's chain is latency-bound);
     then ((x - mean) * inv) * scale (+ bias) row by row, on slices (vectorised)."""
     b = r0 * D
-    s = _ln_sums8(x, b, nr, D)
+    s = sums8(x, b, nr, D)
     m = (np.float32(_div(s[0], Df)), np.float32(_div(s[1], Df)), np.float32(_div(s[2], Df)),
          np.float32(_div(s[3], Df)), np.float32(_div(s[4], Df)), np.float32(_div(s[5], Df)),
          np.float32(_div(s[6], Df)), np.float32(_div(s[7], Df)))
