@@ -6,8 +6,9 @@
 For each Conv node (after the loader's optimisation, so Conv+BN are folded as
 in a real run) prints its shape (N,C,H,W -> M,KH,KW, stride, group), its
 multiply-adds, the CPU fast path's time (what the node's build runs: the weights
-packed once by ``fastpaths.conv_pack`` and ``conv_packed_cpu``, or the
-``_conv_cpu`` override for paths that read the weight as it is), its GMAC/s,
+packed once by the "conv" prepare rule, ``cpu_fast.conv.conv_pack`` and
+``conv_packed_cpu``, or the ``_conv_cpu`` run rule for paths that read the weight
+as it is), its GMAC/s,
 which CPU path it takes, and onnxruntime's time for a one-node model of the
 same Conv (weights and bias as initializers, same thread count; its time
 includes the NCHWc reorders it does around a lone Conv, which in a whole model
@@ -62,9 +63,19 @@ def conv_nodes(name):
     return out
 
 
+def _fast():
+    """The module of the Conv fast paths: cpu_fast.conv (``fastpaths`` in older checkouts)."""
+    try:
+        from hetero_explore.kernels.cpu_fast import conv
+        return conv
+    except ImportError:
+        from hetero_explore.kernels import fastpaths
+        return fastpaths
+
+
 def path_of(p):
-    """Which branch of fastpaths._conv_cpu a geometry takes."""
-    from hetero_explore.kernels import fastpaths as fp
+    """Which branch of the Conv fast path (_conv_cpu) a geometry takes."""
+    fp = _fast()
     if hasattr(fp, "conv_kind"):
         return fp.CONV_PATHS[fp.conv_kind(p)]
     # older checkouts (before / after comparisons): mirrors their _conv_cpu
@@ -129,15 +140,16 @@ def ours_call(name, xs, w, b, attrs, ys, x):
     out = np.empty(int(np.prod(ys)), dtype=np.float32)
     wf = np.ascontiguousarray(w, dtype=np.float32).ravel()
     bf = np.ascontiguousarray(b, dtype=np.float32).ravel() if b is not None else np.zeros(1, np.float32)
-    from hetero_explore.kernels import fastpaths
-    fastpaths.install()
+    from hetero_explore.kernels import registry
+    registry.registry()     # registers the fast paths
+    fp = _fast()
     xf = x.ravel()
-    wp = fastpaths.conv_pack(wf, p) if hasattr(fastpaths, "conv_pack") else None
+    wp = fp.conv_pack(wf, p) if hasattr(fp, "conv_pack") else None
     if wp is not None:   # what _build_conv runs for an initializer weight
-        k = fastpaths.conv_packed_cpu
+        k = fp.conv_packed_cpu
         fn = lambda: k(xf, wp, bf, b is not None, p, out)   # noqa: E731
     else:
-        k = nn._CONV.cpu_fast.compiled
+        k = fp._conv_cpu.compiled
         fn = lambda: k(xf, wf, bf, b is not None, p, out)   # noqa: E731
     fn()
     return fn, out.reshape(ys), p

@@ -1,13 +1,15 @@
 """Every hand-tuned CPU fast path gives bitwise the generated kernel's results.
 
-A fast path (``KernelPair.cpu_fast``, or an inline path taken only when the
-target's ``fast_paths`` is on) is an override of the kernel generated from the
-op's per-item statement, which is also what the CUDA kernel runs. Here every
-op family with a fast path runs on random shapes twice: on the CPU provider
-(fast paths on) and on a CPU provider whose target runs only the generated
-kernels; the outputs must be equal bit for bit (NaNs by position).
+A fast path (a rule registered by key for the "cpu" target in
+``kernels/overrides.py``: a ``run`` that replaces a pair's generated kernel, a
+``prepare`` step at build time; or an inline path taken only when the target's
+``fast_paths`` is on) overrides the kernel generated from the op's per-item
+statement, which is also what the CUDA kernel runs. Here every op family with a
+fast path runs on random shapes twice: on the CPU provider (fast paths on) and on
+a CPU provider whose target runs only the generated kernels; the outputs must be
+equal bit for bit (NaNs by position).
 
-The list of fast paths is read from the kernel modules, so a new fast path
+The list of fast paths is read from the override registry, so a new fast path
 without a case here fails :func:`test_every_fast_path_has_cases`.
 """
 
@@ -21,9 +23,9 @@ import pytest
 from onnx import helper
 
 from hetero_explore.providers.cpu import NumbaCPUProvider
-from hetero_explore.kernels import registry
+from hetero_explore.kernels import overrides, registry
 from hetero_explore.kernels.common import cpu_kernel
-from hetero_explore.kernels.target import CPUTarget, KernelPair
+from hetero_explore.kernels.target import CPUTarget
 
 from support.harness import run_node
 
@@ -103,9 +105,10 @@ def case_mm(rng):
         ins = [rnd(rng, 11, 40), rnd(rng, 29, 40)] + ([rnd(rng, *cshape)] if cshape else [])
         same("Gemm", ins, const_inputs=(1,), transB=1, alpha=0.3, beta=-1.7)
         same("Gemm", ins, transB=1, alpha=1.0, beta=1.0)
-    # a constant B (an initializer) packed into panels once at build time (fastpaths.mm_pack_b,
-    # mm_packed_cpu): MatMul with batched A sharing it, every row tail (odd M too), N % 16 = 0
-    # and not, K blocks, K = 0; Gemm with transA/transB, C of every broadcast; in parallel panels
+    # a constant B (an initializer) packed into panels once at build time (the "mm" prepare
+    # rule: cpu_fast.gemm.mm_pack_b, mm_packed_cpu): MatMul with batched A sharing it, every
+    # row tail (odd M too), N % 16 = 0 and not, K blocks, K = 0; Gemm with transA/transB, C of
+    # every broadcast; in parallel panels
     for M, K, N in ((1, 5, 3), (2, 16, 16), (7, 19, 33), (13, 300, 48), (25, 64, 70), (6, 1, 17), (3, 0, 5)):
         same("MatMul", [rnd(rng, M, K), rnd(rng, K, N)], const_inputs=(1,))
         same("MatMul", [rnd(rng, 2, 3, M, K), rnd(rng, K, N)], const_inputs=(1,))
@@ -208,9 +211,9 @@ def _conv_both(rng, xs, ws, bias=True, nonfinite=False, **attrs):
 
 
 def case_conv_packed(rng):
-    """The packed-weight Conv paths (fastpaths.conv_kind: dw8, pw, px, gemvT), each with its
+    """The packed-weight Conv paths (cpu_fast.conv.conv_kind: dw8, pw, px, gemvT), each with its
     weight an initializer and not."""
-    from hetero_explore.kernels import fastpaths
+    from hetero_explore.kernels.cpu_fast import conv as fastconv
     # dw8: depthwise, 8 channels per vector: channel counts not a multiple of 8 (the last
     # block's lanes past M), multipliers 1-3, 3x3/5x5/1x7, strides 1-3, dilation, asymmetric
     # and oversized pads, output planes of fewer than 8 pixels and not a multiple of 8 (the
@@ -272,10 +275,10 @@ def case_conv_packed(rng):
             _conv_both(rng, xs, (M * g if g > 1 else M, xs[1] // g, 1, 1), bias=bias, group=g)
     _conv_both(rng, (1, 30, 1, 1), (40, 30, 1, 1), nonfinite=True)
     # every packed path was taken by some case above
-    kinds = {fastpaths.conv_kind(nn_geometry(xs, ws, at)) for xs, ws, at in (
+    kinds = {fastconv.conv_kind(nn_geometry(xs, ws, at)) for xs, ws, at in (
         ((1, 5, 9, 9), (5, 1, 3, 3), dict(group=5, pads=[1] * 4)), ((1, 5, 2, 4), (6, 5, 1, 1), {}),
         ((1, 3, 8, 8), (16, 3, 3, 3), dict(pads=[1] * 4)), ((1, 20, 1, 1), (8, 20, 1, 1), {}))}
-    assert kinds == {fastpaths._CK_DW, fastpaths._CK_PW, fastpaths._CK_PX, fastpaths._CK_GEMVT}, kinds
+    assert kinds == {fastconv._CK_DW, fastconv._CK_PW, fastconv._CK_PX, fastconv._CK_GEMVT}, kinds
 
 
 def nn_geometry(xs, ws, attrs):
@@ -567,16 +570,9 @@ INLINE = {"reduce": case_reduce_inline}
 
 
 def fast_paths() -> set:
-    """Names of the kernel pairs that have a CPU override, read from the kernel modules."""
-    import importlib
-    registry.registry()
-    pairs = set()
-    for m in registry.MODULES:
-        mod = m if "." in m else f"hetero_explore.kernels.{m}"   # dotted: outside the package
-        for v in vars(importlib.import_module(mod)).values():
-            if isinstance(v, KernelPair) and v.cpu_fast is not None:
-                pairs.add(v.name)
-    return pairs
+    """Keys of the CPU rules (kernel pair names), read from the override registry."""
+    registry.registry()      # registers the fast paths
+    return set(overrides.rules("cpu"))
 
 
 def test_every_fast_path_has_cases():
@@ -589,61 +585,78 @@ def test_fast_path_bitwise_equal_to_generated(name):
     fn(np.random.default_rng(zlib.crc32(name.encode())))  # crc32: the same shapes on every run
 
 
-def test_a_broken_fast_path_is_caught(monkeypatch):
+def test_a_broken_fast_path_is_caught():
     """The comparison can fail: a fast path that rounds differently is noticed."""
-    from hetero_explore.kernels import nn
     @cpu_kernel
     def broken(x, scale, bias, mean, var, eps, C, S, out):
         for i in range(out.shape[0]):
             out[i] = x[i] + np.float32(1e-3)
 
-    monkeypatch.setattr(nn._BN, "cpu_fast", broken)
-    with pytest.raises(AssertionError):
-        case_bn(np.random.default_rng(0))
-
-
-def test_the_packed_constant_b_path_is_taken_and_checked(monkeypatch):
-    """MatMul/Gemm with an initializer B run fastpaths.mm_packed_cpu (called from the build's
-    run function, not a pair's cpu_fast): the comparison above reaches it and can fail."""
-    from hetero_explore.kernels import fastpaths
-    real = fastpaths.mm_packed_cpu
-    calls = []
-
-    def broken(*args):
-        calls.append(1)
-        real(*args)
-        args[7][0] += F(1)   # out
-
-    monkeypatch.setattr(fastpaths, "mm_packed_cpu", broken)
-    rng = np.random.default_rng(0)
-    for op, ins, at in (("MatMul", [rnd(rng, 7, 19), rnd(rng, 19, 33)], {}),
-                        ("Gemm", [rnd(rng, 7, 19), rnd(rng, 33, 19), rnd(rng, 33)], dict(transB=1))):
-        n = len(calls)
+    registry.registry()
+    with overrides.overriding("bn", target="cpu", run=broken):
         with pytest.raises(AssertionError):
-            same(op, ins, const_inputs=(1,), **at)
-        assert len(calls) > n, op
+            case_bn(np.random.default_rng(0))
+    assert overrides.rule("bn", "cpu").run is not broken     # restored
 
 
-def test_the_packed_conv_path_is_taken_and_checked(monkeypatch):
-    """A Conv with an initializer weight runs fastpaths.conv_packed_cpu on the weight packed at
-    build time (called from the build's run function, not a pair's cpu_fast): the comparison
-    above reaches it, on every packed path, and can fail."""
-    from hetero_explore.kernels import fastpaths
-    real = fastpaths.conv_packed_cpu
+def _off_by_one(key, calls, what=lambda args: 1):
+    """The CPU rule of ``key`` with a prepare step whose run functions add 1 to the first
+    output element after the real run (and count their calls)."""
+    real = overrides.rule(key, "cpu")
+
+    def prepare(target, *args, **kw):
+        run = real.prepare(target, *args, **kw)
+        if run is None:
+            return None
+
+        def broken(inputs, outputs):
+            calls.append(what(args))
+            run(inputs, outputs)
+            outputs[0].reshape(-1)[0] += F(1)
+
+        return broken
+
+    return overrides.overriding(key, target="cpu", run=real.run, prepare=prepare)
+
+
+def test_the_packed_constant_b_path_is_taken_and_checked():
+    """MatMul/Gemm with an initializer B run the "mm" prepare rule (B packed at build time,
+    cpu_fast.gemm.mm_packed_cpu on it): the comparison above reaches it and can fail."""
+    registry.registry()
     calls = []
-
-    def broken(*args):
-        calls.append(fastpaths.conv_kind(args[4]))
-        real(*args)
-        args[5][0] += F(1)   # out
-
-    monkeypatch.setattr(fastpaths, "conv_packed_cpu", broken)
     rng = np.random.default_rng(0)
-    for xs, ws, at in (((1, 8, 6, 6), (8, 1, 3, 3), dict(group=8, pads=[1] * 4)), ((1, 8, 4, 4), (12, 8, 1, 1), {}),
-                       ((1, 4, 6, 6), (16, 4, 3, 3), dict(pads=[1] * 4)), ((1, 8, 1, 1), (16, 8, 1, 1), {})):
-        n = len(calls)
-        with pytest.raises(AssertionError):
-            same("Conv", [rnd(rng, *xs), rnd(rng, *ws)], const_inputs=(1,), **at)
-        assert len(calls) > n, (xs, ws)
-    assert set(calls) == {fastpaths._CK_DW, fastpaths._CK_PW, fastpaths._CK_PX, fastpaths._CK_GEMVT}
+    with _off_by_one("mm", calls):
+        for op, ins, at in (("MatMul", [rnd(rng, 7, 19), rnd(rng, 19, 33)], {}),
+                            ("Gemm", [rnd(rng, 7, 19), rnd(rng, 33, 19), rnd(rng, 33)], dict(transB=1))):
+            n = len(calls)
+            with pytest.raises(AssertionError):
+                same(op, ins, const_inputs=(1,), **at)
+            assert len(calls) > n, op
 
+
+def test_the_packed_conv_path_is_taken_and_checked():
+    """A Conv with an initializer weight runs the "conv" prepare rule (the weight packed at
+    build time, cpu_fast.conv.conv_packed_cpu on it): the comparison above reaches it, on
+    every packed path, and can fail."""
+    from hetero_explore.kernels.cpu_fast import conv as fastconv
+    registry.registry()
+    calls = []
+    rng = np.random.default_rng(0)
+    with _off_by_one("conv", calls, what=lambda args: fastconv.conv_kind(args[1])):
+        for xs, ws, at in (((1, 8, 6, 6), (8, 1, 3, 3), dict(group=8, pads=[1] * 4)),
+                           ((1, 8, 4, 4), (12, 8, 1, 1), {}),
+                           ((1, 4, 6, 6), (16, 4, 3, 3), dict(pads=[1] * 4)), ((1, 8, 1, 1), (16, 8, 1, 1), {})):
+            n = len(calls)
+            with pytest.raises(AssertionError):
+                same("Conv", [rnd(rng, *xs), rnd(rng, *ws)], const_inputs=(1,), **at)
+            assert len(calls) > n, (xs, ws)
+    assert set(calls) == {fastconv._CK_DW, fastconv._CK_PW, fastconv._CK_PX, fastconv._CK_GEMVT}
+
+
+def test_generated_only_takes_no_rule():
+    """``CPUTarget(generated_only=True)`` neither launches a run rule nor asks a prepare rule."""
+    registry.registry()
+    gen, fast = CPUTarget(generated_only=True), CPUTarget()
+    assert gen.prepared("mm", np.ones((2, 3), F), rows=1, sam=2, sak=1) is None
+    assert fast.prepared("mm", np.ones((2, 3), F), rows=1, sam=2, sak=1) is not None
+    assert not gen._runs and set(fast._runs) == fast_paths()

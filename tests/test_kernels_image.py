@@ -1,6 +1,6 @@
-"""Image / geometry kernels (kernels/image.py): each op against onnx's
-ReferenceEvaluator or onnxruntime, CPU vs CUDA-simulator bitwise, and the index
-checks (bad ROI batch indices raise on both targets, naming the node)."""
+"""Image / geometry kernels (kernels/image.py, and resize.py's Upsample and full Resize):
+each op against onnx's ReferenceEvaluator or onnxruntime, CPU vs CUDA-simulator bitwise, and
+the index checks (bad ROI batch indices raise on both targets, naming the node)."""
 
 import os
 
@@ -404,7 +404,7 @@ def test_maxunpool_model_with_computed_output_shape():
 
 # --- every image kernel compiles for a real GPU (sm_90 PTX), without FMA / approximations --------
 _PTX_BODY = r'''
-from hetero_explore.kernels import image as I
+from hetero_explore.kernels import image as I, resize as R
 A = lambda dt: types.Array(dt, 1, "C")
 f32, f64, i64, i32 = types.float32, types.float64, types.int64, types.int32
 K = {
@@ -419,7 +419,7 @@ K = {
  "_DEFORMCONV": [A(f32)] * 6 + [A(i64), i64, i64],
  "_RESIZE_FULL": [A(f32), A(f32)] + [A(i64)] * 6 + [A(f64), A(i32), f32, i64],
 }
-print(json.dumps({name: stats(ptx(_retarget(getattr(I, name).cuda.py, "cuda"), args))
+print(json.dumps({name: stats(ptx(_retarget(getattr(R if name == "_RESIZE_FULL" else I, name).cuda.py, "cuda"), args))
                   for name, args in K.items()}))
 '''
 

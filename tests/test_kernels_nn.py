@@ -1,5 +1,6 @@
-"""Neural-network kernels (nn.py): each op vs onnx's reference evaluator (or a
-numpy reference), and CPU vs CUDA-simulator bit equality."""
+"""Neural-network kernels (nn.py, pool.py, norm.py, activation.py, resize.py and movement.py's
+Pad): each op vs onnx's reference evaluator (or a numpy reference), and CPU vs
+CUDA-simulator bit equality."""
 
 import os
 
@@ -14,7 +15,8 @@ from onnx import helper
 from hetero_explore.ir.errors import KernelError
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
-from hetero_explore.kernels import fastpaths, nn
+from hetero_explore.kernels import activation, resize
+from hetero_explore.kernels.cpu_fast import gemm as fast_gemm, rows as fast_rows
 from support.bits import bits_equal
 from support.harness import reference as support_reference, run_both as support_run_both, run_node, supports
 
@@ -107,7 +109,7 @@ def _sequential_matmul(a, b):
 def test_matmul_cpu_several_column_tiles_match_sequential_dot(M, K, N):
     """N spans several column tiles of the CPU GEMM (the last one partial), M a block of
     four rows plus a remainder, K odd and even."""
-    assert N > fastpaths._GEMM_TILE
+    assert N > fast_gemm._GEMM_TILE
     a, b = f32(M, K, scale=30.0), f32(K, N)
     node = helper.make_node("MatMul", ["a", "b"], ["y"])
     want = _sequential_matmul(a, b)
@@ -123,7 +125,7 @@ def test_matmul_cpu_register_tiles_match_sequential_dot(M, K, N):
     blocks of _MK_KC resumed from the stored partial sums, A repacked when its row stride
     aliases in the cache) plus its edge rows and columns, bit for bit; also with a
     transposed A (Gemm transA) and a constant transposed B."""
-    assert M >= fastpaths._MK_R and N >= fastpaths._MK_W
+    assert M >= fast_gemm._MK_R and N >= fast_gemm._MK_W
     a, b = f32(M, K, scale=30.0), f32(K, N)
     a.flat[::53] = -0.0
     want = _sequential_matmul(a, b)
@@ -140,12 +142,12 @@ def test_gemm_rows_cpu_offsets_and_empty_k(M, K, N):
     K = 0 (every element 0.0f), bit for bit against the rows-of-accumulators path."""
     a = f32(3 + M * K)
     b = f32(5 + K * N)
-    acc = fastpaths._gemm_scratch(K, N)
+    acc = fast_gemm._gemm_scratch(K, N)
     som = N + 7
     got = np.full(2 + M * som, np.nan, np.float32)
     want = got.copy()
-    fastpaths._gemm_rows_cpu(a, 3, K, 1, b, 5, N, M, K, N, got, 2, som, acc)
-    fastpaths._gemm_rowacc_cpu(a, 3, K, 1, b, 5, N, M, K, N, want, 2, som, acc)
+    fast_gemm._gemm_rows_cpu(a, 3, K, 1, b, 5, N, M, K, N, got, 2, som, acc)
+    fast_gemm._gemm_rowacc_cpu(a, 3, K, 1, b, 5, N, M, K, N, want, 2, som, acc)
     assert bits_equal(got, want)
     if K == 0:
         assert not np.any(got[2:].reshape(M, som)[:, :N])
@@ -270,7 +272,7 @@ def test_conv_cpu_several_column_tiles_follow_documented_order(xs, ws, pads, str
     x, w, b = f32(*xs, scale=10.0), f32(*ws), f32(ws[0])
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, strides=strides, dilations=dil)
     want = _conv_documented_order(x, w, b, strides, pads, dil)
-    assert want.shape[2] * want.shape[3] > fastpaths._GEMM_TILE
+    assert want.shape[2] * want.shape[3] > fast_gemm._GEMM_TILE
     assert bits_equal(run_node(CPU, node, [x, w, b])[0], want)
 
 
@@ -290,7 +292,7 @@ def test_conv_cpu_register_tiles_follow_documented_order(xs, ws, pads, group):
         want = np.concatenate([
             _conv_documented_order(x[:, g * cg:(g + 1) * cg], w[g * mg:(g + 1) * mg], b[g * mg:(g + 1) * mg],
                                    [1, 1], pads, [1, 1]) for g in range(group)], axis=1)
-    assert ws[0] // group >= fastpaths._MK_R
+    assert ws[0] // group >= fast_gemm._MK_R
     assert bits_equal(run_node(CPU, node, [x, w, b])[0], want)
 
 
@@ -453,7 +455,7 @@ def test_batchnorm(shape):
 
 def test_batchnorm_training_is_claimed_by_the_training_definition():
     """training_mode=1 runs training.py's definition (tests/test_kernels_training.py), not this one."""
-    from hetero_explore.kernels.nn import _check_bn
+    from hetero_explore.kernels.norm import _check_bn
     from support.harness import make_context
     x, c = f32(2, 3), f32(3)
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1)
@@ -499,7 +501,7 @@ def test_softmax_cpu_passes_match_the_row_kernel(shape, axis, is_log):
     canonical NaN anyway."""
     from numba import njit
 
-    row = nn._softmax_row.cpu
+    row = activation._softmax_row.cpu
 
     @njit
     def by_rows(x, out, rows, A, inner, is_log):
@@ -523,7 +525,7 @@ def test_softmax_cpu_passes_match_the_row_kernel(shape, axis, is_log):
     inner = int(np.prod(shape[axis + 1:]))
     rows = int(np.prod(shape[:axis])) * inner
     got, want = np.empty_like(f), np.empty_like(f)
-    fastpaths._softmax_cpu(f, got, rows, A, inner, is_log)
+    fast_rows._softmax_cpu(f, got, rows, A, inner, is_log)
     by_rows(f, want, rows, A, inner, is_log)
     assert np.isnan(got).any() and (got == 0).any()
     assert bits_equal(got, want)
@@ -645,16 +647,15 @@ def test_resize_declines():
 
 
 def test_resize_modes_nn_declines_run_in_image_py():
-    """cubic and antialias are not nn.py's (its check declines them); image.py's full Resize
-    (tests/test_kernels_image.py) runs them."""
-    from hetero_explore.kernels import nn
+    """cubic and antialias are not the nearest/linear Resize's (its check declines them);
+    resize.py's full Resize (tests/test_kernels_image.py) runs them."""
     from support.harness import make_context
     x = f32(1, 1, 2, 2)
     sc = np.array([1, 1, 2, 2], np.float32)
     for node, opset in ((resize_node("cubic", "half_pixel"), 13),
                         (resize_node("linear", "half_pixel", antialias=1), 18)):
         ctx = make_context(node, [x, None, sc], opset, (2,))
-        assert nn._check_resize(ctx, "cpu") is not None
+        assert resize._check_resize(ctx, "cpu") is not None
         assert supports(CPU, node, [x, None, sc], opset=opset, const_inputs=(2,)).supported
 
 

@@ -42,7 +42,7 @@ def rnd(rng, *shape):
 
 def _cases(rng, small=False):
     """(op, inputs, const_inputs, opset, attrs); ``small``: shapes fit for the CUDA simulator."""
-    # large shapes: above fastpaths._PAR_WORK multiply-adds, so that the parallel loops run
+    # large shapes: above cpu_fast.base.PAR_WORK multiply-adds, so that the parallel loops run
     s = 1 if small else 4
     C = 3 if small else 32
     H = 5 if small else 40
@@ -51,33 +51,34 @@ def _cases(rng, small=False):
                                                                                              group=C)
     yield "Conv", [rnd(rng, 2, C, H, H), rnd(rng, C, 1, 5, 5)], (1,), 17, dict(pads=[2] * 4, strides=[2, 2],
                                                                               group=C)
-    # depthwise with channel multiplier 2, dilation and bias (fastpaths._conv_dw8, chunks of 8-channel blocks)
+    # depthwise with channel multiplier 2, dilation and bias (cpu_fast.conv_packed._conv_dw8, chunks of
+    # 8-channel blocks)
     yield "Conv", [rnd(rng, 1, C, H, H), rnd(rng, 2 * C, 1, 3, 3), rnd(rng, 2 * C)], (1, 2), 17, dict(
         pads=[2] * 4, dilations=[2, 2], group=C)
     yield "Conv", [rnd(rng, 1, 3, 2 * H, 2 * H), rnd(rng, 8, 3, 7, 7)], (1,), 17, dict(pads=[3] * 4,
                                                                                       strides=[2, 2])
-    # the pixel-tile indirect GEMM (fastpaths._conv_px), grouped (more than 4 outputs per group),
-    # stride 2, batch 2; and 1x1 Conv on a 1x1 map (fastpaths._conv_gemvt, blocks of 64 channels)
+    # the pixel-tile indirect GEMM (cpu_fast.conv_packed._conv_px), grouped (more than 4 outputs per group),
+    # stride 2, batch 2; and 1x1 Conv on a 1x1 map (cpu_fast.conv_packed._conv_gemvt, blocks of 64 channels)
     yield "Conv", [rnd(rng, 2, 2 * C, H, H), rnd(rng, 4 * C, C, 3, 3), rnd(rng, 4 * C)], (1, 2), 17, dict(
         pads=[1] * 4, strides=[2, 2], group=2)
     yield "Conv", [rnd(rng, 1, 24 * C, 1, 1), rnd(rng, 16 * C + 3, 24 * C, 1, 1), rnd(rng, 16 * C + 3)], (1, 2), \
         17, {}
-    # pointwise 1x1 (fastpaths._conv_pw: items of 48 output channels x 256 pixels, the last 6-row
+    # pointwise 1x1 (cpu_fast.conv_packed._conv_pw: items of 48 output channels x 256 pixels, the last 6-row
     # block and 16-pixel panel overlapping) and the pixel-tile path on a strided 1x1 (_conv_px)
     yield "Conv", [rnd(rng, 1, 2 * C, H, H), rnd(rng, 2 * C + 6, 2 * C, 1, 1), rnd(rng, 2 * C + 6)], (1, 2), 17, {}
     yield "Conv", [rnd(rng, 2, 2 * C, H, H), rnd(rng, 16 * C + 3, 2 * C, 1, 1)], (1,), 17, dict(strides=[2, 2])
     yield "MatMul", [rnd(rng, 2, 2 * s, 16 * s, 8 * s), rnd(rng, 2, 2 * s, 8 * s, 16 * s)], (), 17, {}
     yield "MatMul", [rnd(rng, 3, 16 * s, 32 * s), rnd(rng, 32 * s, 16 * s)], (1,), 17, {}
     yield "Gemm", [rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s, 16 * s), rnd(rng, 8 * s)], (1, 2), 17, dict(transB=1)
-    # unbatched products in parallel blocks of rows x columns (fastpaths._mm_blocks_par)
+    # unbatched products in parallel blocks of rows x columns (cpu_fast.gemm._mm_blocks_par)
     yield "Gemm", [rnd(rng, 25 * s, 16 * s), rnd(rng, 70 * s, 16 * s), rnd(rng, 70 * s)], (1, 2), 17, dict(transB=1)
     yield "MatMul", [rnd(rng, 25 * s, 16 * s), rnd(rng, 16 * s, 70 * s)], (), 17, {}
-    # a constant B packed once, panels in parallel (fastpaths.mm_packed_cpu), MatMul and Gemm
+    # a constant B packed once, panels in parallel (cpu_fast.gemm.mm_packed_cpu), MatMul and Gemm
     yield "MatMul", [rnd(rng, 1, 9 * s, 16 * s), rnd(rng, 16 * s, 70 * s + 3)], (1,), 17, {}
     yield "Gemm", [rnd(rng, 9 * s, 16 * s), rnd(rng, 70 * s + 3, 16 * s), rnd(rng, 70 * s + 3)], (1, 2), 17, dict(
         transB=1)
     yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
-    # over the last axis in parallel blocks of rows (fastpaths._softmax_last_par), a row tail
+    # over the last axis in parallel blocks of rows (cpu_fast.rows._softmax_last_par), a row tail
     yield "Softmax", [rnd(rng, 2, 8 * s, 32 * s + 1) * F(8)], (), 17, dict(axis=-1)
     yield "LogSoftmax", [rnd(rng, 1, 3, 17 * s, 16 * s) * F(8)], (), 17, dict(axis=-1)
     yield "LayerNormalization", [rnd(rng, 2, 4 * s, 8 * s), rnd(rng, 8 * s), rnd(rng, 8 * s)], (1, 2), 17, {}
@@ -100,7 +101,7 @@ def restore_threads():
 
 
 def test_thread_cases_are_large_enough_to_run_in_parallel():
-    from hetero_explore.kernels.fastpaths import _PAR_WORK
+    from hetero_explore.kernels.cpu_fast.base import PAR_WORK
     def conv_macs(i, at):
         k, st, pd = i[1].shape[2], at.get("strides", [1, 1])[0], at.get("pads", [0] * 4)[0]
         o = (i[0].shape[2] + 2 * pd - k) // st + 1
@@ -111,9 +112,9 @@ def test_thread_cases_are_large_enough_to_run_in_parallel():
                                      * i[0].shape[-2] * i[0].shape[-1] * i[1].shape[-1])}
     for op, inputs, _, _, attrs in _cases(np.random.default_rng(0)):
         if op in macs:
-            assert macs[op](inputs, attrs) >= _PAR_WORK, (op, [a.shape for a in inputs])
+            assert macs[op](inputs, attrs) >= PAR_WORK, (op, [a.shape for a in inputs])
     # the last-axis Softmax cases: more than one block of rows, enough elements to go parallel
-    from hetero_explore.kernels.fastpaths import _SM_PAR, _SM_ROWS
+    from hetero_explore.kernels.cpu_fast.rows import _SM_PAR, _SM_ROWS
     sm = [i[0].shape for op, i, _, _, at in _cases(np.random.default_rng(0))
           if op.endswith("Softmax") and at.get("axis") == -1 and i[0].size >= _SM_PAR]
     assert len(sm) >= 2 and all(np.prod(s[:-1]) > _SM_ROWS for s in sm), sm
@@ -143,11 +144,11 @@ def test_threaded_cpu_equals_cuda_simulator(restore_threads):
 def test_cpu_kernels_release_the_gil():
     """Every CPU kernel (generated and fast path) is compiled with nogil=True, so that a run
     in a worker thread (the app's Execute) leaves the interpreter's other threads running."""
-    from hetero_explore.kernels import nn, registry
+    from hetero_explore.kernels import overrides, registry
     from hetero_explore.kernels.target import GENERATED
     registry.registry()
     cpu = [k for name, k in GENERATED.items() if name.endswith("_cpu")]
     assert len(cpu) > 50
-    fast = [p.cpu_fast for p in (nn._MM, nn._CONV, nn._POOL, nn._SOFTMAX, nn._LN)]
+    fast = [overrides.rule(key, "cpu").run for key in ("mm", "conv", "pool", "softmax", "ln")]
     for k in cpu + fast:
         assert k.compiled.targetoptions.get("nogil") is True, k

@@ -125,7 +125,7 @@ CASES = [
                                                       2: W.standard_normal(5).astype(F)}, transB=1),
     Case("conv", "Conv", [_x(1, 3, 7, 6)], consts={1: W.standard_normal((4, 3, 3, 3)).astype(F),
                                                     2: W.standard_normal(4).astype(F)}, pads=[1, 1, 1, 1]),
-    # an initializer weight packed once at build time (fastpaths.conv_pack): every packed path
+    # an initializer weight packed once at build time (the "conv" prepare rule): every packed path
     Case("conv_packed_px", "Conv", [_x(1, 3, 7, 6)], consts={1: W.standard_normal((17, 3, 3, 3)).astype(F),
                                                               2: W.standard_normal(17).astype(F)}, pads=[1, 1, 1, 1]),
     Case("conv_packed_dw", "Conv", [_x(1, 9, 6, 5)], consts={1: W.standard_normal((9, 1, 3, 3)).astype(F)},
@@ -320,22 +320,24 @@ def test_a_prepared_call_runs_the_compiled_overload_of_its_arguments():
 
 # --- every marked run function is exercised above -----------------------------------------
 def _marked_locations():
-    """(file name, first line) of every run function the kernel modules mark replayable: the
-    decorator's line for ``@replayable``, the ``def`` line for ``replayable(run)``."""
+    """(path in kernels/, first line) of every run function the kernel sources (the fast paths
+    of kernels/cpu_fast/ included) mark replayable: the decorator's line for ``@replayable``,
+    the ``def`` line for ``replayable(run)``."""
     found = set()
-    for path in sorted(KERNELS.glob("*.py")):
+    for path in T.kernel_sources():
+        name = path.relative_to(KERNELS).as_posix()
         tree = ast.parse(path.read_text())
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef):
                 continue
             for d in fn.decorator_list:
                 if isinstance(d, ast.Name) and d.id == "replayable":
-                    found.add((path.name, min(x.lineno for x in fn.decorator_list)))
+                    found.add((name, min(x.lineno for x in fn.decorator_list)))
             defs = {n.name: n.lineno for n in fn.body if isinstance(n, ast.FunctionDef) and not n.decorator_list}
             for node in ast.walk(fn):
                 if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "replayable"
                         and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in defs):
-                    found.add((path.name, defs[node.args[0].id]))
+                    found.add((name, defs[node.args[0].id]))
     return found
 
 
@@ -352,5 +354,6 @@ def test_every_replayable_run_function_has_a_case():
             k = CPU.get_kernel(node_context(g, node))
             assert k.replayable, case.name
             code = k._fn.__code__
-            seen.add((Path(code.co_filename).name, code.co_firstlineno))
+            f = Path(code.co_filename).resolve()
+            seen.add((f.relative_to(KERNELS).as_posix() if f.is_relative_to(KERNELS) else f.name, code.co_firstlineno))
     assert marked - seen == set(), "replayable run functions without a case in tests/test_replay.py"

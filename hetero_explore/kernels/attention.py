@@ -64,7 +64,7 @@ import numpy as np
 from numba import njit
 
 from ..ir.errors import ExecutionError
-from .common import broadcast_strides, dual, flat, kernel_pair, node_error as _err
+from .common import attr_str, broadcast_strides, dual, flat, kernel_pair, node_error as _err
 from .elementwise import HALF, half_build
 from .opdef import OpList
 from .pmath import exp_f32, sigmoid_f32, tanh_f32
@@ -806,15 +806,11 @@ _LINATTN = kernel_pair("linear_attention", "q, k, v, past, decay, beta, y, st, m
 _LA_RULES = ("linear", "gated", "delta", "gated_delta")
 
 
-def _attr_str(ctx, name, default):
-    v = ctx.attrs.get(name, default)
-    return v.decode() if isinstance(v, bytes) else v
-
 
 def _linattn_geometry(ctx):
     """(B, T, Hq, Hkv, Dk, Dv, decay mode, beta last dim, has past) or a reason."""
     a = ctx.attrs
-    rule = _attr_str(ctx, "update_rule", "gated_delta")
+    rule = attr_str(ctx, "update_rule", "gated_delta")
     if rule not in _LA_RULES:
         return f"LinearAttention: update_rule {rule!r} not supported ({', '.join(_LA_RULES)})"
     Hq, Hk = int(a.get("q_num_heads", 0)), int(a.get("kv_num_heads", 0))

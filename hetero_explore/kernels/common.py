@@ -1,4 +1,4 @@
-"""Helpers shared by kernels on both targets: compile-once-for-two-targets
+"""Helpers shared by kernels on every target: compile-once-for-every-target
 functions, broadcasting metadata, bit copies.
 
 How one piece of Python becomes both targets' code
@@ -15,7 +15,7 @@ How one piece of Python becomes both targets' code
 * Kernels: :func:`.target.kernel_pair` generates the CPU loop and the CUDA
   kernel (one thread per item, ``if i < n``) from one per-item statement that
   calls the same ``@dual``/``@njit`` functions. ``@cpu_kernel`` is for CPU-only
-  code (the overrides in ``fastpaths.py``).
+  code (the fast paths in ``cpu_fast/``, registered in :mod:`.overrides`).
 
 Rules that keep results bitwise equal (numba and the simulator's Python
 promote differently): write float constants as ``np.float32(...)``, never mix
@@ -25,66 +25,15 @@ a Python/int64 scalar into float32 arithmetic without converting it with
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
-from numba import njit
 
-from .target import CPU, CUDA, LazyKernel, Target, _CudaModule, cuda, get_target, kernel_pair  # noqa: F401
-
-
-class Dual:
-    """One Python function compiled for both targets (see module docs)."""
-
-    def __init__(self, fn, cache: bool = True):
-        self.py = fn
-        self._cache = cache
-        self._cpu = None
-        self._cuda = None
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
-
-    @property
-    def cpu(self):
-        if self._cpu is None:
-            self._cpu = njit(cache=self._cache, error_model="numpy")(_retarget(self.py, "cpu"))
-        return self._cpu
-
-    @property
-    def cuda(self):
-        if self._cuda is None:
-            self._cuda = cuda.jit(device=True)(_retarget(self.py, "cuda"))
-        return self._cuda
-
-    def __call__(self, *args):
-        return self.cpu(*args)
-
-
-def _retarget(fn, target: str):
-    g = dict(fn.__globals__)
-    for k in _referenced_names(fn.__code__):
-        v = fn.__globals__.get(k)
-        if isinstance(v, Dual) and v.py is not fn:
-            g[k] = v.cpu if target == "cpu" else v.cuda
-        elif isinstance(v, _CudaModule):  # the kernel calls cuda.grid & co.: the compiler needs the module
-            g[k] = v.load()
-    new = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
-    new.__module__ = fn.__module__
-    new.__qualname__ = fn.__qualname__
-    new.__doc__ = fn.__doc__
-    return new
-
-
-def _referenced_names(code) -> set:
-    names = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names |= _referenced_names(c)
-    return names
+from .target import (CPU, CUDA, Dual, LazyKernel, Target, _retarget, cuda, get_target,  # noqa: F401
+                     kernel_pair)
 
 
 def dual(fn=None, *, cache: bool = True):
-    """Decorator: compile ``fn`` for the CPU (``.cpu``) and as a CUDA device function (``.cuda``)."""
+    """Decorator: compile ``fn`` for every target that calls it (``.cpu``: njit; ``.cuda``: a
+    CUDA device function; ``.on(name)`` for any registered target)."""
     if fn is None:
         return lambda f: Dual(f, cache=cache)
     return Dual(fn, cache=cache)
@@ -119,6 +68,12 @@ def node_error(ctx, msg):
     """A KernelError naming the node of ``ctx``."""
     from ..ir.errors import KernelError
     return KernelError(f"node {ctx.node.name!r} ({ctx.node.op_type}): {msg}")
+
+
+def attr_str(ctx, name: str, default):
+    """The string attribute ``name`` of ``ctx``'s node (``default`` when absent; bytes decoded)."""
+    v = ctx.attrs.get(name, default)
+    return v.decode() if isinstance(v, bytes) else v
 
 
 def prod(xs) -> int:

@@ -17,7 +17,7 @@ How the movement ops work
   strides differ), its scatter twin (Concat), a contiguous copy (Reshape,
   Flatten, Squeeze, Unsqueeze, Identity — never an alias of the input) and
   the three Gathers. CUDA kernels run one thread per element; the CPU fast
-  paths (``fastpaths.py``) walk the strided copies coalesced (size-1 dims
+  paths (``cpu_fast/movement.py``) walk the strided copies coalesced (size-1 dims
   dropped, dims merged where the strided side is contiguous across them):
   contiguous rows by an odometer, or tiles for a transposition.
 * Output shapes come from static shape inference (``ctx.out_shapes``), so the

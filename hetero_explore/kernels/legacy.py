@@ -172,10 +172,10 @@ def _bn6(base: OpDef):
 
 
 def _declare():
-    from . import elementwise, nn
+    from . import elementwise, nn, norm, pool
 
-    for op in ("Conv", "ConvTranspose", "AveragePool", "MaxPool"):
-        _same(nn, op, 12, "the same computation; the attributes added later (ceil_mode, "
+    for mod, op in ((nn, "Conv"), (nn, "ConvTranspose"), (pool, "AveragePool"), (pool, "MaxPool")):
+        _same(mod, op, 12, "the same computation; the attributes added later (ceil_mode, "
                           "count_include_pad, dilations, storage_order, Indices) default to it")
     _same(nn, "MatMul", 9, "MatMul-1 (float types only)")
     for op in ("Max", "Min", "Sum"):
@@ -195,7 +195,7 @@ def _declare():
            note=f"{prelu.note}; PRelu-6: one slope, or one per channel (axis 1)")
     _reuse(prelu, 7, 8, note=f"{prelu.note}; PRelu-7 (float types only)")
 
-    bn = _current(nn, "BatchNormalization", 7)
+    bn = _current(norm, "BatchNormalization", 7)
     _reuse(bn, 1, 6, check=_bn6(bn), note=f"{bn.note}; BatchNormalization-1/6 with is_test=1")
 
 

@@ -1,5 +1,5 @@
 """More data-movement ops: Tile, DepthToSpace, SpaceToDepth, Trilu, EyeLike,
-ScatterND and ScatterElements (both targets).
+ScatterND, ScatterElements and Pad (every target).
 
 * Tile, DepthToSpace, SpaceToDepth, Trilu and EyeLike move bits (arrays viewed as
   unsigned integers of their width, as in ``data.py``): bitwise equal on every
@@ -13,16 +13,20 @@ ScatterND and ScatterElements (both targets).
   accident). Indices are checked in the kernel exactly as the Gathers are
   (``data.index_flag`` / ``data.raise_if_flagged``): an out-of-range index raises
   :class:`~hetero_explore.ir.errors.ExecutionError` naming the node on every target.
+* Pad (constant / reflect / edge / wrap; Pad-2's attributes too) maps every output
+  element to its source element or the constant: pure data movement, any dtype (the CPU
+  fast path, :mod:`.cpu_fast.movement`, copies row by row).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .common import bits, copy_array, dual, flat, kernel_pair, replayable, to_target
+from .common import bits, copy_array, dual, flat, kernel_pair, replayable, shape_array, to_target
+from .common import node_error as _err
 from .data import (INDEX, MOVE, _gather_strided, _meta, _prod, _shapes_known, _strides, index_flag,
                    raise_if_flagged)
-from .opdef import OpList
+from .opdef import ALL, FLOAT as F32, OpList
 
 OPS = OpList()
 register = OPS.register
@@ -362,3 +366,196 @@ _SC_NOTE = "updates applied in index order in one sequential pass (deterministic
            "and reductions; one CUDA thread); out-of-range indices raise"
 for _op, _b in (("ScatterND", _build_scatternd), ("ScatterElements", _build_scatter_elements)):
     register(_op, dtypes=NUMERIC, since=11, until=UNTIL, check=_check_scatter, note=_SC_NOTE)(_b)
+
+
+# =============================================================================
+# Pad (constant / reflect / edge / wrap): pure data movement, any dtype.
+# =============================================================================
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+@dual
+def _pad_map(j, n, mode):
+    """Input index along one axis for the (unpadded) index j, or -1 for the constant value."""
+    if j >= 0 and j < n:
+        return j
+    if mode == 0:
+        return -1
+    if mode == 2:
+        return 0 if j < 0 else n - 1
+    if mode == 1:
+        if n == 1:
+            return 0
+        per = 2 * (n - 1)
+        j = j % per
+        if j < 0:
+            j += per
+        if j >= n:
+            j = per - j
+        return j
+    j = j % n
+    if j < 0:
+        j += n
+    return j
+
+
+@dual
+def _pad_src(i, oshape, ishape, istr, pbeg, mode):
+    """Flat input offset of output element i, or -1 for the constant value."""
+    off = 0
+    t = i
+    for d in range(oshape.shape[0] - 1, -1, -1):
+        n_o = oshape[d]
+        o = t % n_o
+        t = t // n_o
+        j = _pad_map(o - pbeg[d], ishape[d], mode)
+        if j < 0:
+            return -1
+        off += j * istr[d]
+    return off
+
+
+_PAD = kernel_pair(
+    "pad", "x, out, cval, oshape, ishape, istr, pbeg, mode",
+    """
+    s = _pad_src(i, oshape, ishape, istr, pbeg, mode)
+    out[i] = cval[0] if s < 0 else x[s]
+    """, count="out.shape[0]", index="i", module=__name__)
+
+
+def _pad_layout(ctx, xs, pads, axes):
+    """Begin pads per dim and the output shape from the pads input (and axes)."""
+    rank = len(xs)
+    pads = [int(v) for v in np.asarray(pads).reshape(-1)]
+    if axes is None:
+        axes = list(range(rank))
+    else:
+        axes = [int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(axes).reshape(-1)]
+    k = len(axes)
+    if len(pads) != 2 * k:
+        raise _err(ctx, f"pads has {len(pads)} values, expected {2 * k}")
+    beg = [0] * rank
+    end = [0] * rank
+    for i, a in enumerate(axes):
+        beg[a] = pads[i]
+        end[a] = pads[k + i]
+    oshape = tuple(xs[d] + beg[d] + end[d] for d in range(rank))
+    return beg, oshape
+
+
+def _check_pad(ctx, target):
+    mode = ctx.attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        return f"Pad: mode {mode!r} not supported"
+    if mode == "wrap" and ctx.opset < 19:
+        return "Pad: mode 'wrap' needs opset 19"
+    if ctx.in_shapes[0] is None:
+        return "Pad: unknown input rank"
+    if not target.host:
+        for i, what in ((1, "pads"), (2, "constant_value"), (3, "axes")):
+            if ctx.has_input(i) and ctx.const(i) is None:
+                return f"Pad: the {what} input is not a constant (the CUDA kernel needs it at build time)"
+    if ctx.has_input(1) and ctx.const(1) is not None:
+        pads = np.asarray(ctx.const(1)).reshape(-1)
+        if mode != "constant" and (pads < 0).any():
+            return f"Pad: negative pads with mode {mode!r} are not supported"
+        xs = ctx.in_shapes[0]
+        if mode in ("reflect", "edge", "wrap") and any(d == 0 for d in xs):
+            return f"Pad: mode {mode!r} cannot pad an empty axis"
+    return None
+
+
+def _build_pad(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    mode = _PAD_MODES[ctx.attrs.get("mode", "constant")]
+    dtype = np.dtype(ctx.in_dtypes[0])
+    has_cv = ctx.has_input(2)
+    has_axes = ctx.has_input(3)
+
+    def meta(inputs):
+        pads = ctx.const(1)
+        if pads is None:
+            pads = inputs[1]
+        axes = None
+        if has_axes:
+            axes = ctx.const(3)
+            if axes is None:
+                axes = inputs[3]
+        cv = None
+        if has_cv:
+            cv = ctx.const(2)
+            if cv is None:
+                cv = inputs[2]
+        cval = np.zeros(1, dtype)
+        if cv is not None and np.asarray(cv).size:
+            cval[0] = np.asarray(cv).reshape(-1)[0]
+        beg, oshape = _pad_layout(ctx, xs, pads, axes)
+        if tuple(oshape) != tuple(ctx.out_shapes[0]):
+            raise _err(ctx, f"output shape {tuple(ctx.out_shapes[0])} != {oshape} from the pads")
+        istr = np.ones(max(rank, 1), np.int64)
+        acc = 1
+        for d in range(rank - 1, -1, -1):
+            istr[d] = acc
+            acc *= xs[d]
+        return to_target(target, cval, shape_array(oshape), shape_array(xs), istr,
+                         np.asarray(beg or [0], np.int64))
+
+    static = all((not ctx.has_input(i)) or ctx.const(i) is not None for i in (1, 2, 3))
+    fixed = meta(None) if static else None
+
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        m = fixed if fixed is not None else meta(inputs)
+        target.launch(_PAD, out.shape[0], x, out, *m, mode)
+
+    return replayable(run) if fixed is not None else run   # else it reads the pads at every run
+
+
+register("Pad", dtypes=ALL, since=11, until=28, check=_check_pad,
+         note="constant/reflect/edge/wrap; pads, value and axes must be constants on CUDA")(_build_pad)
+
+
+def _check_pad2(ctx, target):
+    mode = ctx.attrs.get("mode", "constant")
+    if mode not in _PAD_MODES or mode == "wrap":
+        return f"Pad: mode {mode!r} not supported"
+    xs = ctx.in_shapes[0]
+    if xs is None:
+        return "Pad: unknown input rank"
+    pads = np.asarray(ctx.attrs.get("pads", []), np.int64).reshape(-1)
+    if pads.size != 2 * len(xs):
+        return f"Pad: pads has {pads.size} values, expected {2 * len(xs)}"
+    if mode != "constant" and (pads < 0).any():
+        return f"Pad: negative pads with mode {mode!r} are not supported"
+    if mode in ("reflect", "edge") and any(d == 0 for d in xs):
+        return f"Pad: mode {mode!r} cannot pad an empty axis"
+    return None
+
+
+class _AttrInputs:
+    """A view of a Pad-2 context whose pads and value attributes read as constant inputs, so
+    that the Pad-11+ build serves it unchanged."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        dt = np.dtype(ctx.in_dtypes[0])
+        self._c = {1: np.asarray(ctx.attrs.get("pads", []), np.int64),
+                   2: np.asarray([ctx.attrs.get("value", 0.0)]).astype(dt)}
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+    def has_input(self, i):
+        return i in self._c or (i == 0 and self._ctx.has_input(0))
+
+    def const(self, i):
+        return self._c.get(i)
+
+
+register("Pad", dtypes=F32, since=2, until=10, check=_check_pad2,
+         note="Pad-2: pads/mode/value attributes (the Pad-11 kernel)")(
+    lambda ctx, target: _build_pad(_AttrInputs(ctx), target))
+
+

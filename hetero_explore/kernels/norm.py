@@ -1,6 +1,8 @@
-"""Normalisations (float32), written once for both targets: InstanceNormalization,
+"""Normalisations (float32), written once for every target: InstanceNormalization,
 GroupNormalization (opset 18 and 21 semantics), RMSNormalization,
-MeanVarianceNormalization, LpNormalization, LpPool and GlobalLpPool.
+MeanVarianceNormalization, LpNormalization, LpPool and GlobalLpPool; and, with their own
+kernels and orders documented at each (their CPU fast paths in :mod:`.cpu_fast.rows`),
+BatchNormalization (inference), LRN and LayerNormalization.
 
 Every normalisation is two kernels over a *view* of the input (its flat layout
 read as a shape of its own: GroupNormalization reads (N, C, ...) as
@@ -37,9 +39,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..ir.errors import KernelError
-from .common import node_error as _err, prod as _prod  # noqa: F401
+from .common import prod as _prod
 from .common import bcast_offset, broadcast_strides, dual, flat, kernel_pair, replayable, shape_array, to_target
+from .nn import F32, _JIT, _div, _to3, window_attrs
 from .opdef import OpList
 from .pmath import pow_f32, sqrt_f32
 from .reduce import _reduce_meta
@@ -47,18 +49,8 @@ from .reduce import _reduce_meta
 OPS = OpList()
 register = OPS.register
 
-F32 = ("float32",)
-_JIT = dict(cache=True, error_model="numpy")
-
 # statistics modes
 MEANVAR, MVN, RMS, L1, L2 = 0, 1, 2, 3, 4
-
-
-@njit(**_JIT)
-def _div(a, b):
-    a = np.float32(a)
-    b = np.float32(b)
-    return a / b
 
 
 @njit(**_JIT)
@@ -454,7 +446,6 @@ def _check_lppool(ctx, target):
 
 
 def _build_lppool(ctx, target):
-    from .nn import _same_pads, _to3
     xs, ys = tuple(ctx.in_shapes[0]), tuple(ctx.out_shapes[0])
     nsp = len(xs) - 2
     at = ctx.attrs
@@ -462,16 +453,7 @@ def _build_lppool(ctx, target):
         ksp, strides, dil, pads = list(xs[2:]), [1] * nsp, [1] * nsp, [0] * (2 * nsp)
     else:
         ksp = [int(k) for k in at["kernel_shape"]]
-        strides = list(at.get("strides", [1] * nsp) or [1] * nsp)
-        dil = list(at.get("dilations", [1] * nsp) or [1] * nsp)
-        pads = list(at.get("pads", [0] * 2 * nsp) or [0] * 2 * nsp)
-        ap = at.get("auto_pad", "NOTSET")
-        if ap in ("SAME_UPPER", "SAME_LOWER"):
-            pads = _same_pads(ap, xs[2:], ys[2:], ksp, strides, dil)
-        elif ap == "VALID":
-            pads = [0] * (2 * nsp)
-    if any(int(k) < 1 for k in ksp) or any(int(s) < 1 for s in strides) or any(int(d) < 1 for d in dil):
-        raise _err(ctx, f"kernel_shape {ksp}, strides {strides} and dilations {dil} must be >= 1")
+        strides, dil, pads = window_attrs(ctx, xs, ys, ksp)
     vals = (_to3(xs[2:], 1) + _to3(ys[2:], 1) + _to3(ksp, 1) + _to3(strides, 1) + _to3(dil, 1)
             + _to3(pads[:nsp], 0))
     q = to_target(target, np.asarray([int(v) for v in vals], dtype=np.int64))
@@ -491,3 +473,291 @@ register("LpPool", dtypes=F32, since=11, until=22, check=_check_lppool,
          note="ascending in-input taps: (sum of pow(|x|, p)) ** (1/p); padding adds nothing")(_build_lppool)
 register("GlobalLpPool", dtypes=F32, since=2, until=22, check=_check_lppool,
          note="ascending spatial order per (n, c): (sum of pow(|x|, p)) ** (1/p)")(_build_lppool)
+
+
+# =============================================================================
+# BatchNormalization (inference)
+# Per channel: f = scale / sqrt_f32(var + eps); per element:
+# y = (x - mean) * f + b  (each operation rounded to float32, no FMA).
+# The CPU computes f once per (n, c) block, CUDA once per element; the same
+# scalar functions give the same bits.
+# =============================================================================
+
+
+@njit(**_JIT)
+def _bn_factor(scale, var, eps):
+    scale = np.float32(scale)
+    var = np.float32(var)
+    eps = np.float32(eps)
+    return scale / sqrt_f32(var + eps)
+
+
+@njit(**_JIT)
+def _bn_apply(x, mean, f, b):
+    x = np.float32(x)
+    mean = np.float32(mean)
+    f = np.float32(f)
+    b = np.float32(b)
+    t = (x - mean) * f
+    return t + b
+
+
+_BN = kernel_pair(
+    "bn", "x, scale, bias, mean, var, eps, C, S, out",
+    """
+    c = (i // S) % C
+    f = _bn_factor(scale[c], var[c], eps)
+    out[i] = _bn_apply(x[i], mean[c], f, bias[c])
+    """, count="out.shape[0]", index="i", module=__name__)
+
+
+def _check_bn(ctx, target):
+    if int(ctx.attrs.get("spatial", 1)) != 1:
+        return "BatchNormalization: spatial=0 (per-element statistics, opset 7) is not supported"
+    if int(ctx.attrs.get("training_mode", 0)) != 0:
+        return "BatchNormalization: training_mode=1 is not supported (inference only)"
+    if len([o for o in ctx.node.outputs if o]) != 1:
+        return "BatchNormalization: only the Y output is supported (inference)"
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 2:
+        return "BatchNormalization: input must be (N, C, ...)"
+    C = xs[1]
+    for i in range(1, 5):
+        s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
+        if s is None or _prod(s) != C or len(s) != 1:
+            return "BatchNormalization: scale, B, mean and var must be 1-D of length C"
+    return None
+
+
+def _build_bn(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    C = int(xs[1])
+    S = _prod(xs[2:])
+    eps = np.float32(ctx.attrs.get("epsilon", 1e-5))
+
+    @replayable
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        sc, b, mean, var = (flat(inputs[i]) for i in range(1, 5))
+        target.launch(_BN, out.shape[0], x, sc, b, mean, var, eps, C, S, out)
+
+    return run
+
+
+register("BatchNormalization", dtypes=F32, since=7, check=_check_bn,
+         note="inference: (x - mean) * (scale / sqrt(var + eps)) + B")(_build_bn)
+
+
+# =============================================================================
+# LRN
+# Per element: s = 0.0f; s = s + v*v over channels c - floor((size-1)/2) ..
+# c + ceil((size-1)/2) (clipped), ascending; then
+# y = x / pow_f32(bias + coef * s, beta), coef = float32(alpha) / float32(size)
+# computed once on the host. Both targets: per output element.
+# =============================================================================
+
+
+@njit(**_JIT)
+def _lrn_finish(x, s, coef, bias, beta):
+    x = np.float32(x)
+    s = np.float32(s)
+    coef = np.float32(coef)
+    bias = np.float32(bias)
+    beta = np.float32(beta)
+    t = coef * s
+    base = bias + t
+    return x / pow_f32(base, beta)
+
+
+@dual
+def _lrn_item(i, x, C, S, lo, hi, coef, bias, beta):
+    c = (i // S) % C
+    b = i - c * S
+    c0 = c - lo
+    if c0 < 0:
+        c0 = 0
+    c1 = c + hi
+    if c1 > C - 1:
+        c1 = C - 1
+    s = np.float32(0)
+    for cc in range(c0, c1 + 1):
+        v = x[b + cc * S]
+        s += v * v
+    return np.float32(_lrn_finish(x[i], s, coef, bias, beta))
+
+
+_LRN = kernel_pair(
+    "lrn", "x, C, S, lo, hi, coef, bias, beta, out",
+    """
+    out[i] = _lrn_item(i, x, C, S, lo, hi, coef, bias, beta)
+    """, count="out.shape[0]", index="i", module=__name__)
+
+
+def _check_lrn(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) < 3:
+        return "LRN: input must be (N, C, spatial...)"
+    if "size" not in ctx.attrs or int(ctx.attrs["size"]) < 1:
+        return "LRN: the size attribute is required"
+    return None
+
+
+def _build_lrn(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    C = int(xs[1])
+    S = _prod(xs[2:])
+    size = int(ctx.attrs["size"])
+    alpha = np.float32(ctx.attrs.get("alpha", 1e-4))
+    beta = np.float32(ctx.attrs.get("beta", 0.75))
+    bias = np.float32(ctx.attrs.get("bias", 1.0))
+    coef = np.float32(alpha / np.float32(size))
+    lo = (size - 1) // 2
+    hi = size - 1 - lo
+
+    @replayable
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        target.launch(_LRN, out.shape[0], x, C, S, lo, hi, coef, bias, beta, out)
+
+    return run
+
+
+register("LRN", dtypes=F32, since=1, check=_check_lrn,
+         note="ascending channel-window sum of squares; x / pow(bias + alpha/size * s, beta)")(_build_lrn)
+
+
+# =============================================================================
+# LayerNormalization (opset >= 17)
+# Per row of D = prod(shape[axis:]) elements: s = 0.0f, s += x ascending;
+# mean = s / float32(D); q = 0.0f, q += (x - mean)^2 ascending (d = x - mean;
+# q = q + d*d); var = q / float32(D); inv = 1.0f / sqrt_f32(var + eps);
+# y = ((x - mean) * inv) * scale (+ bias). Optional outputs Mean, InvStdDev
+# get mean and inv. Both targets: one row per item (the CPU fast path,
+# cpu_fast.rows._ln_cpu, runs eight rows at a time with their sum chains
+# interleaved: each row's sequence unchanged).
+# =============================================================================
+
+
+@njit(**_JIT)
+def _ln_inv(q, Df, eps):
+    q = np.float32(q)
+    Df = np.float32(Df)
+    eps = np.float32(eps)
+    var = q / Df
+    return np.float32(1.0) / sqrt_f32(var + eps)
+
+
+@njit(**_JIT)
+def _ln_apply(x, mean, inv, sc):
+    x = np.float32(x)
+    mean = np.float32(mean)
+    inv = np.float32(inv)
+    sc = np.float32(sc)
+    return ((x - mean) * inv) * sc
+
+
+@dual
+def _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+            want_stats):
+    b = r * D
+    s = np.float32(0)
+    for j in range(D):
+        s += x[b + j]
+    mean = np.float32(_div(s, Df))
+    q = np.float32(0)
+    for j in range(D):
+        d = x[b + j] - mean
+        q += d * d
+    inv = np.float32(_ln_inv(q, Df, eps))
+    for j in range(D):
+        so = j if sfull else bcast_offset(j, nshape, sstr)
+        y = np.float32(_ln_apply(x[b + j], mean, inv, scale[so]))
+        if has_b:
+            bo = j if bfull else bcast_offset(j, nshape, bstr)
+            y = y + bias[bo]
+        out[b + j] = y
+    if want_stats:
+        mean_out[r] = mean
+        inv_out[r] = inv
+
+
+_LN = kernel_pair(
+    "ln", "x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out, want_stats",
+    """
+    _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
+            want_stats)
+    """, count="rows", index="r", module=__name__)
+
+
+def _check_ln(ctx, target):
+    xs = ctx.in_shapes[0]
+    if xs is None or len(xs) == 0:
+        return "LayerNormalization: input must have rank >= 1"
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", -1))
+    if ax < -rank or ax >= rank:
+        return f"LayerNormalization: axis {ax} out of range for rank {rank}"
+    if int(ctx.attrs.get("stash_type", 1)) != 1:
+        return "LayerNormalization: only stash_type=1 (float32) is supported"
+    ax = ax + rank if ax < 0 else ax
+    ns = tuple(xs[ax:])
+    for i in (1, 2):
+        if i == 2 and not ctx.has_input(2):
+            continue
+        s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
+        if s is None:
+            return "LayerNormalization: scale/bias shape unknown"
+        try:
+            if tuple(np.broadcast_shapes(tuple(s), ns)) != ns:
+                raise ValueError
+        except ValueError:
+            return f"LayerNormalization: {'scale' if i == 1 else 'bias'} shape {tuple(s)} " \
+                   f"does not broadcast to the normalized shape {ns}"
+    outs = ctx.node.outputs
+    for k in (1, 2):
+        if len(outs) > k and outs[k] and k < len(ctx.out_dtypes) and ctx.out_dtypes[k] is not None \
+                and np.dtype(ctx.out_dtypes[k]) != np.float32:
+            return "LayerNormalization: Mean/InvStdDev outputs must be float32"
+    return None
+
+
+def _build_ln(ctx, target):
+    xs = tuple(ctx.in_shapes[0])
+    rank = len(xs)
+    ax = int(ctx.attrs.get("axis", -1))
+    ax = ax + rank if ax < 0 else ax
+    ns = tuple(xs[ax:])
+    D = _prod(ns)
+    rows = _prod(xs[:ax])
+    Df = np.float32(D)
+    eps = np.float32(ctx.attrs.get("epsilon", 1e-5))
+    has_b = ctx.has_input(2)
+    ss = tuple(ctx.in_shapes[1])
+    sfull = _prod(ss) == D
+    bs = tuple(ctx.in_shapes[2]) if has_b else ns
+    bfull = _prod(bs) == D
+    nshape = shape_array(ns)
+    sstr = broadcast_strides(ss, ns)
+    bstr = broadcast_strides(bs, ns)
+    outs = ctx.node.outputs
+    want_mean = len(outs) > 1 and bool(outs[1])
+    want_inv = len(outs) > 2 and bool(outs[2])
+    want_stats = want_mean or want_inv
+    nshape, sstr, bstr, d_scratch = to_target(target, nshape, sstr, bstr, np.zeros(max(rows, 1), np.float32))
+    d_scratch2 = to_target(target, np.zeros(max(rows, 1), np.float32))
+
+    @replayable
+    def run(inputs, outputs):
+        x, out = flat(inputs[0]), flat(outputs[0])
+        sc = flat(inputs[1])
+        b = flat(inputs[2]) if has_b else sc
+        mo = flat(outputs[1]) if want_mean else d_scratch
+        io = flat(outputs[2]) if want_inv else d_scratch2
+        args = (x, out, sc, b, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mo, io, want_stats)
+        target.launch(_LN, rows, *args)
+
+    return run
+
+
+register("LayerNormalization", dtypes=F32, since=17, check=_check_ln,
+         note="two-pass mean/variance in ascending order; ((x - mean) * inv) * scale + bias")(_build_ln)

@@ -30,6 +30,8 @@ from typing import Callable
 
 import numpy as np
 
+from .target import TARGETS
+
 #: the last opset whose schema versions the definitions were reviewed against; newer schema
 #: versions (introduced after it) are not claimed unless a definition says so
 MAX_VERSION = 21
@@ -72,6 +74,23 @@ def _versions(domain: str, op_type: str, since: int, until: int):
     return lo, hi
 
 
+class _EveryTarget:
+    """``OpDef.targets`` of an op whose kernels are generated for every registered target
+    (:func:`.target.register_target`): ``name in EVERY_TARGET`` asks the registry."""
+
+    def __contains__(self, name) -> bool:
+        return name in TARGETS
+
+    def __iter__(self):
+        return iter(tuple(TARGETS))
+
+    def __repr__(self) -> str:
+        return "EVERY_TARGET"
+
+
+EVERY_TARGET = _EveryTarget()
+
+
 @dataclass(frozen=True)
 class OpDef:
     op_type: str
@@ -89,8 +108,9 @@ class OpDef:
     """Accepted dtypes of the input at ``dtype_input``."""
     dtype_input: int = 0
     """Which input's dtype is checked against ``dtypes``."""
-    targets: tuple = ("cpu", "cuda")
-    """Targets this op has kernels for."""
+    targets: tuple = EVERY_TARGET
+    """Names of the targets this op has kernels for (``("cpu",)``: host-only code); the
+    default, :data:`EVERY_TARGET`, is every registered target (generated kernels)."""
     check: Callable | None = None
     """``check(ctx, target) -> None | reason``: extra support conditions (attributes, constants)."""
     shape: Callable | None = None

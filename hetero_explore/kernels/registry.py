@@ -1,7 +1,8 @@
 """The kernel registry: every op definition, built explicitly.
 
 :func:`build_registry` returns the op definitions of every kernel module, in a
-fixed order; providers derive their op tables from it, so "what does this
+fixed order, and registers the target-specific rules (the CPU fast paths,
+:mod:`.cpu_fast`); providers derive their op tables from it, so "what does this
 provider run?" is one grep over the modules' ``OPS`` lists and one DataFrame.
 Nothing is registered as a side effect of an import.
 """
@@ -12,24 +13,30 @@ import functools
 
 from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, schema_version  # noqa: F401
 
-# the kernel modules, in registry order (for an op defined twice, the first definition whose
-# check accepts a node runs it: TopK with a constant k in select, with a computed k in dynamic);
-# a dotted name is an absolute module outside this package (host-value ops with no numba
-# kernels: sequences, optionals, maps, control flow), kept out of the kernel directory so that
-# their edits do not change the kernel-source hash (see target.py)
-MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
-           "rnn", "quant", "signal", "random", "select", "einsum", "dynamic", "image", "training",
-           "attention", "hetero_explore.kernels.host.sequences", "hetero_explore.kernels.host.control", "hetero_explore.kernels.host.image_decoder")
+
+def op_modules() -> tuple:
+    """The modules whose ``OPS`` make the registry, in registry order: for an op defined
+    twice, the first definition whose check accepts a node runs it (TopK with a constant k
+    in select, with a computed k in dynamic). The host-value ops with no numba kernels
+    (sequences, optionals, maps, images: ``kernels/host/``; control flow) are kept out of the
+    kernel sources, so that their edits do not change the kernel-source hash (see
+    target.py). Imported here, on first use: building the registry generates every kernel
+    pair, which a process that never asks for it does not pay."""
+    from . import (activation, attention, data, dynamic, einsum, elementwise, image, legacy, ml, movement, nn, norm,
+                   pool, quant, random, reduce, resize, rnn, select, signal, strings, training)
+    from .host import control, image_decoder, sequences
+    return (elementwise, reduce, nn, pool, norm, activation, resize, data, movement, ml, legacy, strings,
+            rnn, quant, signal, random, select, einsum, dynamic, image, training,
+            attention, sequences, control, image_decoder)
 
 
 def build_registry() -> tuple[OpDef, ...]:
-    """All op definitions of all kernel modules."""
-    import importlib
+    """All op definitions of all kernel modules; registers the CPU fast paths."""
     out = []
-    for m in MODULES:
-        out.extend(importlib.import_module(m if "." in m else f"{__package__}.{m}").OPS)
-    from . import fastpaths
-    fastpaths.install()    # the CPU overrides (bitwise the generated kernels' results)
+    for m in op_modules():
+        out.extend(m.OPS)
+    from . import cpu_fast
+    cpu_fast.register()    # the CPU overrides (bitwise the generated kernels' results)
     return tuple(out)
 
 

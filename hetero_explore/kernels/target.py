@@ -2,12 +2,18 @@
 
 A :class:`Target` is the only place that knows a target's compiler and launch
 convention. Op definitions never branch on a target's name: they generate a
-:class:`KernelPair` (one CPU and one CUDA kernel from one statement, see
+:class:`KernelPair` (a kernel for every registered target from one statement, see
 :func:`kernel_pair`), move metadata with :meth:`Target.to_device` and run with
-:meth:`Target.launch`. A third executing target is one small subclass here
-plus its template in :func:`kernel_pair`.
+:meth:`Target.launch`. Targets are a registry (:func:`register_target`): each
+brings its kernel template (:attr:`Target.template`) and its compile functions
+(:meth:`Target.compile` for kernels, :meth:`Target.compile_device` for ``@dual``
+functions), and generation loops over the registry. A new executing target is
+one :class:`Target` subclass with its template, registered; kernel pairs made
+before it was registered generate its kernel on first use
+(``tests/test_targets.py`` registers a toy one). Target-specific rules (the CPU
+fast paths) are registered by key in :mod:`.overrides`.
 
-Two process-wide concerns are kept to this project's own code:
+Three process-wide concerns (the first two kept to this project's own code):
 
 * **No FMA on CUDA.** NVVM contracts ``a*b+c`` into FMA unless asked not to
   (numba-cuda passes no such option without fastmath). The kernel contract
@@ -19,9 +25,11 @@ Two process-wide concerns are kept to this project's own code:
 * **A cache that cannot go stale.** numba's on-disk cache checks only the
   modification time of the function's own file, so a kernel that inlines an
   edited helper module (``pmath.py``) would keep stale numerics. Functions
-  defined in this package's kernel modules are cached with a stamp that is the
-  hash of *all* kernel sources instead: any edit to any kernel module
-  recompiles every kernel, and nobody deletes ``__pycache__`` by hand.
+  defined in this package's kernel sources (``kernels/*.py`` and every kernel
+  sub-package, such as ``kernels/cpu_fast/``; not ``kernels/host/``, whose
+  host-value ops have no numba code) are cached with a stamp that is the hash
+  of *all* kernel sources instead: any edit to any kernel source recompiles
+  every kernel, and nobody deletes ``__pycache__`` by hand.
 * **Threads that sleep when idle.** The CPU fast paths run large kernels with
   ``prange`` (numba's threading layer; ``numba.set_num_threads`` or
   ``NUMBA_NUM_THREADS`` choose how many; results are the same bits for any
@@ -44,25 +52,46 @@ import hashlib
 import math
 import os
 import threading
+import types
 from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from . import overrides
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docs: threads that sleep when idle
 
 THREADS_PER_BLOCK = 128
 KERNEL_DIR = Path(__file__).resolve().parent
+#: host-value ops without numba code: outside the stamp (editing them recompiles nothing)
+HOST_DIR = KERNEL_DIR / "host"
 
 # --------------------------------------------------------------------------------------------
 # numba's on-disk cache, keyed on every kernel source
 # --------------------------------------------------------------------------------------------
 
 
+def is_kernel_source(path) -> bool:
+    """Is ``path`` a kernel source: a ``.py`` file in ``kernels/`` or one of its sub-packages,
+    except ``kernels/host/``?"""
+    try:
+        rel = Path(path).resolve().relative_to(KERNEL_DIR)
+    except (OSError, ValueError):
+        return False
+    return rel.suffix == ".py" and rel.parts[0] != HOST_DIR.name and "__pycache__" not in rel.parts
+
+
+def kernel_sources() -> list[Path]:
+    """Every kernel source (see :func:`is_kernel_source`), in a fixed order."""
+    return sorted((p for p in KERNEL_DIR.rglob("*.py") if is_kernel_source(p)),
+                  key=lambda p: p.relative_to(KERNEL_DIR).as_posix())
+
+
 def _sources_hash() -> str:
     h = hashlib.sha256()
-    for p in sorted(KERNEL_DIR.glob("*.py")):
-        h.update(p.name.encode())
+    for p in kernel_sources():
+        h.update(p.relative_to(KERNEL_DIR).as_posix().encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
@@ -84,10 +113,7 @@ def _install_cache_locator() -> None:
 
         @classmethod
         def from_function(cls, py_func, py_file):
-            try:
-                if Path(py_file).resolve().parent != KERNEL_DIR:
-                    return None
-            except OSError:
+            if not is_kernel_source(py_file):
                 return None
             return super().from_function(py_func, py_file)
 
@@ -149,7 +175,7 @@ class _CudaModule:
 
     Importing it costs about 0.4 s (numba-cuda's typing and driver modules), which a
     process that only plans or runs on the CPU never needs. Kernel sources name this
-    object as ``cuda``; :func:`.common._retarget` hands ``cuda.jit`` the real module."""
+    object as ``cuda``; :func:`_retarget` hands the compiler the real module."""
 
     _module = None
 
@@ -163,6 +189,11 @@ class _CudaModule:
     def __getattr__(self, name):
         return getattr(self.load(), name)
 
+    def __retarget__(self, target: str):
+        """What a function compiled for ``target`` sees under this name: the real module
+        (the kernel calls ``cuda.grid`` & co.)."""
+        return self.load()
+
     def __repr__(self) -> str:
         return "<numba.cuda, imported on first use>" if _CudaModule._module is None else repr(_CudaModule._module)
 
@@ -175,7 +206,8 @@ cuda = _CudaModule()
 
 
 class LazyKernel:
-    """A Python kernel function compiled for one target on first use."""
+    """A Python kernel function compiled for one target on first use (by the target's
+    :meth:`Target.compile`)."""
 
     def __init__(self, fn, target: str, cache: bool = True):
         self.py = fn
@@ -186,12 +218,7 @@ class LazyKernel:
     @property
     def compiled(self):
         if self._compiled is None:
-            from .common import _retarget
-            f = _retarget(self.py, self.target)
-            # nogil: a CPU kernel releases the GIL while it runs, so that a run in a worker
-            # thread (the app's Execute) leaves the interpreter's other threads responsive
-            self._compiled = (njit(cache=self._cache, error_model="numpy", nogil=True)(f) if self.target == "cpu"
-                              else cuda.jit(f))
+            self._compiled = get_target(self.target).compile(_retarget(self.py, self.target), self._cache)
         return self._compiled
 
     def __call__(self, *args):
@@ -205,25 +232,100 @@ class LazyKernel:
 
 
 class KernelPair:
-    """One op's kernel on every target, generated from one definition.
+    """One op's kernel on every registered target, generated from one definition
+    (:func:`kernel_pair`): ``kernels[target name]``, and ``.cpu``/``.cuda`` for the two
+    built-in targets. A target registered after the pair was made gets its kernel generated
+    on first use. Target-specific replacements (the CPU fast paths) are not kept here: they
+    are registered by the pair's name in :mod:`.overrides`."""
 
-    ``cpu_fast`` is an optional hand-tuned CPU kernel with the same arguments
-    (an *override*, see ``fastpaths.py``): it must give bitwise the generated
-    kernel's results, which the tests check over random shapes."""
+    __slots__ = ("name", "kernels", "_spec")
 
-    def __init__(self, name: str, cpu: LazyKernel, cuda_k: LazyKernel, cpu_fast=None):
+    def __init__(self, name: str, kernels: dict, spec=None):
         self.name = name
-        self.cpu = cpu
-        self.cuda = cuda_k
-        self.cpu_fast = cpu_fast
+        #: target name -> LazyKernel
+        self.kernels = kernels
+        self._spec = spec     # what generates a kernel for a target registered later
 
-    def for_target(self, target: "Target", generated: bool = False):
-        if target.host:
-            return self.cpu if (generated or self.cpu_fast is None) else self.cpu_fast
-        return self.cuda
+    def kernel(self, target: str) -> LazyKernel:
+        """The generated kernel for the target named ``target``."""
+        k = self.kernels.get(target)
+        if k is None:
+            if self._spec is None or target not in TARGETS:
+                raise KeyError(f"kernel pair {self.name!r} has no kernel for target {target!r} "
+                               f"(it has: {', '.join(self.kernels)}; registered targets: {', '.join(TARGETS)})")
+            k = self.kernels[target] = _generate(self._spec, TARGETS[target])
+        return k
+
+    @property
+    def cpu(self) -> LazyKernel:
+        return self.kernel("cpu")
+
+    @property
+    def cuda(self) -> LazyKernel:
+        return self.kernel("cuda")
 
     def __repr__(self) -> str:
         return f"KernelPair({self.name})"
+
+
+class Dual:
+    """One Python function compiled for every target that calls it (see :mod:`.common`):
+    ``.on(target name)`` (``.cpu``, ``.cuda``), by the target's :meth:`Target.compile_device`.
+    Inside a kernel or another ``@dual`` function compiled for a target, the name of a
+    ``Dual`` resolves to its twin for that target (:func:`_retarget`)."""
+
+    def __init__(self, fn, cache: bool = True):
+        self.py = fn
+        self._cache = cache
+        self._twins = {}
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def on(self, target: str):
+        """This function compiled for the target named ``target``."""
+        twin = self._twins.get(target)
+        if twin is None:
+            twin = self._twins[target] = get_target(target).compile_device(_retarget(self.py, target), self._cache)
+        return twin
+
+    @property
+    def cpu(self):
+        return self.on("cpu")
+
+    @property
+    def cuda(self):
+        return self.on("cuda")
+
+    def __retarget__(self, target: str):
+        return self.on(target)
+
+    def __call__(self, *args):
+        return self.cpu(*args)
+
+
+def _retarget(fn, target: str):
+    """``fn`` with every global it names that knows how to (``__retarget__``: ``@dual``
+    functions, the lazily imported ``cuda``) replaced by what it is on ``target``."""
+    g = dict(fn.__globals__)
+    for k in _referenced_names(fn.__code__):
+        v = fn.__globals__.get(k)
+        hook = getattr(type(v), "__retarget__", None)
+        if hook is None or (isinstance(v, Dual) and v.py is fn):
+            continue
+        g[k] = hook(v, target)
+    new = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__module__ = fn.__module__
+    new.__qualname__ = fn.__qualname__
+    new.__doc__ = fn.__doc__
+    return new
+
+
+def _referenced_names(code) -> set:
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _referenced_names(c)
+    return names
 
 
 class _Recording(threading.local):
@@ -302,13 +404,42 @@ def prepared_call(fn, args):
 
 
 class Target:
-    """Compile, launch, to-device for one kind of kernel code."""
+    """Compile, launch, to-device for one kind of kernel code.
+
+    A subclass names the target (``name``), says whether its kernels run on host memory
+    (``host``), gives the template every generated kernel is written in (``template``,
+    with ``namespace``: the globals that template needs) and compiles kernels
+    (:meth:`compile`) and ``@dual`` functions (:meth:`compile_device`); then it moves
+    arrays (:meth:`to_device`, :meth:`to_host`) and runs a pair's kernel
+    (:meth:`launch`). :func:`register_target` makes :func:`kernel_pair` generate for it."""
 
     name = "target"
     #: kernels run on host memory (and can read run-time values directly)
     host = True
-    #: hand-tuned kernels (overrides) may replace the generated ones
+    #: target-specific rules registered in :mod:`.overrides` may replace the generated kernels
     fast_paths = False
+    #: the source of one generated kernel: ``def {name}({params}):`` that runs ``{body}``
+    #: (indented 8 spaces) for every ``{index}`` below ``{count}``
+    template = ""
+    #: names the template's code uses beyond the kernel module's globals
+    namespace: dict = {}
+
+    def compile(self, fn, cache: bool):
+        """``fn`` (a kernel, its ``@dual`` names already resolved for this target) compiled."""
+        raise NotImplementedError
+
+    def compile_device(self, fn, cache: bool):
+        """``fn`` (a ``@dual`` function, resolved for this target) compiled to be called from
+        this target's kernels."""
+        raise NotImplementedError
+
+    def kernel_source(self, fname: str, params: str, body: str, index: str, count: str,
+                      host_body: str | None = None) -> str:
+        """The source of the kernel ``fname`` generated from a per-item ``body`` (a host target
+        runs ``host_body``, when given, as the whole function body instead)."""
+        if self.host and host_body is not None:
+            return f"\ndef {fname}({params}):\n{_indent(_dedent(host_body), 4)}\n"
+        return self.template.format(name=fname, params=params, index=index, count=count, body=_indent(body, 8))
 
     def to_device(self, *arrays):
         raise NotImplementedError
@@ -321,13 +452,27 @@ class Target:
         """Run ``pair``'s kernel for this target over ``n`` items (output elements or rows).
         While a :class:`Recording` is open in this thread, a target that can be replayed
         (the CPU's) also appends the call it made to it; any other target spoils it."""
-        raise NotImplementedError
+        RECORDING.spoil()
+        if n > 0:
+            pair.kernel(self.name)(*args)
 
     def call(self, fn, *args) -> None:
         """Call a compiled function of this target directly (``fn(*args)``: a hand-tuned CPU
         path that is not a kernel pair), recorded as :meth:`launch` records."""
         RECORDING.spoil()
         fn(*args)
+
+    def prepared(self, key, *args, **kw):
+        """The run function that the ``prepare`` rule registered for ``(key, this target)`` in
+        :mod:`.overrides` builds from ``args`` (a build-time step: packing a constant weight),
+        or None: no rule, fast paths off, or the rule declines these arguments (then the op
+        builds its generic run). ``key``: a :class:`KernelPair` or its name."""
+        if not self.fast_paths:
+            return None
+        r = overrides.rule(key, self.name)
+        if r is None or r.prepare is None:
+            return None
+        return r.prepare(self, *args, **kw)
 
     def __eq__(self, other):
         if isinstance(other, Target):
@@ -345,13 +490,31 @@ class Target:
 
 
 class CPUTarget(Target):
+    """numba ``njit`` kernels on host memory; the CPU fast paths (:mod:`.overrides`) replace
+    generated kernels unless ``generated_only``."""
+
     name = "cpu"
     host = True
+    template = """
+def {name}({params}):
+    for {index} in range({count}):
+{body}
+"""
 
     def __init__(self, generated_only: bool = False):
         #: run the generated kernels even where a CPU fast path exists (tests use this)
         self.generated_only = generated_only
         self.fast_paths = not generated_only
+        #: the fast paths' run kernels by pair name (the registry's live table; none when off)
+        self._runs = {} if generated_only else overrides.runs(self.name)
+
+    def compile(self, fn, cache: bool):
+        # nogil: a CPU kernel releases the GIL while it runs, so that a run in a worker
+        # thread (the app's Execute) leaves the interpreter's other threads responsive
+        return njit(cache=cache, error_model="numpy", nogil=True)(fn)
+
+    def compile_device(self, fn, cache: bool):
+        return njit(cache=cache, error_model="numpy")(fn)
 
     def to_device(self, *arrays):
         return arrays if len(arrays) != 1 else arrays[0]
@@ -360,9 +523,11 @@ class CPUTarget(Target):
         return a
 
     def launch(self, pair: KernelPair, n: int, *args) -> None:
-        # pair.for_target(self, ...) inlined, straight to the compiled dispatcher: this runs
-        # once per node per run, and small nodes cost little more than the call itself
-        k = pair.cpu if (self.generated_only or pair.cpu_fast is None) else pair.cpu_fast
+        # straight to the compiled dispatcher: this runs once per node per run, and small
+        # nodes cost little more than the call itself
+        k = self._runs.get(pair.name)
+        if k is None:
+            k = pair.kernels["cpu"]
         f = k._compiled or k.compiled
         f(*args)
         calls = RECORDING.calls
@@ -385,8 +550,23 @@ class CPUTarget(Target):
 
 
 class CUDATarget(Target):
+    """numba-cuda kernels (one thread per item) on a GPU or numba's simulator."""
+
     name = "cuda"
     host = False
+    template = """
+def {name}({params}):
+    {index} = cuda.grid(1)
+    if {index} < {count}:
+{body}
+"""
+    namespace = {"cuda": cuda}
+
+    def compile(self, fn, cache: bool):
+        return cuda.jit(fn)
+
+    def compile_device(self, fn, cache: bool):
+        return cuda.jit(device=True)(fn)
 
     def to_device(self, *arrays):
         moved = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in arrays)
@@ -402,7 +582,7 @@ class CUDATarget(Target):
         threads = min(THREADS_PER_BLOCK, n)
         blocks = math.ceil(n / threads)
         with own_compilation(), _sim_errstate():
-            pair.cuda[blocks, threads](*args)
+            pair.kernels["cuda"][blocks, threads](*args)
 
 
 def _sim_errstate():
@@ -415,9 +595,34 @@ def _sim_errstate():
     return contextlib.nullcontext()
 
 
-CPU = CPUTarget()
-CUDA = CUDATarget()
-TARGETS = {"cpu": CPU, "cuda": CUDA}
+#: the registered targets by name, in registration order (kernel_pair generates for each)
+TARGETS: dict[str, Target] = {}
+
+
+def register_target(target: Target) -> Target:
+    """Register an executing target: every kernel pair gets a kernel for it (generated at
+    once for pairs made from now on, on first use for earlier ones). Returns ``target``."""
+    if not target.template:
+        raise ValueError(f"target {target.name!r} has no kernel template")
+    old = TARGETS.get(target.name)
+    if old is not None and type(old) is not type(target):
+        raise ValueError(f"a different target is already registered as {target.name!r}: {old!r}")
+    TARGETS[target.name] = target
+    return target
+
+
+def unregister_target(name: str) -> None:
+    """Remove a target registered with :func:`register_target` (a test's toy target); the
+    kernels already generated for it stay with their pairs."""
+    if name in ("cpu", "cuda"):
+        raise ValueError(f"the built-in target {name!r} cannot be unregistered")
+    TARGETS.pop(name, None)
+    for fname in [f for f, k in GENERATED.items() if k.target == name]:
+        del GENERATED[fname]
+
+
+CPU = register_target(CPUTarget())
+CUDA = register_target(CUDATarget())
 
 
 def get_target(t) -> Target:
@@ -433,18 +638,6 @@ def get_target(t) -> Target:
 # --------------------------------------------------------------------------------------------
 # one statement, every target: kernel generation
 # --------------------------------------------------------------------------------------------
-_CPU_TEMPLATE = """
-def {name}({params}):
-    for {index} in range({count}):
-{body}
-"""
-
-_CUDA_TEMPLATE = """
-def {name}({params}):
-    {index} = cuda.grid(1)
-    if {index} < {count}:
-{body}
-"""
 
 
 def _indent(text: str, spaces: int) -> str:
@@ -457,24 +650,50 @@ def _dedent(text: str) -> str:
     return textwrap.dedent(text).strip("\n")
 
 
-#: every generated kernel by function name (``_<name>_cpu`` / ``_<name>_cuda``), for tools
-#: that look kernels up by name (the PTX compile tests, warm-up)
+#: every generated kernel by function name (``_<name>_<target>``: ``_<name>_cpu``,
+#: ``_<name>_cuda``), for tools that look kernels up by name (the PTX compile tests, warm-up)
 GENERATED: dict = {}
 
 
+class _Spec:
+    """What :func:`kernel_pair` was given: enough to generate the pair's kernel for any target."""
+
+    __slots__ = ("name", "params", "body", "count", "index", "host_body", "globals", "filename")
+
+    def __init__(self, name, params, body, count, index, host_body, g, filename):
+        self.name, self.params, self.body, self.count, self.index = name, params, body, count, index
+        self.host_body, self.globals, self.filename = host_body, g, filename
+
+
+def _generate(spec: _Spec, target: Target) -> LazyKernel:
+    fname = f"_{spec.name}_{target.name}"
+    src = target.kernel_source(fname, spec.params, spec.body, spec.index, spec.count, spec.host_body)
+    ns = dict(spec.globals)
+    ns.update(target.namespace)
+    exec(compile(src, spec.filename, "exec"), ns)
+    fn = ns[fname]
+    fn.__module__ = spec.globals["__name__"]
+    fn.__source__ = src
+    lk = LazyKernel(fn, target.name, cache=target.host)
+    if GENERATED.get(fname) is not None and GENERATED[fname].py.__source__ != src:
+        raise ValueError(f"two different kernels named {fname!r}")
+    GENERATED[fname] = lk
+    return lk
+
+
 def kernel_pair(name: str, params: str, body: str, *, count: str = "out.shape[0]", index: str = "i",
-                cpu_body: str | None = None, module=None, **names) -> KernelPair:
-    """Generate a CPU and a CUDA kernel from one per-item statement.
+                host_body: str | None = None, module=None, **names) -> KernelPair:
+    """Generate a kernel for every registered target from one per-item statement.
 
     Args:
         name: a unique name (used for the functions and numba's cache files).
         params: the kernel's parameter list, e.g. ``"x, out, alpha"``.
         body: the statement(s) run for each item ``index`` < ``count``, e.g.
             ``"out[i] = f(x[i], alpha)"``; the CPU kernel runs them in a loop,
-            the CUDA kernel once per thread.
+            the CUDA kernel once per thread (each target's :attr:`Target.template`).
         count: the number of items (an expression over the parameters).
-        cpu_body: optionally, the whole CPU function body instead of the loop
-            (for loops that hoist work out of the per-item statement, such as
+        host_body: optionally, the whole body of a host target's function instead of
+            the loop (for loops that hoist work out of the per-item statement, such as
             broadcasting by stepping instead of dividing). It must run exactly the
             same per-item math as ``body``.
         module: the module the kernels belong to (its globals are visible and its
@@ -485,26 +704,9 @@ def kernel_pair(name: str, params: str, body: str, *, count: str = "out.shape[0]
     import sys
     mod = sys.modules[module] if isinstance(module, str) else module
     g = dict(vars(mod)) if mod is not None else {}
-    g.update(np=np, cuda=cuda)
+    g.update(np=np)
     g.update(names)
     filename = getattr(mod, "__file__", None) or __file__
     g["__name__"] = getattr(mod, "__name__", __name__)
-    body = _dedent(body)
-    out = []
-    for target, tmpl in (("cpu", _CPU_TEMPLATE), ("cuda", _CUDA_TEMPLATE)):
-        fname = f"_{name}_{target}"
-        if target == "cpu" and cpu_body is not None:
-            src = f"\ndef {fname}({params}):\n{_indent(_dedent(cpu_body), 4)}\n"
-        else:
-            src = tmpl.format(name=fname, params=params, index=index, count=count, body=_indent(body, 8))
-        ns = dict(g)
-        exec(compile(src, filename, "exec"), ns)
-        fn = ns[fname]
-        fn.__module__ = g["__name__"]
-        fn.__source__ = src
-        lk = LazyKernel(fn, target, cache=(target == "cpu"))
-        if GENERATED.get(fname) is not None and GENERATED[fname].py.__source__ != src:
-            raise ValueError(f"two different kernels named {fname!r}")
-        GENERATED[fname] = lk
-        out.append(lk)
-    return KernelPair(name, out[0], out[1])
+    spec = _Spec(name, params, _dedent(body), count, index, host_body, g, filename)
+    return KernelPair(name, {t.name: _generate(spec, t) for t in TARGETS.values()}, spec)

@@ -28,7 +28,7 @@ Every step below is one float32 operation in the order written (no FMA); ``R``
   **float64** in one fixed order (n ascending, then the spatial index ascending):
   ``mean = sum(x) / M``, ``var = sum((x - mean)^2) / M`` (two passes), rounded once to
   float32; then ``Y`` is the inference formula with those statistics
-  (``(x - mean) * (scale / sqrt(var + eps)) + B``, nn.py's scalar functions) and
+  (``(x - mean) * (scale / sqrt(var + eps)) + B``, norm.py's scalar functions) and
   ``running = input * momentum + batch * (1 - momentum)`` in float32. The statistics
   kernel runs one item per channel, ``Y`` one per element.
 * **Dropout, training_mode true** (versions 12, 13, 22): element ``i`` is kept when
@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit
 
 from .common import flat, kernel_pair, node_error, prod
-from .nn import _bn_apply, _bn_factor
+from .norm import _bn_apply, _bn_factor
 from .opdef import OpList
 from .pmath import sqrt_f32
 from .random import _key, _u24

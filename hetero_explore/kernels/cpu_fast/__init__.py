@@ -1,0 +1,44 @@
+"""CPU fast paths: hand-tuned rules that replace or prepare generated CPU kernels.
+
+Each op's kernels are generated from one per-item statement (see
+:func:`..target.kernel_pair`); the CUDA kernel runs that statement once per thread. Where a
+plain loop over it is slow on a CPU, a function here computes the same values faster, and
+:func:`register` registers it in :mod:`..overrides` under the kernel pair's name for the
+``"cpu"`` target, JAX-style (the op modules never import this package):
+
+* ``run`` rules replace a pair's generated CPU kernel with the same arguments:
+  :mod:`.gemm` (a register-blocked GEMM), :mod:`.conv` and :mod:`.conv_packed` (Conv as
+  register-blocked (indirect) GEMMs: pixel tiles x channel panels, pointwise row blocks x
+  pixel panels, depthwise 8 pixels x 8 channels in an interleaved copy, padded phases or
+  im2col where those do not fit; ConvTranspose as a GEMM and a scatter), :mod:`.pools`
+  (rows of accumulators for AveragePool, shared row maxima for MaxPool), :mod:`.rows`
+  (row-wise BatchNormalization/Softmax/LayerNormalization, Erf from its near range's
+  formulas where every element of a block lies there) and :mod:`.movement` (row-wise
+  Resize/Pad, strided copies coalesced into contiguous rows or tiled transposes, gathers);
+* ``prepare`` rules run when a node is built: MatMul/Gemm with a constant B pack it into
+  the micro-kernel's panels (:func:`.gemm.mm_prepare`), Conv with a constant weight packs
+  it for the path its geometry takes (:func:`.conv.conv_prepare`).
+
+The micro-kernels (register blocks held for a whole k loop) are written through one
+LLVM-IR builder, :mod:`.llvm`. A fast path may reorder *which* output elements are
+computed when (blocking, vectorising, threading across elements) but gives every element
+exactly the sequence of float32 operations of the generated kernel (MaxPool: the same
+selection; data movement: the same bits copied), so results are bit for bit the same:
+``tests/test_fastpaths.py`` checks each rule against the generated kernel on random shapes,
+and fails for a rule that has no cases there. ``CPUTarget(generated_only=True)`` runs the
+generated kernels.
+
+(ReduceSum/Mean/Max's row and contiguous paths stay inline in ``reduce.py``, taken only
+when the target's ``fast_paths`` is on; the same test covers them.)
+"""
+
+from __future__ import annotations
+
+from . import conv, gemm, movement, pools, rows
+
+
+def register() -> None:
+    """Register every CPU fast path in :mod:`..overrides` (called by
+    :func:`..registry.build_registry`; importing this package registers nothing)."""
+    for family in (gemm, conv, pools, rows, movement):
+        family.register()
