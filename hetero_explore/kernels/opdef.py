@@ -179,3 +179,20 @@ class OpList(list):
 
 def dtype_name(dt) -> str | None:
     return None if dt is None else np.dtype(dt).name
+
+
+#: every op definition, once the registry is built (:func:`.registry.registry` publishes them
+#: here): what a definition may ask about the others (control flow: does the target have a
+#: kernel for each op of a subgraph?) without importing the registry, which imports it
+_PUBLISHED: tuple = ()
+
+
+def publish(defs) -> None:
+    """Called by the registry once it is built."""
+    global _PUBLISHED
+    _PUBLISHED = tuple(defs)
+
+
+def definitions(domain: str, op_type: str, target: str) -> list:
+    """The published definitions of ``domain::op_type`` with kernels for ``target``."""
+    return [d for d in _PUBLISHED if d.op_type == op_type and d.domain == domain and target in d.targets]

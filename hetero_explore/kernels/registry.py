@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, schema_version  # noqa: F401
+from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, publish, schema_version  # noqa: F401
 
 
 def op_modules() -> tuple:
@@ -42,8 +42,10 @@ def build_registry() -> tuple[OpDef, ...]:
 
 @functools.lru_cache(maxsize=1)
 def registry() -> tuple[OpDef, ...]:
-    """The registry (built once)."""
-    return build_registry()
+    """The registry (built once; published to :func:`.opdef.definitions`)."""
+    out = build_registry()
+    publish(out)
+    return out
 
 
 @functools.lru_cache(maxsize=None)

@@ -53,7 +53,7 @@ from ...ir.context import ABSENT
 from ...ir.errors import ExecutionError, HeteroExploreError, KernelError, MemoryBudgetError
 from ...ir.graph import HOST_DTYPE, np_to_onnx_dtype, outer_names, shape_is_static
 from ...ir.units import human_bytes as _human
-from ..opdef import OpList, schema_version
+from ..opdef import OpList, definitions, schema_version
 
 OPS = OpList()
 
@@ -901,7 +901,6 @@ def _ops_of(sub: onnx.GraphProto):
 def _control_check(ctx, target):
     """Decline host values on device targets, and subgraphs holding ops the target has no
     kernel for (a single-provider run must be able to run its children)."""
-    from .. import registry as reg   # the registry lists this module: imported when first asked
 
     node = ctx.node
     if ctx.graph is None:
@@ -921,7 +920,7 @@ def _control_check(ctx, target):
                 continue
             if n.op_type in _FOLDED_AT_SPECIALISATION and dom == "":
                 continue
-            ks = [k for k in reg.find(dom, n.op_type, target.name) if k.claims(opsets.get(dom, 1))]
+            ks = [k for k in definitions(dom, n.op_type, target.name) if k.claims(opsets.get(dom, 1))]
             if not ks:
                 return (f"its {attr} holds {(dom + '::') if dom else ''}{n.op_type}, which has no "
                         f"{target.name} kernel at opset {opsets.get(dom, 1)}")
