@@ -182,9 +182,10 @@ def repr_html(kind: str, text: str, df) -> str:
     return f"<div><b>{esc(kind)}</b>: {esc(text)}</div>" + table_html(df, max_rows=1000)
 
 
-def kv_table(rows) -> str:
-    """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML)."""
-    out = ['<table class="kv"><tbody>']
+def kv_table(rows, css: str = "") -> str:
+    """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML);
+    ``css``: more classes of the table."""
+    out = [f'<table class="kv{" " + esc(css) if css else ""}"><tbody>']
     for r in rows:
         k, v = r[0], r[1]
         raw = len(r) > 2 and r[2]

@@ -17,7 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ..ir.units import human_bytes
+from ..ir.units import human_bytes, human_seconds
 from .colors import provider_colors
 from .html import MAX_ROWS, esc, table_html  # noqa: F401  (MAX_ROWS, table_html: re-exported)
 from .views import PROVIDER_COLUMNS, ViewState, registered
@@ -304,7 +304,7 @@ _SCRIPT = ("/* svg-pan-zoom 3.6.2, Copyright 2009-2010 Andrea Leofreddi and cont
 
 def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = None, level: str = "auto",
                  layout: str = "auto", max_rows: int = MAX_ROWS, provenance: dict | None = None,
-                 previous=None, expand=()):
+                 previous=None, expand=(), timings=None):
     """Write a self-contained HTML report of ``plan`` (return the HTML when ``path`` is None).
 
     Args:
@@ -324,6 +324,8 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
             (default: now, UTC).
         previous: an earlier plan of the same model, for the Changes section.
         expand: at the scope level, the scopes drawn open.
+        timings: the run's :class:`~hetero_explore.analysis.timing.Timings` (warm median and p90
+            over N runs, the first run and compile time apart), shown in the Run section.
 
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
@@ -353,6 +355,9 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         f'<span class="badge">planned in {plan.plan_seconds * 1000:.1f} ms</span>',
         f'<span class="badge">policy: {esc(plan.policy)}</span>',
     ]
+    if timings is not None and getattr(timings, "n", 0):
+        badges.append(f'<span class="badge">warm {esc(human_seconds(timings.warm_median_seconds))} median '
+                      f'(p90 {esc(human_seconds(timings.warm_p90_seconds))}, {timings.n} runs)</span>')
     diff_badge = ""
     if diff is not None and "byte_identical" in getattr(diff, "columns", ()) and len(diff):
         ok = diff["byte_identical"].astype(bool)
@@ -362,7 +367,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     state = ViewState(plan=plan, plan_is_current=True, plan_index=None, previous=previous, run=run, diff=diff,
                       reference=str(prov.get("reference", "cpu")), error="", run_error="", level=level,
                       expand=tuple(expand), medium="report", layout=layout, max_rows=max_rows, provenance=prov,
-                      cell_class=prov_cls)
+                      cell_class=prov_cls, timings=timings)
     executed = run is not None or diff is not None
     sections = [(v.section, v.title, v.render(state)) for v in registered() if executed or not v.needs_run]
 
