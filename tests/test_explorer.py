@@ -22,7 +22,7 @@ def ex():
 
 # -- explore() and defaults ----------------------------------------------------------------
 def test_explore_is_exported():
-    assert hx.explore is hx.explorer.explore and hx.Explorer is Explorer
+    assert hx.explore is hx.session.explorer.explore and hx.Explorer is Explorer
     assert {"explore", "Explorer"} <= set(hx.__all__)
 
 

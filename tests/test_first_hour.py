@@ -277,3 +277,72 @@ def test_a_control_flow_summary_counts_the_subgraphs_nodes():
     total = len(p.placement_df())
     m = re.search(r"(\d+) node\(s\) \(100\.0%\).*plus (\d+) node\(s\) in (\d+) control-flow subgraph", p.summary())
     assert m and int(m.group(1)) + int(m.group(2)) == total
+
+
+# -- the app: providers of every family, live; honest timings; last round's leftovers -------------
+@pytest.fixture
+def app():
+    pytest.importorskip("ipywidgets")
+    from explorer_fixtures import cnn_model
+    ex = he.explore(cnn_model(), providers=["gpu", "cpu"])
+    a = ex.show()
+    a.background_drawing = False
+    yield a
+    a.close()
+
+
+def test_the_app_offers_every_provider_family_and_policy(app, monkeypatch):
+    from hetero_explore import providers as P
+    values = [v for _label, v in app.picker.add_pick.options]
+    for name in ("nnapi", "coreml", "tensorrt", "qnn", "cuda"):
+        assert name in values, name
+    assert "gpu" not in values and "cpu" not in values              # already in the list
+    assert list(app.picker.policy.options) == ["priority", "min-transfer"]
+    monkeypatch.setitem(P.PROVIDERS, "ort:examplenpu", lambda: P.virtual_gpu("ort:examplenpu"))
+    app.picker.refresh()
+    assert "ort:examplenpu" in [v for _l, v in app.picker.add_pick.options]
+
+
+def test_the_app_switches_profiles_lists_and_policies_live(app):
+    ex = app.explorer
+    v0 = app.plan_version
+    app.picker.add_pick.value = "nnapi"
+    app.picker.add_button.click()
+    assert ex.provider_names == ["gpu", "nnapi", "cpu"] and app.plan_version == v0 + 1
+    assert "nnapi" in [o[1] for o in app.order_select.options]
+    app.picker.list_text.value = "coreml,cpu"
+    app.picker.use_button.click()
+    assert ex.provider_names == ["coreml", "cpu"] and ex.plan.providers[0].name == "coreml"
+    assert "coreml" in app.deny_selects and "gpu" not in app.deny_selects
+    app.picker.policy.value = "min-transfer"
+    assert ex.policy == "min-transfer" and ex.plan.policy == "min-transfer"
+    app.order_select.value = "coreml"
+    app.picker.remove_button.click()
+    assert ex.provider_names == ["cpu"]
+
+
+def test_the_progress_bar_resets_when_the_plan_changes(app):
+    app.execute(wait=True)
+    assert app.progress.bar_style == "success"
+    app.explorer.deny("gpu", ["Relu"])
+    app._replan()
+    assert app.progress.bar_style == "" and app.progress.value == 0
+
+
+def test_denied_ops_are_spelled_out_beside_the_list(app):
+    app.explorer.deny("gpu", ["Softmax", "Add"])
+    app._replan()
+    assert "denies Add, Softmax" in app.deny_labels["gpu"].value
+    assert "denies nothing" in app.deny_labels["cpu"].value
+
+
+def test_the_export_button_is_not_cut_off(app):
+    assert app.export_button.layout.width == "auto"
+
+
+def test_the_run_tab_gives_warm_timings_with_the_first_run_apart(app):
+    app.execute(wait=True)
+    app.select("Run")
+    html = app.views["Run"].value
+    assert "warm runs timed" in html and "warm p90" in html and "first run (a new executor; not warm)" in html
+    assert re.search(r"over \d+ runs", app.status), app.status

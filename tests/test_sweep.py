@@ -13,6 +13,8 @@ from onnx import TensorProto
 from onnx import helper as h
 
 import hetero_explore as he
+import hetero_explore.ir.errors  # noqa: E402,F401  (hx.ir.errors below)
+import hetero_explore.session.explorer  # noqa: E402,F401
 from hetero_explore.data import models
 from hetero_explore.cli.main import main
 from hetero_explore.analysis.fleet import COLUMNS, IN_PROCESS, compare_sweeps, load_sweep, save_sweep, sweep
@@ -133,7 +135,7 @@ def test_compare_sweeps_diffs_each_model_with_the_explorers_plan_diff(tmp_path):
     assert c.loc["gone", "status"] == "only before"
     pa = _expected(before / "net.onnx", "gpu,cpu", {"gpu": ["Relu"]})
     pb = _expected(after / "net.onnx", "gpu,cpu", {"gpu": ["Relu"]})
-    direct = he.explorer.compare_plans(pa, pb)
+    direct = he.session.explorer.compare_plans(pa, pb)
     assert c.loc["net", "summary"] == direct.summary() and c.loc["net", "bytes_delta"] == direct.bytes_delta
 
 

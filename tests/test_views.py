@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import hetero_explore as hx  # noqa: E402
+import hetero_explore.ir.errors  # noqa: E402,F401  (hx.ir.errors below)
+import hetero_explore.session.explorer  # noqa: E402,F401
 from explorer_fixtures import cnn_model  # noqa: E402
 from hetero_explore.viz import views as V  # noqa: E402
 
@@ -125,7 +127,7 @@ def test_controls_write_to_the_explorer(app, ex):
     c["query"].value = "conv"
     c["sort"].value = "name"
     c["descending"].value = True
-    assert ex.view_options.table("Placement") == hx.explorer.TableOptions(query="conv", sort="name",
+    assert ex.view_options.table("Placement") == hx.session.explorer.TableOptions(query="conv", sort="name",
                                                                           descending=True, page=0)
 
 
@@ -151,8 +153,8 @@ def test_following_the_explorer_writes_nothing_back(app, ex, monkeypatch):
     for name in ("order", "enable", "disable", "set_denied", "set_view", "set_table"):
         orig = getattr(ex, name)
         monkeypatch.setattr(ex, name, lambda *a, _o=orig, _n=name, **k: (calls.append(_n), _o(*a, **k))[1])
-    ex._view = hx.explorer.ViewOptions(level="partition", find="x",
-                                      tables=(("Placement", hx.explorer.TableOptions(sort="name", page=1)),))
+    ex._view = hx.session.explorer.ViewOptions(level="partition", find="x",
+                                      tables=(("Placement", hx.session.explorer.TableOptions(sort="name", page=1)),))
     ex._enabled["gpu"] = False
     ex._denied["cpu"] = frozenset({"Relu"})
     ex.replan()
@@ -170,7 +172,7 @@ def test_the_apps_setters_write_to_the_explorer(app, ex):
     app.tables = {"Transfers": {"sort": "bytes", "descending": True}}
     assert ex.provider_names == ["cpu", "gpu"] and not ex.is_enabled("gpu") and ex.denied("cpu") == ("Relu",)
     assert ex.view_options.level == "partition"
-    assert ex.view_options.table("Transfers") == hx.explorer.TableOptions(sort="bytes", descending=True)
+    assert ex.view_options.table("Transfers") == hx.session.explorer.TableOptions(sort="bytes", descending=True)
     assert ex.plan.provider_names == ["cpu", "unplaced"]  # Relu: denied on the only enabled provider
 
 
@@ -196,11 +198,11 @@ def test_ops_denied_by_a_script_outside_the_menu_survive_a_menu_change(app, ex):
 
 
 def test_view_options_are_checked(ex):
-    with pytest.raises(hx.errors.ArgumentValueError, match="levels are"):
+    with pytest.raises(hx.ir.errors.ArgumentValueError, match="levels are"):
         ex.set_view(level="nodes")
-    with pytest.raises(hx.errors.ArgumentValueError, match="percentage"):
+    with pytest.raises(hx.ir.errors.ArgumentValueError, match="percentage"):
         ex.set_view(zoom="big")
-    with pytest.raises(hx.errors.ArgumentValueError, match="no view option"):
+    with pytest.raises(hx.ir.errors.ArgumentValueError, match="no view option"):
         ex.set_view(colour="red")
 
 

@@ -628,10 +628,9 @@ class Explorer:
                     self._ref_cache[key] = ref
                     while len(self._ref_cache) > REFERENCE_CACHE_SIZE:
                         self._ref_cache.popitem(last=False)
-        watch.tick(n + 2, "comparing")
+        watch.tick(n + 2, "comparing, then timing warm runs")
         diff = compare(run, ref, blame=True)
         from ..analysis.timing import WARM_RUNS, measure
-        watch.tick(n + 2, "timing warm runs")
         timings = measure(plan, feeds, first_run=run, cancel=cancel,
                           n=WARM_RUNS if self.warm_runs is None else self.warm_runs)
         with self._lock:

@@ -125,6 +125,8 @@ class PlanGraph(graphviz.Digraph):
         try:
             r = subprocess.run([exe, "-Tsvg"], input=self.source.encode("utf-8"), capture_output=True,
                                timeout=timeout)
+        except OSError as e:  # found on PATH but cannot be run
+            raise _missing_dot(str(e)) from e
         except subprocess.TimeoutExpired:
             if self.fallback is None:
                 raise LayoutTimeout(f"dot did not lay this {self.level} view out within {timeout:g} s; draw it "

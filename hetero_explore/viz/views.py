@@ -508,7 +508,9 @@ def _graph(s: ViewState) -> str:
     if s.medium == "report":
         return _dag_report(s)
     p = s.plan
-    head = f"<div class='hx-graph-caption'>plan #{s.plan_index}: {esc(p.summary())}</div>"
+    # the plan's summary is above the tabs; the caption says which plan and picture this is
+    head = (f"<div class='hx-graph-caption'>plan #{s.plan_index}: {len(p.graph.nodes):,} node(s), "
+            f"{len(p.partitions):,} partition(s) on {len(p.devices)} device(s)</div>")
     drawn, boxes = graph_boxes(p, s.level, s.expand)
     if s.max_draw and boxes > s.max_draw:
         return head + (
