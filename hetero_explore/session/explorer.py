@@ -141,8 +141,9 @@ class Step:
 
 
 # -- how the views show it (part of the state: every view and every app on this explorer agree) ----
-#: graph levels a view can draw
-LEVELS = ("auto", "node", "partition", "scope")
+#: graph levels a view can draw (``interactive``: the in-browser layered view of
+#: :mod:`hetero_explore.viz.graphview`, which ``auto`` picks for big models)
+LEVELS = ("auto", "node", "partition", "scope", "interactive")
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class ViewOptions:
     report and a script see the same), changed with :meth:`Explorer.set_view`."""
 
     level: str = "auto"
-    """Graph level: auto, node, partition or scope."""
+    """Graph level: auto, node, partition, scope or interactive."""
     expand: tuple[str, ...] = ()
     """Scope level: the name scopes drawn open (the others are one box each)."""
     find: str = ""

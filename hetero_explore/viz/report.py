@@ -371,12 +371,21 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     executed = run is not None or diff is not None
     sections = [(v.section, v.title, v.render(state)) for v in registered() if executed or not v.needs_run]
 
-    script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-           f"script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'")
     nav = "".join(f'<a href="#sec-{sid}">{esc(name)}</a>' for sid, name, _ in sections)
     body = "".join(f'<section id="sec-{sid}"><h2>{esc(name)}</h2>{content}</section>'
                    for sid, name, content in sections)
+    scripts = [_SCRIPT]
+    workers = ""
+    from .graphview import SCRIPT_MARK
+    if SCRIPT_MARK in body:  # the interactive graph: its script where it stands, ELK's worker from a blob
+        from .graphview import report_script
+        scripts.append(report_script())
+        body = body.replace(SCRIPT_MARK, f"<script>{scripts[-1]}</script>", 1).replace(SCRIPT_MARK, "")
+        workers = " worker-src blob:;"
+    hashes = " ".join("'sha256-" + base64.b64encode(hashlib.sha256(x.encode("utf-8")).digest()).decode("ascii") + "'"
+                      for x in scripts)
+    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+           f"script-src {hashes};{workers} base-uri 'none'; form-action 'none'")
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'

@@ -245,6 +245,9 @@ def main_table(view: str, plan):
 def graph_boxes(plan, level: str, expand=()) -> tuple[str, int]:
     """(level drawn, number of boxes) for ``level`` (``auto`` resolved as the graph view does)."""
     from .graph import auto_level
+    from .graphview import wants_interactive
+    if wants_interactive(plan, level):
+        return "interactive", 0              # laid out in the browser: nothing drawn here
     n = len(plan.graph.nodes)
     if level == "auto":
         level = auto_level(plan)
@@ -467,12 +470,22 @@ _LEVEL_TEXT = {"node": "one box per node, one cluster per partition",
                         "click one to open it in the node view"}
 
 
+INTERACTIVE_NOTE = ("Laid out in your browser by ELK's layered algorithm; scopes (the exporter's names, or blocks "
+                    "cut where the graph is narrow) start closed: click a box to open it, its frame's title to "
+                    "close it. Search finds op types, node names and tensor names (Enter: next match). Drag to "
+                    "pan, wheel to zoom; the minimap shows where you are; red edges are transfers.")
+
+
 def _dag_report(s: ViewState) -> str:
-    """The report's DAG: the drawn level and, for a scoped model, the other levels behind view
-    buttons; panned, zoomed and searched by the page's script."""
+    """The report's DAG: big models in the interactive view (:mod:`.graphview`); otherwise the
+    drawn level and, for a scoped model, the other levels behind view buttons; panned, zoomed
+    and searched by the page's script."""
+    from .graphview import report_section, wants_interactive
     from .scopes import model_scopes
 
     plan = s.plan
+    if wants_interactive(plan, s.level):
+        return f'<p class="note">{esc(INTERACTIVE_NOTE)}</p>' + report_section(plan)
     svg, warn, dot = _render_dot(plan, level=s.level, layout=s.layout, expand=s.expand) if s.level == "scope" \
         else _render_dot(plan, level=s.level, layout=s.layout)
     if svg is None:
@@ -511,6 +524,9 @@ def _graph(s: ViewState) -> str:
     # the plan's summary is above the tabs; the caption says which plan and picture this is
     head = (f"<div class='hx-graph-caption'>plan #{s.plan_index}: {len(p.graph.nodes):,} node(s), "
             f"{len(p.partitions):,} partition(s) on {len(p.devices)} device(s)</div>")
+    from .graphview import wants_interactive
+    if wants_interactive(p, s.level):  # the app shows the interactive view under this caption
+        return head + f"<div class='hx-note hx-graph-interactive'>{esc(INTERACTIVE_NOTE)}</div>"
     drawn, boxes = graph_boxes(p, s.level, s.expand)
     if s.max_draw and boxes > s.max_draw:
         return head + (

@@ -322,7 +322,9 @@ class ExplorerApp(widgets.VBox):
                 rows = [widgets.HBox([self.level_dropdown, self.draw_big_box, self.find_box, self.zoom_dropdown])]
                 rows.append(widgets.HBox([self.scope_pick, self.expand_button, self.collapse_button],
                                          layout=widgets.Layout(display="" if self.scope_names else "none")))
-                pages.append(widgets.VBox(rows + [self.views[v]]))
+                self.graph_box = widgets.Box([], layout=widgets.Layout(width="100%", display="block"))
+                self.graph_box.add_class("hx-graph-box")
+                pages.append(widgets.VBox(rows + [self.views[v], self.graph_box]))
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
                                            self.views[v]]))
@@ -673,6 +675,42 @@ class ExplorerApp(widgets.VBox):
             if self._rendered.get(view) != key:
                 self.views[view].value = render(view, s)
                 self._rendered[view] = key
+        if view == "Graph":
+            self._sync_graph_view(s)
+
+    # -- the interactive graph (big models): laid out in the browser -----------------------------
+    #: the interactive graph widget (:mod:`hetero_explore.viz.graphview`), made when first needed
+    graph_view = None
+
+    def _sync_graph_view(self, s: ViewState) -> None:
+        """Show the interactive view under the Graph tab when the level asks for it (big models at
+        ``auto``, or ``interactive``); a re-plan only recolours it. Without anywidget the tab says
+        so and the Graphviz levels still work."""
+        from .graphview import graph_widget, update_widget, wants_interactive
+        if s.plan is None or not wants_interactive(s.plan, s.level):
+            if self.graph_box.children:
+                self.graph_box.children = []
+            return
+        try:
+            if self.graph_view is None:
+                self.graph_view = graph_widget(s.plan, index=s.plan_index, query=s.find)
+                self.graph_view.add_class("hx-graphview")
+                self.graph_view.observe(self._on_graph_query, names="query")
+            else:
+                update_widget(self.graph_view, s.plan, index=s.plan_index)
+                if self.graph_view.query != s.find:
+                    self.graph_view.query = s.find
+        except Exception as e:  # e.g. anywidget missing: the tab says why, the other levels still draw
+            self.views["Graph"].value += _error_box(f"the interactive graph cannot be shown: {type(e).__name__}: "
+                                                    f"{e}; pick the node, partition or scope level", "hx-graph-error")
+            return
+        if list(self.graph_box.children) != [self.graph_view]:
+            self.graph_box.children = [self.graph_view]
+
+    def _on_graph_query(self, change) -> None:
+        """A search typed in the interactive graph becomes the explorer's find (and back)."""
+        if self.explorer.view_options.find != change["new"]:
+            self._guard(self.explorer.set_view, find=change["new"])
 
     # -- big pictures are laid out in the background ---------------------------------------------
     def _maybe_draw_later(self, s: ViewState) -> ViewState:
@@ -851,6 +889,6 @@ class ExplorerApp(widgets.VBox):
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         extra = (list(self.enable_boxes.values()) + list(self.deny_selects.values())
-                 + list(self.deny_labels.values()))
+                 + list(self.deny_labels.values()) + ([self.graph_view] if self.graph_view is not None else []))
         for w in [self] + extra:
             close_tree(w)
