@@ -50,3 +50,34 @@ def zoo(root: Path, names=("resnet", "bert", "vad")) -> list[Path]:
         onnx.save(makers[n](), str(d / "model.onnx"))
         out.append(d / "model.onnx")
     return out
+
+
+def unnamed_resnet(blocks: int, width: int = 2, image: int = 4) -> onnx.ModelProto:
+    """A ResNet-style chain whose nodes have no names (the loader calls them ``Conv_12``) while its
+    tensors do (``b17_conv1``, ``b17_sum``), as in many third-party exports: what a Netron user
+    searches for is a tensor name. ``5 * blocks + 1`` nodes: a stem Conv, then per block
+    Conv 1x1 → Relu → Conv 1x1 → Add (the skip) → Relu."""
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def w(name):
+        inits.append(numpy_helper.from_array((rng.standard_normal((width, width, 1, 1)) * 0.5).astype(np.float32),
+                                             name))
+        return name
+
+    nodes.append(helper.make_node("Conv", ["x", w("stem_w")], ["stem"]))
+    h = "stem"
+    for i in range(blocks):
+        nodes += [helper.make_node("Conv", [h, w(f"b{i}_w1")], [f"b{i}_conv1"]),
+                  helper.make_node("Relu", [f"b{i}_conv1"], [f"b{i}_relu1"]),
+                  helper.make_node("Conv", [f"b{i}_relu1", w(f"b{i}_w2")], [f"b{i}_conv2"]),
+                  helper.make_node("Add", [f"b{i}_conv2", h], [f"b{i}_sum"]),
+                  helper.make_node("Relu", [f"b{i}_sum"], [f"b{i}_out"])]
+        h = f"b{i}_out"
+    g = helper.make_graph(nodes, f"unnamed_resnet_{blocks}",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width, image, image])],
+                          [helper.make_tensor_value_info(h, TensorProto.FLOAT, [1, width, image, image])],
+                          initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m

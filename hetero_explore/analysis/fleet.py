@@ -498,7 +498,7 @@ def save_sweep(df, path) -> Path:
         try:
             out.to_parquet(path, index=False)
         except ImportError as e:
-            raise MissingDependencyError("writing .parquet needs pyarrow: pip install 'hetero_explore[sweep]', "
+            raise MissingDependencyError("writing .parquet needs pyarrow: pip install 'hetero_explore[parquet]', "
                                          "or write .csv / .json") from e
     elif suffix == ".csv":
         out.to_csv(path, index=False)

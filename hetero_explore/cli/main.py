@@ -576,17 +576,23 @@ def command_line(args) -> str:
 
 
 def cmd_demo(args) -> int:
+    from ..data import sample_path
     from ..data.demo import demo_inputs, demo_model, demo_shape_args
-    args.input_shape = demo_shape_args()
     args.dim = []
     args.no_fold = False
+    if args.model == "demo":
+        args.input_shape = demo_shape_args()
+        model, inputs, what = demo_model(), demo_inputs(), "the demo's bundled inputs (hetero_explore.data.demo.demo_inputs)"
+    else:  # a bundled real export: seeded random inputs
+        args.input_shape = []
+        model, inputs, what = sample_path(args.model), None, "seeded random inputs (hetero_explore.random_inputs, seed 0)"
     bar = Progress.for_args(args, 3 if args.no_execute else 5 + (args.runs > 0))
     t0 = time.perf_counter()
     try:
-        _, p = _load_and_plan(args, model=demo_model(), progress=bar)
+        _, p = _load_and_plan(args, model=model, progress=bar)
     finally:
         bar.close()
-    _say(f"demo model planned on {terminal_text(args.providers)} in "
+    _say(f"{args.model} model planned on {terminal_text(args.providers)} in "
          f"{1000 * (time.perf_counter() - t0):.1f} ms")
     _say(_summary_text(p))
     _print_tables(p)
@@ -596,7 +602,7 @@ def cmd_demo(args) -> int:
         sys.stdout.flush()
         t0 = time.perf_counter()
         try:
-            run, diff, timings = _execute(p, inputs=demo_inputs(), bar=bar, runs=args.runs)
+            run, diff, timings = _execute(p, inputs=inputs, bar=bar, runs=args.runs)
         finally:
             bar.close()
         _say(f"done in {time.perf_counter() - t0:.1f} s")
@@ -607,8 +613,7 @@ def cmd_demo(args) -> int:
     _say()
     rc = _write_report(p, args.output, run, diff,
                        {"command": command_line(args), "reference": "cpu",
-                        "inputs": "the demo's bundled inputs (hetero_explore.data.demo.demo_inputs)"}, bar=bar,
-                       timings=timings)
+                        "inputs": what}, bar=bar, timings=timings)
     if diff is not None and not bool(diff["byte_identical"].all()):
         _say("error: heterogeneous outputs differ from the reference", file=sys.stderr)
         return 1
@@ -800,7 +805,11 @@ def main(argv=None) -> int:
     sp.add_argument("--trace", metavar="RUN.json", help="with --execute: also write the run's timeline as a "
                     "Trace Event Format file (open it in Perfetto or chrome://tracing)")
     sp.set_defaults(fn=cmd_report)
-    sp = sub.add_parser("demo", help="plan, execute and report the bundled demo model")
+    sp = sub.add_parser("demo", help="plan, execute and report a bundled model (a first what-if: "
+                        "demo --model mobilenet --providers nnapi,cpu)")
+    from ..data import SAMPLES
+    sp.add_argument("--model", choices=list(SAMPLES), default="demo", help="which bundled model: demo (a small "
+                    "CNN, the default) or mobilenet (a MobileNetV3-style network exported by torch)")
     sp.add_argument("--providers", default="gpu,cpu", help=_providers_help("gpu,cpu"))
     _policy_arg(sp)
     sp.add_argument("--deny", action="append", type=_parse_deny, default=[], metavar="PROVIDER:OP[,OP]",

@@ -320,7 +320,7 @@ const CSS = `
 .hxg-bar{display:flex;flex-wrap:wrap;gap:6px;align-items:center;padding:6px 8px;border-bottom:1px solid #d0d7de;background:#f6f8fa}
 .hxg-bar input{font-size:12px;padding:2px 6px;width:260px}
 .hxg-bar button{font-size:12px;padding:1px 8px;cursor:pointer}
-.hxg-count,.hxg-status{color:#59636e}
+.hxg-count,.hxg-status,.hxg-hint{color:#59636e}
 .hxg-main{position:relative;height:var(--hxg-height,620px);overflow:hidden;cursor:grab;touch-action:none}
 .hxg-main.drag{cursor:grabbing}
 .hxg-main svg{width:100%;height:100%;display:block}
@@ -436,7 +436,7 @@ export class GraphView {
     const main = this.main;
     main.addEventListener("pointerdown", (e) => {
       if (e.target === this.mini) return;
-      drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty, moved: false };
+      drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty, moved: false, id: this.target(e) };
       main.setPointerCapture && main.setPointerCapture(e.pointerId);
     });
     main.addEventListener("pointermove", (e) => {
@@ -452,7 +452,7 @@ export class GraphView {
       const d = drag;
       drag = null;
       main.classList.remove("drag");
-      if (d && !d.moved) this.click(e);
+      if (d && !d.moved) this.click(d.id);  // the box pressed (the captured pointer's target is the area)
     });
     main.addEventListener("pointerleave", () => { this.tip.hidden = true; });
     main.addEventListener("wheel", (e) => {
@@ -625,7 +625,7 @@ export class GraphView {
       i.style.background = p[2];
       s.appendChild(document.createTextNode(`${p[0]} (${p[1]})`));
     });
-    const note = htmlEl("span", "hxg-count", L, "red edges: transfers between providers \u00b7 drag to pan, wheel to zoom, click a box to open it");
+    const note = htmlEl("span", "hxg-hint", L, "red edges: transfers between providers \u00b7 drag to pan, wheel to zoom, click a box to open it");
     note.style.marginLeft = "auto";
   }
 
@@ -743,8 +743,7 @@ export class GraphView {
     while (t && t !== this.svg && !(t.getAttribute && t.getAttribute("data-id"))) t = t.parentNode;
     return t && t !== this.svg ? t.getAttribute("data-id") : null;
   }
-  click(e) {
-    const id = this.target(e);
+  click(id) {
     if (!id) return;
     if (id[0] === "s") { this.open.add(+id.slice(1)); this.relayoutKeeping(id); }
     else if (id[0] === "c") { this.closeScope(+id.slice(1)); }
