@@ -346,3 +346,33 @@ def test_the_run_tab_gives_warm_timings_with_the_first_run_apart(app):
     html = app.views["Run"].value
     assert "warm runs timed" in html and "warm p90" in html and "first run (a new executor; not warm)" in html
     assert re.search(r"over \d+ runs", app.status), app.status
+
+
+def test_a_one_partition_plan_on_the_default_providers_suggests_a_heterogeneous_what_if(capsys):
+    from hetero_explore.data import sample_path
+    rc, out, err = run_cli(capsys, "plan", sample_path("mobilenet"))
+    assert rc == 0 and out.startswith("1 partition(s)")
+    assert "--providers nnapi,cpu" in err
+    rc, out, err = run_cli(capsys, "plan", sample_path("mobilenet"), "--providers", "nnapi,cpu")
+    assert "note: every node" not in err and out.startswith("39 partition(s)")
+
+
+def test_graphviz_find_knows_tensor_names():
+    from onnx import TensorProto, helper
+    from hetero_explore.viz.graph import find_in_svg
+    nodes = [helper.make_node("Relu", ["x"], ["conv3_1"]), helper.make_node("Sigmoid", ["conv3_1"], ["y"])]
+    g = helper.make_graph(nodes, "unnamed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])])
+    p = he.plan(he.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])), ["cpu"])
+    svg = p.to_graphviz(level="node").svg()
+    hits = find_in_svg(svg, "conv3_1")
+    assert len(hits) == 2                        # the node writing it and the node reading it
+
+
+def test_report_headers_break_only_between_words():
+    from hetero_explore.viz.html import header_html
+    assert header_html("share_of_nodes") == "share_<wbr>of_<wbr>nodes"
+    assert header_html("<b>") == "&lt;b&gt;"
+    from hetero_explore.viz.report import _CSS
+    th = next(line for line in _CSS.splitlines() if line.startswith("th {"))
+    assert "overflow-wrap: normal" in th and "keep-all" in _CSS

@@ -310,6 +310,11 @@ def _load_and_plan(args, model=None, progress: Progress | None = None):
     bar.stage(f"planning {len(g.nodes):,} node(s) on {args.providers}")
     p = plan(g, provs, strict=getattr(args, "strict", False), policy=getattr(args, "policy", "priority"))
     bar.close()  # what follows (warnings, tables) prints on a clean line
+    if len(p.partitions) == 1 and len(p.providers) > 1 and args.providers == "gpu,cpu" and not args.deny:
+        # the default list's virtual GPU takes every node of most real models: say how to see more
+        _say(f"note: every node runs on {p.partitions[0].provider}, so this plan is one partition; for a "
+             "heterogeneous what-if try a phone NPU's op table: --providers nnapi,cpu (or coreml,cpu); "
+             "'hetero-explore providers' lists every family", file=sys.stderr)
     unplaced = p.placement_counts().get("unplaced", 0)
     if unplaced:
         _warn(f"{unplaced} node(s) no provider supports sit on the unplaced lane (see the execution blockers); "

@@ -868,10 +868,28 @@ def _svg_attr(attrs: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def tooltip_names(tip: str) -> list[str]:
+    """What a box is called in its tooltip: its ``name:`` lines and the tensors listed under
+    ``inputs:`` / ``outputs:`` (``  conv3_1: float32[1,64,56,56]`` → ``conv3_1``), so that a
+    search finds an unnamed node by the tensor names a Netron user knows."""
+    out, listing = [], False
+    for line in tip.replace("\xa0", " ").split("\n"):  # dot writes the indent's second space as &#160;
+        if line.startswith("name: "):
+            out.append(line[6:])
+        elif line in ("inputs:", "outputs:"):
+            listing = True
+            continue
+        elif listing and line.startswith("  ") and not line.startswith("  ... and "):
+            out.append(line[2:].split(": ", 1)[0])
+            continue
+        listing = False
+    return out
+
+
 def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, float, float]]]:
-    """Boxes of a Graphviz picture whose label or tooltip ``name:`` line contains ``query``
-    (case-insensitive; exact names first): ``(offset of the box's <g>, (x, y, w, h))`` in the
-    picture's viewBox units."""
+    """Boxes of a Graphviz picture whose label, tooltip ``name:`` line or a tensor it reads or
+    writes (:func:`tooltip_names`) contains ``query`` (case-insensitive; exact names first):
+    ``(offset of the box's <g>, (x, y, w, h))`` in the picture's viewBox units."""
     import html as _html
     q = query.strip().lower()
     if not q:
@@ -887,8 +905,7 @@ def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, flo
         names = [_html.unescape(x).lower() for x in _SVG_TEXT.findall(seg)]
         tip = _SVG_TIP.search(seg)
         if tip:
-            names += [line[6:].lower() for line in _html.unescape(tip.group(1)).split("\n")
-                      if line.startswith("name: ")]
+            names += [x.lower() for x in tooltip_names(_html.unescape(tip.group(1)))]
         hit = q in names
         if not hit and not any(q in n for n in names):
             continue

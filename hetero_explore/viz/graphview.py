@@ -108,15 +108,23 @@ def _json_block(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
 
 
-#: the report's bootstrap: mount the front end on each placeholder, from the page's data blocks
+#: the report's bootstrap: mount the front end on each placeholder, from the page's data blocks.
+#: The model is anywidget's, in miniature: ``get``/``set``/``on``/``off``; ``update(k, v)`` sets a
+#: value and tells the listeners, as a change from the kernel would (bench/responsiveness.py
+#: re-plans through it).
 _BOOT = """
 ;(function () {
   document.querySelectorAll("div.hxg-mount").forEach(function (el) {
     var text = function (id) { return document.getElementById(id).textContent; };
     var state = {graph: JSON.parse(text(el.dataset.graph)), placement: JSON.parse(text(el.dataset.placement)),
                  _elk: text(el.dataset.elk), query: "", height: +(el.dataset.height || 620), stats: {}};
+    var listeners = {};
     var model = {get: function (k) { return state[k]; }, set: function (k, v) { state[k] = v; },
-                 save_changes: function () {}, on: function () {}, off: function () {}};
+                 save_changes: function () {},
+                 on: function (ev, fn) { (listeners[ev] = listeners[ev] || []).push(fn); },
+                 off: function (ev, fn) { listeners[ev] = (listeners[ev] || []).filter(function (f) { return f !== fn; }); },
+                 update: function (k, v) { state[k] = v; (listeners["change:" + k] || []).forEach(function (f) { f(); }); }};
+    el.hxModel = model;
     mount(el, model, {t0: 0});  // first_draw_ms counts from the page's navigation start
   });
 })();

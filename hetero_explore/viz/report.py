@@ -45,7 +45,8 @@ h3 { font-size: 14px; margin: 14px 0 6px; }
 table { border-collapse: collapse; margin: 6px 0; font-size: 12.5px; }
 th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: top;
          max-width: 520px; overflow-wrap: anywhere; }
-th { background: var(--soft); cursor: pointer; user-select: none; }
+th { background: var(--soft); cursor: pointer; user-select: none; overflow-wrap: normal; word-break: keep-all;
+     hyphens: none; }
 .tablewrap th { position: sticky; top: 0; z-index: 1; }
 tbody tr:nth-child(even) td { background: #fbfcfd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -195,14 +196,19 @@ _JS = """
   var find = document.getElementById('he-node-search'), said = document.getElementById('he-node-found');
   if (find && dag) {
     var hits = [], at = -1, shown = null;
-    // what a box is called: its label lines and its tooltip's "name: ..." lines (not the values it reads)
+    // what a box is called: its label lines, its tooltip's "name: ..." lines and the tensors it
+    // reads and writes (listed under "inputs:" / "outputs:"; viz.graph.tooltip_names)
     var names = function (g) {
       var out = Array.prototype.map.call(g.querySelectorAll('text'), function (t) {
         return t.textContent.toLowerCase();
       });
-      var tip = g.querySelector('a > title');
-      (tip ? tip.textContent.split('\\n') : []).forEach(function (line) {
-        if (line.indexOf('name: ') === 0) out.push(line.slice(6).toLowerCase());
+      var tip = g.querySelector('a > title'), listing = false;
+      (tip ? tip.textContent.replace(/\\u00a0/g, ' ').split('\\n') : []).forEach(function (line) {
+        if (line.indexOf('name: ') === 0) { out.push(line.slice(6).toLowerCase()); listing = false; }
+        else if (line === 'inputs:' || line === 'outputs:') listing = true;
+        else if (listing && line.indexOf('  ') === 0 && line.indexOf('  ... and ') !== 0)
+          out.push(line.slice(2).split(': ')[0].toLowerCase());
+        else listing = false;
       });
       return out;
     };

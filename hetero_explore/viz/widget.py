@@ -69,6 +69,9 @@ STYLE = """<style>
 .hx-app .hx-warn-box {background: #fff8e1; border: 1px solid #ffe08a; padding: 4px 8px; font-size: 12px;}
 .hx-app .hx-svg {overflow: auto; max-height: 640px; border: 1px solid #eee;}
 .hx-app .hx-found path, .hx-app .hx-found polygon, .hx-app .hx-found ellipse {stroke: #d1242f; stroke-width: 4px;}
+.hx-app .hx-denied-ops {white-space: nowrap;}
+.hx-app .hx-tabs .lm-TabBar-content {flex-wrap: wrap;}
+.hx-app .hx-tabs .lm-TabBar-tab {flex: 0 0 auto !important; min-width: 0 !important; max-width: none !important;}
 </style>"""
 
 
@@ -438,7 +441,7 @@ class ExplorerApp(widgets.VBox):
         cb.add_class(f"hx-enable-{_css_name(n)}")
         cb.observe(lambda ch, n=n: self._on_enable(n, bool(ch["new"])), names="value")
         self.enable_boxes[n] = cb
-        label = widgets.HTML("")
+        label = widgets.HTML("", layout=widgets.Layout(width="auto", min_width="120px"))
         label.add_class("hx-denied")
         label.add_class(f"hx-denied-{_css_name(n)}")
         self.deny_labels[n] = label
