@@ -868,27 +868,28 @@ def _svg_attr(attrs: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def tooltip_names(tip: str) -> list[str]:
-    """What a box is called in its tooltip: its ``name:`` lines and the tensors listed under
-    ``inputs:`` / ``outputs:`` (``  conv3_1: float32[1,64,56,56]`` → ``conv3_1``), so that a
+def tooltip_names(tip: str) -> tuple[list[str], list[str]]:
+    """``(names, tensors)`` a box has in its tooltip: its ``name:`` lines, and the tensors listed
+    under ``inputs:`` / ``outputs:`` (``  conv3_1: float32[1,64,56,56]`` → ``conv3_1``), so that a
     search finds an unnamed node by the tensor names a Netron user knows."""
-    out, listing = [], False
+    names, tensors, listing = [], [], False
     for line in tip.replace("\xa0", " ").split("\n"):  # dot writes the indent's second space as &#160;
         if line.startswith("name: "):
-            out.append(line[6:])
+            names.append(line[6:])
         elif line in ("inputs:", "outputs:"):
             listing = True
             continue
         elif listing and line.startswith("  ") and not line.startswith("  ... and "):
-            out.append(line[2:].split(": ", 1)[0])
+            tensors.append(line[2:].split(": ", 1)[0])
             continue
         listing = False
-    return out
+    return names, tensors
 
 
 def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, float, float]]]:
     """Boxes of a Graphviz picture whose label, tooltip ``name:`` line or a tensor it reads or
-    writes (:func:`tooltip_names`) contains ``query`` (case-insensitive; exact names first):
+    writes (:func:`tooltip_names`) contains ``query`` (case-insensitive; a box called so first, then
+    one reading or writing a tensor called so, then partial matches):
     ``(offset of the box's <g>, (x, y, w, h))`` in the picture's viewBox units."""
     import html as _html
     q = query.strip().lower()
@@ -897,17 +898,20 @@ def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, flo
     t = _SVG_TRANSLATE.search(svg)
     tx, ty = (float(t.group(1)), float(t.group(2))) if t else (0.0, 0.0)
     starts = [m.start() for m in _SVG_BOX.finditer(svg)]
-    exact, part = [], []
+    exact, by_tensor, part = [], [], []
     for i, at in enumerate(starts):
         seg = svg[at:starts[i + 1] if i + 1 < len(starts) else len(svg)]
         end = seg.find('<g id="edge')
         seg = seg if end < 0 else seg[:end]
         names = [_html.unescape(x).lower() for x in _SVG_TEXT.findall(seg)]
+        tensors: list[str] = []
         tip = _SVG_TIP.search(seg)
         if tip:
-            names += [x.lower() for x in tooltip_names(_html.unescape(tip.group(1)))]
-        hit = q in names
-        if not hit and not any(q in n for n in names):
+            more, ts = tooltip_names(_html.unescape(tip.group(1)))
+            names += [x.lower() for x in more]
+            tensors = [x.lower() for x in ts]
+        tier = 0 if q in names else 1 if q in tensors else 2 if any(q in n for n in names + tensors) else None
+        if tier is None:
             continue
         shape = _SVG_SHAPE.search(seg)
         if shape is None:
@@ -922,8 +926,8 @@ def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, flo
         if not xs or not ys:
             continue
         box = (min(xs) + tx, min(ys) + ty, max(xs) - min(xs), max(ys) - min(ys))
-        (exact if hit else part).append((at, box))
-    return exact + part
+        (exact, by_tensor, part)[tier].append((at, box))
+    return exact + by_tensor + part
 
 
 def focus_svg(svg: str, query: str = "", zoom: float | None = 1.0, window=(560.0, 360.0)) -> tuple[str, str]:

@@ -196,33 +196,36 @@ _JS = """
   var find = document.getElementById('he-node-search'), said = document.getElementById('he-node-found');
   if (find && dag) {
     var hits = [], at = -1, shown = null;
-    // what a box is called: its label lines, its tooltip's "name: ..." lines and the tensors it
-    // reads and writes (listed under "inputs:" / "outputs:"; viz.graph.tooltip_names)
-    var names = function (g) {
+    // what a box is called: its label lines and its tooltip's "name: ..." lines; and the tensors
+    // it reads and writes (listed under "inputs:" / "outputs:"; viz.graph.tooltip_names)
+    var parts = function (g) {
       var out = Array.prototype.map.call(g.querySelectorAll('text'), function (t) {
         return t.textContent.toLowerCase();
       });
+      var tensors = [];
       var tip = g.querySelector('a > title'), listing = false;
       (tip ? tip.textContent.replace(/\\u00a0/g, ' ').split('\\n') : []).forEach(function (line) {
         if (line.indexOf('name: ') === 0) { out.push(line.slice(6).toLowerCase()); listing = false; }
         else if (line === 'inputs:' || line === 'outputs:') listing = true;
         else if (listing && line.indexOf('  ') === 0 && line.indexOf('  ... and ') !== 0)
-          out.push(line.slice(2).split(': ')[0].toLowerCase());
+          tensors.push(line.slice(2).split(': ')[0].toLowerCase());
         else listing = false;
       });
-      return out;
+      return {names: out, tensors: tensors};
     };
+    var names = function (g) { return parts(g).names; };
     var lookIn = function (root, q) {
-      var exact = [], part = [];
+      var exact = [], tensor = [], part = [];
       if (!q || !root) return exact;
       ['g.node', 'g.cluster'].forEach(function (sel) {
         Array.prototype.forEach.call(root.querySelectorAll(sel), function (g) {
-          var n = names(g);
-          if (n.indexOf(q) >= 0) exact.push(g);
-          else if (n.some(function (x) { return x.indexOf(q) >= 0; })) part.push(g);
+          var p = parts(g), all = p.names.concat(p.tensors);
+          if (p.names.indexOf(q) >= 0) exact.push(g);
+          else if (p.tensors.indexOf(q) >= 0) tensor.push(g);
+          else if (all.some(function (x) { return x.indexOf(q) >= 0; })) part.push(g);
         });
       });
-      return exact.concat(part);  // exact names first
+      return exact.concat(tensor, part);  // a box called so first, then one reading or writing it
     };
     // the shown picture first; when it has no match, the first other picture that has one
     var look = function (q) {
