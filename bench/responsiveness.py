@@ -306,9 +306,10 @@ def bench_browser(sizes=(2000, 10000), replans: int = 6) -> dict:
                     target = f"b{blocks * 2 // 3}_relu1"
                     t = time.perf_counter()
                     page.fill(".hxg-search", target)
-                    page.wait_for_function("d => document.querySelector('.hxg').dataset.found && "
-                                           "document.querySelector('.hxg-count').textContent.startsWith('1 of')",
-                                           arg=None, timeout=300_000)
+                    # (polled with evaluate: wait_for_function evals its string, which the page's CSP forbids)
+                    while not page.evaluate("!!document.querySelector('.hxg').dataset.found && "
+                                            "!document.querySelector('.hxg-status').textContent.includes('laying')"):
+                        page.wait_for_timeout(20)
                     find_wall = (time.perf_counter() - t) * 1e3
                     st2 = page.eval_on_selector(".hxg", "e => Object.assign({}, e.dataset)")
                     frames = page.evaluate("document.querySelector('.hxg-mount').hxGraph.benchPanZoom(60)")

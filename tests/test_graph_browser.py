@@ -74,6 +74,18 @@ def big_plan():
     return he.plan(g, [he.mask(he.providers.resolve("gpu"), deny=["Add"]), "cpu"])
 
 
+def _wait(page, js: str, timeout: float = 120.0) -> None:
+    """Poll ``js`` (an expression) until it is true. (``page.wait_for_function`` evaluates its string
+    with eval, which the report's Content-Security-Policy forbids; ``page.evaluate`` goes through
+    the debugging protocol.)"""
+    import time
+    end = time.monotonic() + timeout
+    while not page.evaluate(js):
+        if time.monotonic() > end:
+            raise TimeoutError(f"still false after {timeout:g} s: {js}")
+        page.wait_for_timeout(100)
+
+
 def _dataset(page, sel=".hxg"):
     return page.eval_on_selector(sel, "e => Object.assign({}, e.dataset)")
 
@@ -110,6 +122,7 @@ def test_the_reports_graph_of_10k_nodes_works_offline(big_plan, tmp_path):
             search.fill("b1234_relu1")                               # found as it is typed (Enter: the next)
             expect(page.locator(".hxg-count")).to_have_text("1 of 2")    # the Relu writing it, the Conv reading it
             page.wait_for_selector(".hxg[data-found]")
+            _wait(page, "!document.querySelector('.hxg-status').textContent.includes('laying out')")
             d = _dataset(page)
             find = float(d["findMs"])
             assert page.locator(".hxg g.node.hit").count() == 1
@@ -126,12 +139,12 @@ def test_the_reports_graph_of_10k_nodes_works_offline(big_plan, tmp_path):
             expect(page.locator(".hxg-count")).to_contain_text(f"of {BLOCKS}")
             # a closed scope opens on a click, its frame's title closes it again
             page.locator(".hxg-collapse").click()
-            page.wait_for_function("document.querySelector('.hxg').dataset.boxes <= 60")
+            _wait(page, "document.querySelector('.hxg').dataset.boxes <= 60")
             before = int(_dataset(page)["boxes"])
             page.locator(".hxg g.node.scope").first.click()
-            page.wait_for_function(f"+document.querySelector('.hxg').dataset.boxes > {before}")
+            _wait(page, f"+document.querySelector('.hxg').dataset.boxes > {before}")
             page.locator(".hxg g.open text").first.click()
-            page.wait_for_function(f"+document.querySelector('.hxg').dataset.boxes === {before}")
+            _wait(page, f"+document.querySelector('.hxg').dataset.boxes === {before}")
             # the minimap moves the view
             t0 = page.eval_on_selector(".hxg g.viewport", "e => e.getAttribute('transform')")
             page.locator(".hxg-mini").click(position={"x": 30, "y": 30})

@@ -502,7 +502,7 @@ export class GraphView {
     if (!lay) {
       this.status.textContent = `laying out ${vis.boxes} boxes\u2026`;
       const gen = (this.gen = (this.gen || 0) + 1);
-      if (this.elk.ready_ms === undefined && !this.layout) {
+      if (this.elk.ready_ms === undefined) {
         // the engine is still starting: draw a draft now, ELK's layout replaces it when it comes
         const td = now();
         this.vis = vis;
@@ -510,7 +510,9 @@ export class GraphView {
         this.draw();
         this.stats.draft_ms = now() - td;
         if (this.stats.first_draw_ms === undefined) this.stats.first_draw_ms = now() - this.t0;
-        if (fit) this.fit();
+        if (fit && !this.moved) this.fit();
+        this.status.textContent = `${vis.boxes} boxes of ${m.nN} nodes \u00b7 a draft while the layout engine starts`;
+        if (then) then();
         this.report();
       }
       try {
@@ -811,6 +813,7 @@ export class GraphView {
     this.matches = exact.concat(part);
     this.at = this.matches.length ? 0 : -1;
     this.stats.search_ms = now() - t;
+    this.tell();
     if (go && this.matches.length) return this.show(this.matches[0]);
     this.mark(null);
     this.tell();
