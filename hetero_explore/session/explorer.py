@@ -227,7 +227,7 @@ class Explorer:
         self.timings = None
         """:class:`~hetero_explore.analysis.timing.Timings` of the last run of the current plan: warm
         median and p90 over N runs, the first run and compile time apart (None until executed)."""
-        #: warm runs :meth:`execute` times after the first (0: none; see analysis.timing.measure)
+        #: warm runs :meth:`execute` times after the first (None: analysis.timing.WARM_RUNS; 0: no timing)
         self.warm_runs = None
 
     # -- providers -------------------------------------------------------------------
@@ -632,8 +632,8 @@ class Explorer:
         watch.tick(n + 2, "comparing, then timing warm runs")
         diff = compare(run, ref, blame=True)
         from ..analysis.timing import WARM_RUNS, measure
-        timings = measure(plan, feeds, first_run=run, cancel=cancel,
-                          n=WARM_RUNS if self.warm_runs is None else self.warm_runs)
+        timings = None if self.warm_runs == 0 else measure(
+            plan, feeds, first_run=run, cancel=cancel, n=WARM_RUNS if self.warm_runs is None else self.warm_runs)
         with self._lock:
             step.run, step.diff = run, diff
             self.compile_seconds = watch.compile_seconds
