@@ -2,7 +2,7 @@
 # Set up a fresh machine and run the main job on the bundled demo model.
 #   bash setup.sh            # venv in .venv, the package (user install: no test tooling), Graphviz's dot,
 #                            # the kernel warm-up, then the demo; test.sh adds what the tests need
-#   EXTRAS=jupyter bash setup.sh  # which extras to install (default: jupyter,cuda; EXTRAS= for the bare CLI)
+#   EXTRAS=jupyter bash setup.sh  # which extras to install (default: lab,cuda; EXTRAS= for the bare CLI)
 #   SKIP_DEMO=1 bash setup.sh     # without the demo; SKIP_WARMUP=1 skips compiling the kernels ahead of time
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -25,7 +25,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv"
   "$PY" -m venv .venv
 fi
-EXTRAS="${EXTRAS-jupyter,cuda}"
+EXTRAS="${EXTRAS-lab,cuda}"
 SPEC="."; [ -n "$EXTRAS" ] && SPEC=".[$EXTRAS]"
 echo "[setup] installing hetero_explore ($SPEC) into .venv"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null

@@ -1,5 +1,14 @@
 """How live does the explorer feel?
 
+0. **The interactive graph in a real browser at 2,000 and 10,000 nodes** (headless Chromium
+   through Playwright, Debian's chromium; a ResNet-style chain whose nodes have no names, as
+   in tests/ux_models.py, planned on a virtual GPU with Add denied so that it is
+   heterogeneous): the self-contained report opened from disk (first draw from the page's
+   navigation start; the draft layout first, then ELK's from its worker), a search by tensor
+   name until the match is on screen, pan/zoom frame times, and a series of re-plans (deny,
+   allow, reorder) each timed from the change in Python until the browser has recoloured the
+   picture (the new placement is handed to the page as the kernel would hand it to the widget;
+   no new layout). ``--skip-browser`` leaves it out.
 1. **Re-plan + redraw on a ~2,000-node model** (a 61-layer transformer encoder,
    2,014 nodes): the app is built once (the first plan and the first redraw,
    reported apart), then a series of *new* what-if configurations is applied
@@ -105,6 +114,8 @@ def resnet18(seed: int = 0, batch: int = 1, image: int = 224, classes: int = 100
 
 
 def _graph_state(html: str) -> str:
+    if "hx-graph-interactive" in html:
+        return "interactive (laid out in the browser)"
     if "hx-graph-drawing" in html:
         return "drawing"
     if "hx-graph-skipped" in html:
@@ -251,12 +262,130 @@ def bench_cold() -> dict:
     return res
 
 
+CHROMIUM = os.environ.get("HX_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def bench_browser(sizes=(2000, 10000), replans: int = 6) -> dict:
+    """The interactive graph in Chromium at each size (see the module's docstring)."""
+    import shutil as _shutil
+
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from playwright.sync_api import sync_playwright
+    from ux_models import unnamed_resnet
+
+    import hetero_explore as hx
+    from hetero_explore.viz.graphdata import placement_data
+
+    exe = CHROMIUM if Path(CHROMIUM).is_file() else _shutil.which("chromium")
+    out = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        try:
+            for n in sizes:
+                blocks = max(1, round((n - 1) / 5))   # 5 nodes a block, and a stem
+                t = time.perf_counter()
+                ex = hx.explore(unnamed_resnet(blocks), providers=["gpu", "cpu"])
+                ex.deny("gpu", ["Add"])
+                plan = ex.plan
+                t_plan = time.perf_counter() - t
+                with tempfile.TemporaryDirectory() as d:
+                    t = time.perf_counter()
+                    path = plan.to_html(Path(d) / "report.html")
+                    t_report = time.perf_counter() - t
+                    report_mb = path.stat().st_size / 1e6
+                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    errors = []
+                    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                    page.goto(path.as_uri(), wait_until="commit")
+                    page.wait_for_selector(".hxg[data-drawn='1']", timeout=300_000)
+                    page.wait_for_selector(".hxg[data-elk-draw-ms]", timeout=300_000)
+                    st = page.eval_on_selector(".hxg", "e => Object.assign({}, e.dataset)")
+                    page.locator(".hxg").scroll_into_view_if_needed()
+                    target = f"b{blocks * 2 // 3}_relu1"
+                    t = time.perf_counter()
+                    page.fill(".hxg-search", target)
+                    # (polled with evaluate: wait_for_function evals its string, which the page's CSP forbids)
+                    while not page.evaluate("!!document.querySelector('.hxg').dataset.found && "
+                                            "!document.querySelector('.hxg-status').textContent.includes('laying')"):
+                        page.wait_for_timeout(20)
+                    find_wall = (time.perf_counter() - t) * 1e3
+                    st2 = page.eval_on_selector(".hxg", "e => Object.assign({}, e.dataset)")
+                    frames = page.evaluate("document.querySelector('.hxg-mount').hxGraph.benchPanZoom(60)")
+                    what_ifs = [("deny Relu on gpu", lambda e: e.deny("gpu", ["Relu"])),
+                                ("allow Relu on gpu", lambda e: e.allow("gpu", ["Relu"])),
+                                ("reorder: cpu first", lambda e: e.order(["cpu", "gpu"])),
+                                ("reorder: gpu first", lambda e: e.order(["gpu", "cpu"])),
+                                ("deny Conv on gpu", lambda e: e.deny("gpu", ["Conv"])),
+                                ("allow all on gpu", lambda e: e.allow("gpu"))][:replans]
+                    rows = []
+                    for label, act in what_ifs:
+                        t = time.perf_counter()
+                        act(ex)
+                        p2 = ex.replan()
+                        t_pl = time.perf_counter()
+                        data = placement_data(p2, ex.current.index)
+                        payload = json.dumps(data)
+                        t_data = time.perf_counter()
+                        recolour = page.evaluate(
+                            "d => { const el = document.querySelector('.hxg-mount'); el.hxModel.update('placement', "
+                            "JSON.parse(d)); return el.hxGraph.stats.recolour_ms; }", payload)
+                        rows.append({"change": label, "total_ms": (time.perf_counter() - t) * 1e3,
+                                     "plan_ms": (t_pl - t) * 1e3, "placement_json_ms": (t_data - t_pl) * 1e3,
+                                     "browser_recolour_ms": recolour, "partitions": len(p2.partitions),
+                                     "payload_kb": len(payload) / 1024})
+                    page.close()
+                out[str(n)] = {
+                    "nodes": len(ex.graph.nodes), "load_and_plan_s": t_plan, "report_write_s": t_report,
+                    "report_mb": report_mb,
+                    "first_draw_ms_from_navigation": float(st["firstDrawMs"]),
+                    "draft_layout_ms": float(st.get("draftMs", "nan")),
+                    "elk_ready_ms": float(st.get("elkReadyMs", "nan")),
+                    "elk_draw_ms_from_navigation": float(st["elkDrawMs"]), "boxes_first": int(st["boxes"]),
+                    "find_ms_in_page": float(st2["findMs"]), "find_wall_ms": find_wall,
+                    "boxes_after_find": int(st2["boxes"]), "pan_zoom": frames, "replans": rows,
+                    "console_errors": errors}
+        finally:
+            browser.close()
+    return out
+
+
+def _print_browser(res: dict) -> None:
+    print("== the interactive graph in Chromium (report opened from disk) ==")
+    for n, r in res.items():
+        pz = r["pan_zoom"]
+        print(f"{r['nodes']:,} nodes: first draw {r['first_draw_ms_from_navigation']:.0f} ms after navigation "
+              f"(draft layout {r['draft_layout_ms']:.0f} ms, {r['boxes_first']} boxes); ELK's layout on screen at "
+              f"{r['elk_draw_ms_from_navigation']:.0f} ms (worker ready after {r['elk_ready_ms']:.0f} ms); "
+              f"find a tensor name and pan to it: {r['find_ms_in_page']:.0f} ms in the page "
+              f"({r['find_wall_ms']:.0f} ms typed to shown, {r['boxes_after_find']} boxes); "
+              f"pan/zoom frames median {pz['median_ms']:.1f} ms, p90 {pz['p90_ms']:.1f} ms over {pz['steps']}; "
+              f"report {r['report_mb']:.1f} MB")
+        for w in r["replans"]:
+            print(f"   re-plan + redraw, {w['change']:22s} {w['total_ms']:7.1f} ms (plan {w['plan_ms']:.1f}, placement "
+                  f"JSON {w['placement_json_ms']:.1f}, browser recolour {w['browser_recolour_ms']:.1f} ms; "
+                  f"{w['partitions']} partitions, {w['payload_kb']:.0f} KiB)")
+        if r["console_errors"]:
+            print("   console errors:", r["console_errors"][:3])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--skip-browser", action="store_true", help="leave out the interactive graph in Chromium")
+    ap.add_argument("--only-browser", action="store_true", help="only the interactive graph in Chromium")
+    ap.add_argument("--sizes", default="2000,10000", help="node counts for the browser part (default 2000,10000)")
     args = ap.parse_args(argv)
     res = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
+    if not args.skip_browser:
+        res["browser"] = bench_browser(tuple(int(x) for x in args.sizes.split(",")))
+        _print_browser(res["browser"])
+    if args.only_browser:
+        (HERE / "results").mkdir(exist_ok=True)
+        (HERE / "results" / "responsiveness.json").write_text(json.dumps(res, indent=2, default=str))
+        return 0
     b = bench_2000(2 if args.quick else 5)
     res["replan_2000"] = b
     print(f"== re-plan + redraw, {b['model']} ==")

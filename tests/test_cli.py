@@ -36,8 +36,8 @@ def test_plan_json_has_the_documented_keys(capsys):
 def test_plan_deny_moves_ops_and_prints_tables(capsys):
     rc, out, _ = run_cli(capsys, "plan", DEMO, "--input-shape", "image=1,3,16,16", "--deny", "gpu:Relu,Softmax")
     assert rc == 0
-    first = out.splitlines()[0]
-    assert "ops forced onto a fallback provider: Clip, Relu, Softmax" in first
+    first = out.split("\n\n")[0]   # the summary: one clause a line
+    assert "ops forced onto a fallback provider: Clip, Relu, Softmax" in " ".join(first.split())
     assert "Placement:" in out and "Partitions:" in out and "Transfers:" in out
 
 
@@ -80,7 +80,7 @@ def test_console_script_runs_as_a_module():
     r = subprocess.run([sys.executable, "-m", "hetero_explore.cli.main", "plan", DEMO, "--providers", "cpu",
                         "--input-shape", "image=1,3,16,16"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("1 partition(s) across 1 device(s); cpu: 15 node(s)")  # bn1 folded
+    assert r.stdout.startswith("1 partition(s) across 1 device(s)\n  cpu: 15 node(s)")  # bn1 folded
 
 
 # -- hostile input -------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_deny_of_an_op_the_model_lacks_warns_and_plans(capsys):
     rc, out, err = run_cli(capsys, "plan", DEMO, "--input-shape", "image=1,3,16,16", "--deny", "gpu:LSTM,Relu")
     assert rc == 0
     assert "warning: --deny gpu:LSTM: the model has no LSTM node" in err
-    assert "Relu" in out.splitlines()[0]          # the Relu denial still applied
+    assert "Relu" in out.split("\n\n")[0]          # the Relu denial still applied (the summary)
 
 
 def test_deny_of_an_unknown_provider_suggests_the_close_one(capsys):
@@ -261,7 +261,7 @@ def test_planning_on_an_unavailable_provider_warns(capsys, monkeypatch):
     cuda_mod = importlib.import_module("hetero_explore.providers.cuda")
     monkeypatch.setattr(cuda_mod.NumbaCUDAProvider, "available", lambda self: (False, "no CUDA device here"))
     rc, out, err = run_cli(capsys, "plan", DEMO, "--providers", "cuda,cpu", "--input-shape", "image=1,3,16,16")
-    assert rc == 0 and "cuda: 14 node(s)" in out.splitlines()[0]      # it still plans
+    assert rc == 0 and "cuda: 14 node(s)" in out.split("\n\n")[0]      # it still plans
     assert "warning: provider 'cuda' is unavailable (no CUDA device here)" in err
 
 
@@ -416,7 +416,8 @@ def test_demo_progress_bar_covers_execution(capsys, tmp_path):
     rc, out, err = run_cli(capsys, "demo", "-o", str(tmp_path / "d.html"), "--progress")
     assert rc == 0, err
     labels = " | ".join(_frames(err))
-    for want in ("1/5 loading", "2/5 planning", "3/5 executing", "4/5 cpu reference run", "5/5 writing the report"):
+    for want in ("1/6 loading", "2/6 planning", "3/6 executing", "4/6 cpu reference run", "5/6 timing up to",
+                 "6/6 writing the report"):
         assert want in labels, labels
     assert "Byte identity" in out and "\r" not in out
 

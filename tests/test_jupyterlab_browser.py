@@ -4,9 +4,9 @@ JupyterLab runs on 127.0.0.1 with a private, token-less configuration in
 temporary Jupyter directories (news and update checks off) and a kernelspec
 that runs this interpreter. Debian's chromium is driven by Playwright's Python
 package (``executable_path``; never a browser download). The test runs all
-cells, moves ``cpu`` to the top of the provider order in the widget, sees the
-Graph tab show the new plan, executes, sees "byte-identical" in the Diff tab,
-and saves a screenshot under ``test-output/``.
+cells (a real torch export on NNAPI's and CoreML's tables), moves ``cpu`` to the top of
+the provider order in the widget, sees the summary and the Graph tab show the new plan,
+executes, sees "byte-identical" in the Diff tab, and saves screenshots under ``test-output/``.
 """
 
 from __future__ import annotations
@@ -179,8 +179,9 @@ def _drive(page, url, expect, out: Path) -> None:
     expect(app).to_be_visible()
     # (text_content: JupyterLab may skip rendering cells outside the viewport, and innerText with them)
     n_nodes = int(re.search(r"(\d+) node\(s\)", app.locator(".hx-header").text_content()).group(1))
-    caption = app.locator(".hx-view-graph .hx-graph-caption")
-    expect(caption).to_contain_text("across 2 device(s)")  # the demo is heterogeneous on [gpu, cpu]
+    summary = app.locator(".hx-summary")
+    # the notebook left the app on coreml,cpu (or an ort EP): heterogeneous on a real export
+    expect(summary).to_contain_text("across 2 device(s)")
 
     # move cpu to the top of the provider order
     select = app.locator(".hx-order select")
@@ -190,8 +191,9 @@ def _drive(page, url, expect, out: Path) -> None:
     select.select_option(label=cpu_label)
     app.locator("button.hx-order-up").click()
     expect(select.locator("option").first).to_contain_text("cpu")
-    # the Graph tab shows the new plan
-    expect(caption).to_contain_text(f"1 partition(s) across 1 device(s); cpu: {n_nodes} node(s)")
+    # the summary and the Graph tab show the new plan
+    expect(summary).to_contain_text(f"1 partition(s) across 1 device(s); cpu: {n_nodes} node(s)")
+    expect(app.locator(".hx-view-graph .hx-graph-caption")).to_contain_text("1 partition(s) on 1 device(s)")
     expect(app.locator(".hx-view-graph svg").first).to_be_visible()
     app.locator(".hx-tabs").scroll_into_view_if_needed()
     page.screenshot(path=str(out / "jupyterlab_quickstart_graph.png"))
@@ -225,11 +227,13 @@ def _drive(page, url, expect, out: Path) -> None:
     # the Graph tab finds a node by name: outlined, the view cut around it
     app.locator(".hx-tabs .lm-TabBar-tab", has_text="Graph").first.click()
     app.locator(".hx-level select").select_option(label="node")
+    target = "/head/head.2/HardSwish"
     find = app.locator(".hx-find input")
-    find.fill("relu2")
+    find.fill(target)
     find.press("Enter")
-    expect(app.locator(".hx-view-graph .hx-find-result")).to_contain_text("1 match(es)")
+    # the node called so first, then the node reading its output tensor (/head/head.2/HardSwish_output_0)
+    expect(app.locator(".hx-view-graph .hx-find-result")).to_contain_text("2 match(es)")
     found = app.locator(".hx-view-graph svg g.node.hx-found")
     expect(found).to_be_visible()
-    assert "relu2" in found.text_content()
+    assert "HardSwish" in found.text_content()
     page.screenshot(path=str(out / "jupyterlab_graph_find.png"))

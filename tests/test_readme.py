@@ -1,6 +1,6 @@
 """The documentation says what the code does.
 
-* The README's provider figures (op types, claimed conformance cases) are those of the
+* The provider figures in ``docs/providers.md`` (op types, claimed conformance cases) are those of the
   providers' op tables (``support_df()``) and of the conformance manifest.
 * ``docs/layout.md`` lists every module of the package, by layer and sub-package, with the first
   line of its docstring: generated from the source, so it cannot omit one. After adding,
@@ -22,7 +22,7 @@ import pytest
 from test_import_layers import LAYERS, PKG, layer_of, modules
 
 ROOT = PKG.parent
-README = ROOT / "README.md"
+PROVIDERS_PAGE = ROOT / "docs" / "providers.md"
 LAYOUT = ROOT / "docs" / "layout.md"
 MANIFEST = Path(__file__).with_name("conformance_manifest.json")
 #: the most lines a module of the package may have
@@ -34,12 +34,12 @@ def _number(text: str) -> int:
 
 
 def _row(name: str) -> str:
-    line = next((ln for ln in README.read_text(encoding="utf-8").splitlines() if ln.startswith(f"| `{name}` |")), None)
-    assert line is not None, f"the README's provider table has no row for `{name}`"
+    line = next((ln for ln in PROVIDERS_PAGE.read_text(encoding="utf-8").splitlines() if ln.startswith(f"| `{name}` |")), None)
+    assert line is not None, f"docs/providers.md's provider table has no row for `{name}`"
     return line
 
 
-def test_readme_provider_figures_are_the_op_tables_and_the_manifest():
+def test_provider_figures_are_the_op_tables_and_the_manifest():
     from hetero_explore.analysis.conformance import folder_cases, load_folder_manifest, node_cases
     from hetero_explore.providers.cpu import NumbaCPUProvider
     from hetero_explore.providers.cuda import NumbaCUDAProvider
@@ -51,17 +51,17 @@ def test_readme_provider_figures_are_the_op_tables_and_the_manifest():
     m = re.search(r"([\d,]+) standard op types .*?all ([\d,]+) `ai\.onnx\.ml` ones, claiming ([\d,]+) of onnx's "
                   r"([\d,]+) backend node cases .*?and ([\d,]+) of the ([\d,]+) cases of the on-disk backend folders",
                   _row("cpu"))
-    assert m, "the README's `cpu` row no longer reads as this test expects: update both"
+    assert m, "docs/providers.md's `cpu` row no longer reads as this test expects: update both"
     want = (cpu[cpu.domain == "ai.onnx"].op_type.nunique(), cpu[cpu.domain == "ai.onnx.ml"].op_type.nunique(),
             len(doc["cpu"]["claimed"]), len(node_cases()), folders["cpu"]["claimed"].__len__(), len(folder_cases()))
-    assert tuple(map(_number, m.groups())) == want, f"README `cpu` row says {m.groups()}, the code {want}"
+    assert tuple(map(_number, m.groups())) == want, f"docs `cpu` row says {m.groups()}, the code {want}"
 
     m = re.search(r"([\d,]+) standard op types, claiming ([\d,]+) node cases in the simulator \(([\d,]+) more "
                   r"skipped by its size cap\)", _row("cuda"))
-    assert m, "the README's `cuda` row no longer reads as this test expects: update both"
+    assert m, "docs/providers.md's `cuda` row no longer reads as this test expects: update both"
     want = (cuda[cuda.domain == "ai.onnx"].op_type.nunique(), len(doc["cuda-simulator"]["claimed"]),
             len(doc["cuda-simulator"]["size_capped"]))
-    assert tuple(map(_number, m.groups())) == want, f"README `cuda` row says {m.groups()}, the code {want}"
+    assert tuple(map(_number, m.groups())) == want, f"docs `cuda` row says {m.groups()}, the code {want}"
 
 
 def _summary(path: Path) -> str:

@@ -198,8 +198,10 @@ def test_report_of_a_large_model_uses_the_partition_view():
                 [VirtualProvider("gpu", "cuda:0", ops=["Relu"]),
                  VirtualProvider("cpu", "cpu:0", ops=["Softmax", "Relu"])])
     page = p.to_html(max_rows=500)
-    assert "partition view" in page
+    assert 'class="hxg-mount"' in page               # big models: the interactive graph (test_graph_browser.py)
     assert "showing the first 500 of 2,000 nodes" in page
+    page = p.to_html(max_rows=500, level="partition")  # the Graphviz partition view, asked for by name
+    assert "partition view" in page and 'class="hxg-mount"' not in page
 
 
 # -- in a browser ------------------------------------------------------------------------
@@ -356,17 +358,18 @@ def test_search_finds_a_node_in_a_2000_node_view_and_pans_to_it(browser):
         assert before["height"] < 5  # fitted: 2,000 nodes are specks
         page.fill("#he-node-search", target)
         page.wait_for_timeout(300)
-        assert page.locator("#he-node-found").inner_text() == "1 of 1 match(es)"
+        # the node called so, then the node reading its output tensor (found by tensor name)
+        assert page.locator("#he-node-found").inner_text() == "1 of 2 match(es)"
         assert "he-found" in node.get_attribute("class")
         after, frame = node.bounding_box(), box.bounding_box()
         assert after["height"] >= 25, after  # zoomed to a readable size
         cx, cy = after["x"] + after["width"] / 2, after["y"] + after["height"] / 2
         assert abs(cx - (frame["x"] + frame["width"] / 2)) < 30 and abs(cy - (frame["y"] + frame["height"] / 2)) < 30
         # Enter cycles through several matches; a miss says so
-        page.fill("#he-node-search", "relu_98")
-        assert page.locator("#he-node-found").inner_text() == "1 of 11 match(es)"
+        page.fill("#he-node-search", "relu_98")  # 11 Relu nodes, and the 11 Add nodes reading their outputs
+        assert page.locator("#he-node-found").inner_text() == "1 of 22 match(es)"
         page.press("#he-node-search", "Enter")
-        assert page.locator("#he-node-found").inner_text() == "2 of 11 match(es)"
+        assert page.locator("#he-node-found").inner_text() == "2 of 22 match(es)"
         page.fill("#he-node-search", "no such node")
         assert page.locator("#he-node-found").inner_text() == "nothing matches"
         page.screenshot(path=str(OUT / "report_2000_search.png"))
@@ -419,7 +422,7 @@ def test_scoped_model_report_opens_a_scope_on_click(browser):
     assert len(g.nodes) > G.AUTO_NODE_LIMIT
     p = he.plan(g, [mask(he.VirtualProvider("gpu", "cuda:0", ops=sorted(set(g.op_types()))), deny=["Softmax"]),
                     "cpu"])
-    path = p.to_html(OUT / "report_scopes.html")
+    path = p.to_html(OUT / "report_scopes.html", level="scope")  # (at auto: the interactive graph)
     page, errors, requests = open_report(browser, path)
     try:
         assert page.locator("div.dag[data-view]").count() == 3

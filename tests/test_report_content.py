@@ -98,10 +98,11 @@ def test_timing_stats_give_p50_and_p90_per_step(executed):
 def test_model_explorer_node_data_lines_up_with_the_models_outputs(executed, tmp_path):
     import json
     plan, run = executed.plan, executed.run
-    paths = plan.to_model_explorer(tmp_path / "demo.onnx", run=run)
+    paths = plan.to_model_explorer(tmp_path / "me", run=run, stem="demo")
     assert sorted(p.name for p in paths) == ["demo.partition.json", "demo.partition_seconds.json",
                                             "demo.provider.json"]
-    prov = json.loads((tmp_path / "demo.provider.json").read_text())
+    assert {p.parent for p in paths} == {tmp_path / "me"}
+    prov = json.loads((tmp_path / "me" / "demo.provider.json").read_text())
     (gid, data), = prov.items()
     assert gid == plan.graph.name
     results = data["results"]
@@ -110,7 +111,7 @@ def test_model_explorer_node_data_lines_up_with_the_models_outputs(executed, tmp
             if out:
                 assert results[out]["value"] == plan.assignment[n.id]
                 assert results[out]["bgColor"].startswith("#")
-    part = json.loads((tmp_path / "demo.partition.json").read_text())[gid]["results"]
+    part = json.loads((tmp_path / "me" / "demo.partition.json").read_text())[gid]["results"]
     assert {v["value"] for v in part.values()} == {p.id for p in plan.partitions}
-    secs = json.loads((tmp_path / "demo.partition_seconds.json").read_text())[gid]
+    secs = json.loads((tmp_path / "me" / "demo.partition_seconds.json").read_text())[gid]
     assert all(v["value"] >= 0 for v in secs["results"].values()) and secs["gradient"][0]["stop"] == 0

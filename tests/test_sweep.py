@@ -13,6 +13,8 @@ from onnx import TensorProto
 from onnx import helper as h
 
 import hetero_explore as he
+import hetero_explore.ir.errors  # noqa: E402,F401  (hx.ir.errors below)
+import hetero_explore.session.explorer  # noqa: E402,F401
 from hetero_explore.data import models
 from hetero_explore.cli.main import main
 from hetero_explore.analysis.fleet import COLUMNS, IN_PROCESS, compare_sweeps, load_sweep, save_sweep, sweep

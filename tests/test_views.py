@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import hetero_explore as hx  # noqa: E402
+import hetero_explore.ir.errors  # noqa: E402,F401  (hx.ir.errors below)
+import hetero_explore.session.explorer  # noqa: E402,F401
 from explorer_fixtures import cnn_model  # noqa: E402
 from hetero_explore.viz import views as V  # noqa: E402
 

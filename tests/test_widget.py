@@ -88,7 +88,8 @@ def test_reorder_with_the_buttons_replans_and_redraws(app, ex):
     assert app.order_select.get_state()["_options_labels"][0] == "1. cpu (cpu:0)"
     assert app.order_select.value == "cpu"  # the selection follows the moved provider
     graph = value(app.views["Graph"])
-    assert "plan #1" in graph and f"cpu: {N_NODES} node(s)" in graph
+    assert "plan #1" in graph and f"{N_NODES} node(s), 1 partition(s)" in graph
+    assert f"cpu: {N_NODES} node(s)" in value(app.summary_html) and "cpu: " not in graph  # the summary once
     assert "plan #1" in app.status
     app.up_button.click()  # already first: nothing happens
     assert app.order == ["cpu", "gpu"] and app.plan_version == v0 + 1

@@ -3,12 +3,12 @@ Explorer, the CLI and the sweep call, so they agree on what a checked run is."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..execution.executor import HeterogeneousExecutor, RunResult
 from .compare import compare
+from .timing import BUDGET_SECONDS, Timings, summarize, warm_samples
 
 #: the provider a heterogeneous run is compared with, unless the caller names another
 DEFAULT_REFERENCE = "cpu"
@@ -24,8 +24,13 @@ class CheckedRun:
     """The whole graph on the reference provider, on the same inputs."""
     diff: Any
     """:func:`~.compare.compare`'s table, one row per output (blame columns included)."""
-    warm_seconds: list = field(default_factory=list)
-    """Wall seconds of the warm runs after the first (empty when none were asked for)."""
+    timings: Timings | None = None
+    """Warm median and p90 over the warm runs, the first run apart (None when none were asked for)."""
+
+    @property
+    def warm_seconds(self) -> list:
+        """Wall seconds of the warm runs, in run order (empty when none were asked for)."""
+        return list(self.timings.samples) if self.timings is not None else []
 
     @property
     def byte_identical(self) -> bool:
@@ -33,7 +38,7 @@ class CheckedRun:
 
 
 def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = True, warm_runs: int = 0,
-                    executor: HeterogeneousExecutor | None = None,
+                    warm_budget_seconds: float = BUDGET_SECONDS, executor: HeterogeneousExecutor | None = None,
                     reference_run: RunResult | Callable[[dict], RunResult] | None = None,
                     progress=None, reference_progress=None, on_stage: Callable[[str, RunResult], None] | None = None
                     ) -> CheckedRun:
@@ -45,8 +50,9 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
         reference: the provider (or its name) of the reference run.
         blame: trace every differing output to the first step that made it differ
             (:func:`~.compare.first_divergence`; it re-runs both only when something differs).
-        warm_runs: after the first run, this many more on the same executor (its constants and
-            programs held), timed one by one into ``warm_seconds``.
+        warm_runs: after the first run, up to this many more on the same executor (its constants
+            and programs held), timed one by one (:func:`.timing.warm_samples`: at least three,
+            then until ``warm_budget_seconds`` have passed) into ``timings``.
         executor: the executor to run with (default: a new one for ``plan``, closed afterwards).
         reference_run: the reference run when the caller has it already (a cache), or a function
             of the validated inputs that returns it.
@@ -58,11 +64,10 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
     ex = executor if executor is not None else HeterogeneousExecutor(plan, keep_constants=warm_runs > 0)
     try:
         run = ex.run(inputs, progress=progress)
-        warm = []
-        for _ in range(warm_runs):
-            t0 = time.perf_counter()
-            ex.run(run.inputs)
-            warm.append(time.perf_counter() - t0)
+        timings = None
+        if warm_runs:
+            timings = summarize(warm_samples(ex, run.inputs, n=warm_runs, budget_seconds=warm_budget_seconds),
+                                first_seconds=run.wall_seconds, compile_seconds=run.compile_seconds)
     finally:
         if own:
             ex.close()
@@ -77,4 +82,4 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
         ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress)
     if on_stage is not None:
         on_stage("compare", run)
-    return CheckedRun(run, ref, compare(run, ref, blame=blame), warm)
+    return CheckedRun(run, ref, compare(run, ref, blame=blame), timings)

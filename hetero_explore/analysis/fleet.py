@@ -31,11 +31,14 @@ from ..ir.errors import ArgumentTypeError, ArgumentValueError, HeteroExploreErro
 COLUMNS = ["model", "name", "providers", "mask", "ok", "stage", "error_type", "error",
            "nodes", "partitions", "transfers", "transfer_bytes", "placement", "share", "off_first",
            "share_off_first", "fallback_ops", "unplaced", "blockers", "executable", "plan_seconds",
-           "byte_identical", "warm_seconds", "peak_bytes", "digest", "worker_seconds",
-           "ep_share", "max_ulp", "max_abs", "op_ulp"]
+           "byte_identical", "warm_seconds", "warm_p90_seconds", "warm_runs", "first_seconds",
+           "compile_seconds", "peak_bytes", "digest", "worker_seconds", "ep_share", "max_ulp", "max_abs", "op_ulp"]
 
-#: warm runs timed per executed row (after one untimed run that also compiles)
-WARM_RUNS = 3
+#: warm runs timed per executed row at most (after the first run, timed apart; see
+#: :func:`hetero_explore.analysis.timing.measure`)
+WARM_RUNS = 10
+#: wall-clock budget of one row's warm runs (at least three run whatever it says)
+WARM_BUDGET_SECONDS = 1.0
 
 IN_PROCESS = "in-process"
 
@@ -46,20 +49,23 @@ def _mask_text(deny: dict) -> str:
 
 
 def run_model(model, lists, masks, execute: bool = False, inputs=None, seed: int = 0,
-              input_shapes: dict | None = None, optimize: bool = True) -> list[dict]:
+              input_shapes: dict | None = None, optimize: bool = True, *, name: str | None = None,
+              dim_values: dict | None = None) -> list[dict]:
     """The rows of one model (the unit of work a worker gets): loaded once, then planned on
-    every provider list under every mask (see :func:`run_one`)."""
+    every provider list under every mask (see :func:`run_one`). ``name``: the row's short
+    name (default: the file's stem; :func:`model_names` makes them unique over a sweep)."""
     t0 = time.perf_counter()
     graph = error = None
     try:
         from ..load.loader import load_model
+        input_shapes, dim_values = bindings_for(model, input_shapes, dim_values)
         graph = load_model(model[1] if isinstance(model, tuple) else model, input_shapes=input_shapes,
-                           optimize=optimize)
+                           dim_values=dim_values, optimize=optimize)
     except Exception as e:  # noqa: BLE001 - every row of this model carries the load error
         error = e
     load_seconds = time.perf_counter() - t0
     rows = [run_one(model, pl, mk, execute, inputs, seed, input_shapes, graph=graph, load_error=error,
-                    optimize=optimize)
+                    optimize=optimize, name=name, dim_values=dim_values)
             for pl in lists for mk in masks]
     if rows and rows[0]["worker_seconds"] is not None:
         rows[0]["worker_seconds"] += load_seconds
@@ -68,14 +74,16 @@ def run_model(model, lists, masks, execute: bool = False, inputs=None, seed: int
 
 def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=None, seed: int = 0,
             input_shapes: dict | None = None, *, graph=None, load_error: Exception | None = None,
-            optimize: bool = True) -> dict:
+            optimize: bool = True, name: str | None = None, dim_values: dict | None = None) -> dict:
     """Plan (and with ``execute`` run and check) one model on one provider list under one deny
     mask; a row of :data:`COLUMNS`. Never raises for the model's sake: a failure is the row's
     ``error_type`` / ``error`` and the ``stage`` it happened in (load, plan, execute). ``graph``:
     the model already loaded (``load_error``: loading it failed so); ``optimize``: the loader's
-    load-time graph rewrites (see :func:`hetero_explore.load.loader.load_model`)."""
+    load-time graph rewrites (see :func:`hetero_explore.load.loader.load_model`); ``input_shapes`` /
+    ``dim_values``: bind symbolic dims when loading; ``name``: the row's short name."""
     t0 = time.perf_counter()
-    label, name = _label(model)
+    label, stem = _label(model)
+    name = name or stem
     row: dict[str, Any] = {c: None for c in COLUMNS}
     row.update(model=label, name=name, providers=",".join(providers), mask=_mask_text(deny), ok=False)
     stage = "load"
@@ -88,7 +96,8 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
         if load_error is not None:
             raise load_error
         g = graph if graph is not None else load_model(model[1] if isinstance(model, tuple) else model,
-                                                       input_shapes=input_shapes, optimize=optimize)
+                                                       input_shapes=input_shapes, dim_values=dim_values,
+                                                       optimize=optimize)
         stage = "plan"
         provs = resolve_all(list(providers))
         names = [p.name for p in provs]
@@ -115,21 +124,22 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
             from ..execution.inputs import random_inputs
             from .check import run_and_compare
             feeds = _inputs_for(inputs, label, name, g, seed, random_inputs)
-            # the first run compiles what the cache lacks; the warm runs are timed
-            checked = run_and_compare(p, feeds, warm_runs=WARM_RUNS)
-            run, ref, diff = checked.run, checked.reference, checked.diff
-            times = sorted(checked.warm_seconds)
+            # the first run compiles what the kernel cache lacks; the warm runs are timed apart
+            checked = run_and_compare(p, feeds, warm_runs=WARM_RUNS, warm_budget_seconds=WARM_BUDGET_SECONDS)
+            run, ref, diff, t = checked.run, checked.reference, checked.diff, checked.timings
             ulps = diff["max_ulp"].dropna()
             abss = diff["max_abs"].dropna()
-            row.update(byte_identical=bool(diff["byte_identical"].all()), warm_seconds=times[len(times) // 2],
+            row.update(byte_identical=bool(diff["byte_identical"].all()), warm_seconds=t.warm_median_seconds,
+                       warm_p90_seconds=t.warm_p90_seconds, warm_runs=t.n, first_seconds=t.first_seconds,
+                       compile_seconds=t.compile_seconds,
                        peak_bytes={str(k): int(v) for k, v in run.peak_bytes.items()},
                        max_ulp=int(ulps.max()) if len(ulps) else None,
                        max_abs=float(abss.max()) if len(abss) else None)
             if row["ep_share"]:   # per op type × ORT provider: the largest ULP of a node run alone
                 from .divergence import op_ulp_df, op_ulp_table
-                t = op_ulp_table(op_ulp_df(run, ref))
+                tab = op_ulp_table(op_ulp_df(run, ref))
                 row["op_ulp"] = {f"{r.op_type}@{r.provider}": (None if r.max_ulp is None else int(r.max_ulp))
-                                 for r in t.itertuples()}
+                                 for r in tab.itertuples()}
         row["ok"] = True
     except HeteroExploreError as e:
         row.update(stage=stage, error_type=type(e).__name__, error=str(e)[:4000])
@@ -137,6 +147,28 @@ def run_one(model, providers: tuple, deny: dict, execute: bool = False, inputs=N
         row.update(stage=stage, error_type=f"internal: {type(e).__name__}", error=str(e)[:4000])
     row["worker_seconds"] = time.perf_counter() - t0
     return row
+
+
+def bindings_for(model, input_shapes: dict | None, dim_values: dict | None) -> tuple[dict | None, dict | None]:
+    """The sweep's ``input_shapes`` / ``dim_values`` that apply to ``model``: those naming one of
+    its graph inputs / symbolic dims (a sweep binds ``--dim batch=1`` in every model that has a
+    ``batch`` dim; the loader itself refuses a binding that names nothing). Reads the model's
+    header only when there is something to filter."""
+    if not input_shapes and not dim_values:
+        return input_shapes, dim_values
+    import onnx
+    try:
+        m = (onnx.load_model_from_string(model[1]) if isinstance(model, tuple)
+             else onnx.load(str(model), load_external_data=False))
+    except Exception:  # noqa: BLE001 - unreadable: the loader says why, with the bindings as given
+        return input_shapes, dim_values
+    inits = {t.name for t in m.graph.initializer}
+    inputs = [i for i in m.graph.input if i.name not in inits]
+    names = {i.name for i in inputs}
+    params = {d.dim_param for i in inputs for d in i.type.tensor_type.shape.dim if d.dim_param}
+    shapes = {k: v for k, v in (input_shapes or {}).items() if k in names} or None
+    dims = {k: v for k, v in (dim_values or {}).items() if k in params} or None
+    return shapes, dims
 
 
 def _inputs_for(inputs, label, name, graph, seed, random_inputs):
@@ -155,6 +187,48 @@ def _label(model) -> tuple[str, str]:
     if isinstance(model, tuple):
         return model[0], model[0]
     return str(model), Path(str(model)).stem
+
+
+def model_names(models) -> list[str]:
+    """A short, unique name per model of a sweep: the file's stem (``resnet50`` for
+    ``zoo/resnet50.onnx``); where stems collide, as in the usual zoo layout
+    ``<name>/model.onnx``, the folder's name (``resnet50`` for ``zoo/resnet50/model.onnx``),
+    then as many more folders as it takes (``a/resnet50``, ``b/resnet50``); the whole path when
+    nothing shorter is unique. In-memory models keep their label."""
+    labels = [_label(m)[0] for m in models]
+    names = [_label(m)[1] for m in models]
+    paths = [None if isinstance(m, tuple) else Path(os.path.abspath(str(m))) for m in models]
+
+    def collisions(ns) -> set:
+        seen: dict[str, int] = {}
+        for x in ns:
+            seen[x] = seen.get(x, 0) + 1
+        return {x for x, k in seen.items() if k > 1}
+
+    clash = collisions(names)
+    depth = 1
+    while clash and depth < 64:
+        changed = False
+        for i, p in enumerate(paths):
+            if p is None or names[i] not in clash:
+                continue
+            parents = p.parent.parts[1:]              # without the root
+            if depth <= len(parents):
+                names[i] = "/".join(parents[len(parents) - depth:])
+                changed = True
+            else:
+                names[i] = labels[i]
+        clash = collisions(names)
+        depth += 1
+        if not changed:
+            break
+    if clash:                                          # two spellings of one path: number them
+        seen: dict[str, int] = {}
+        for i, x in enumerate(names):
+            if x in clash:
+                seen[x] = seen.get(x, 0) + 1
+                names[i] = f"{x} #{seen[x]}"
+    return names
 
 
 def _warm_worker() -> str:
@@ -242,8 +316,9 @@ def _dask():
 
 
 def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inputs=None, client=None, *,
-          input_shapes: dict | None = None, seed: int = 0, workers: int | None = None,
-          progress: Callable[[int, int, dict], None] | None = None, optimize: bool = True):
+          input_shapes: dict | None = None, dim_values: dict | None = None, seed: int = 0,
+          workers: int | None = None, progress: Callable[[int, int, dict], None] | None = None,
+          optimize: bool = True):
     """Plan every model on every provider list under every mask; one row each.
 
     Args:
@@ -252,12 +327,16 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
         masks: None, or a dict / list of dicts provider → op types to deny (entries naming a
             provider that is not in a row's provider list do nothing for that row).
         execute: also execute each executable plan, check it byte for byte against the cpu
-            reference, and time warm runs (the median of :data:`WARM_RUNS`).
+            reference, and time it: the first run (``first_seconds``, ``compile_seconds``) apart
+            from up to :data:`WARM_RUNS` warm runs (``warm_seconds``: their median,
+            ``warm_p90_seconds``, ``warm_runs``: how many).
         inputs: for ``execute``: None (seeded random), one dict of arrays for every model,
             a dict model path/name → dict, or a callable path → dict.
         client: None (a ``LocalCluster`` of ``workers`` processes, closed afterwards), a
             ``distributed.Client``, a scheduler address, or ``"in-process"``.
-        input_shapes: bind input shapes when loading (the same for every model).
+        input_shapes: bind input shapes when loading, in every model that has an input of that
+            name (:func:`bindings_for`).
+        dim_values: bind symbolic dims by name when loading, in every model that has such a dim.
         seed: seed of the random inputs.
         optimize: the loader's load-time graph rewrites (``optimize=False``: none).
         workers: worker processes of the local cluster (default: the machine's cores, at most
@@ -269,6 +348,8 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
     Returns:
         A pandas DataFrame of :data:`COLUMNS`, one row per task in the order (model,
         provider list, mask); ``attrs`` hold ``elapsed_seconds``, ``workers`` and ``tasks``.
+        ``model`` is the path (or in-memory label), ``name`` a short name unique within the
+        sweep (:func:`model_names`: the folder's name for ``<name>/model.onnx`` layouts).
     """
     import pandas as pd
 
@@ -281,6 +362,8 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
     rows: list[dict | None] = [None] * n_tasks
     n_workers = 0
     args = (lists, mks, execute, inputs, seed, input_shapes, optimize)
+    names = model_names(found)
+    kw = {"dim_values": dim_values}
 
     def arrived(k: int, got: list[dict], done: int) -> int:
         for j, r in enumerate(got):
@@ -293,7 +376,7 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
     if client == IN_PROCESS:
         done = 0
         for k, m in enumerate(found):
-            done = arrived(k, run_model(m, *args), done)
+            done = arrived(k, run_model(m, *args, name=names[k], **kw), done)
     elif found:
         Client, LocalCluster, as_completed = _dask()
         own_cluster = own_client = None
@@ -311,7 +394,8 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
             index = {}
             futures = []
             for k, m in enumerate(found):
-                f = client.submit(run_model, m, *args, pure=False, key=f"hetero-sweep-{stamp}-{k}")
+                f = client.submit(run_model, m, *args, name=names[k], **kw, pure=False,
+                                  key=f"hetero-sweep-{stamp}-{k}")
                 index[f.key] = k
                 futures.append(f)
             done = 0
@@ -320,7 +404,7 @@ def sweep(models, providers=("gpu,cpu",), masks=None, execute: bool = False, inp
                 try:
                     got = f.result()
                 except Exception as e:  # noqa: BLE001 - a worker died: the rows say so
-                    label, name = _label(found[k])
+                    label, name = _label(found[k])[0], names[k]
                     got = []
                     for pl in lists:
                         for mk in mks:
@@ -345,13 +429,33 @@ def compare_sweeps(before, after):
     """Per (model name, provider list, mask): what changed from sweep ``before`` to ``after``
     (say, before and after a re-export), with the explorer's plan-vs-plan diff
     (:func:`~hetero_explore.planner.plandiff.compare_digests`). ``status`` is ``same``, ``changed``,
-    ``only before``, ``only after`` or ``error`` (either side failed)."""
+    ``only before``, ``only after`` or ``error`` (either side failed).
+
+    Rows are matched by their unique ``name`` (:func:`model_names`). A sweep whose names are
+    not unique (written before names were made unique: every ``<name>/model.onnx`` named
+    ``model``) is renamed from its ``model`` paths first, so no row is ever merged into another."""
     import pandas as pd
 
     from ..planner.plandiff import compare_digests
 
     def keyed(df):
-        return {(r["name"], r["providers"], r["mask"]): r for r in df.to_dict("records")}
+        recs = df.to_dict("records")
+        key = lambda r, name: (name, r["providers"], r["mask"])  # noqa: E731
+        if len({key(r, r["name"]) for r in recs}) < len(recs):
+            paths = list(dict.fromkeys(str(r["model"]) for r in recs))
+            renamed = dict(zip(paths, model_names(paths)))
+            names = [renamed[str(r["model"])] for r in recs]
+            if len({key(r, n) for r, n in zip(recs, names)}) < len(recs):
+                names = [str(r["model"]) for r in recs]      # the same path twice: keep both rows apart
+                seen: dict = {}
+                for i, r in enumerate(recs):
+                    k = key(r, names[i])
+                    seen[k] = seen.get(k, 0) + 1
+                    if seen[k] > 1:
+                        names[i] = f"{names[i]} #{seen[k]}"
+            for r, n in zip(recs, names):
+                r["name"] = n
+        return {key(r, r["name"]): r for r in recs}
 
     kb, ka = keyed(before), keyed(after)
     out = []
@@ -400,7 +504,7 @@ def save_sweep(df, path) -> Path:
         try:
             out.to_parquet(path, index=False)
         except ImportError as e:
-            raise MissingDependencyError("writing .parquet needs pyarrow: pip install 'hetero_explore[sweep]', "
+            raise MissingDependencyError("writing .parquet needs pyarrow: pip install 'hetero_explore[parquet]', "
                                          "or write .csv / .json") from e
     elif suffix == ".csv":
         out.to_csv(path, index=False)

@@ -77,8 +77,8 @@ def _one_line(msg: str) -> str:
 
 #: rows of each table printed without --full
 MAX_TABLE_ROWS = 40
-#: longest cell printed without --full
-MAX_CELL = 60
+#: columns said once above a table when every row has the same value
+CONSTANT_SAID_ONCE = ("domain", "opset")
 
 
 def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -181,29 +181,52 @@ def _progress_flags(sp, quiet_help: str = "no progress bar"):
     sp.add_argument("--quiet", action="store_true", help=quiet_help)
 
 
-def _common(sp):
-    sp.add_argument("--providers", default="gpu,cpu",
-                    help="providers in priority order (default: gpu,cpu); names: cpu, cuda, gpu, the capability "
-                         "profiles (coreml, nnapi, qnn, tensorrt, directml, openvino, ort-cuda, ...) and ONNX "
-                         "Runtime's EPs as ort:<EP>[?key=value&...] (ort:cpu, ort:openvino, ort:cuda, ...)")
-    sp.add_argument("--policy", default="priority", metavar="NAME",
-                    help="placement policy (priority, min-transfer), or ONNX Runtime's device selection policy "
-                         "(PREFER_NPU, PREFER_GPU, PREFER_CPU, MAX_PERFORMANCE, MAX_EFFICIENCY, MIN_OVERALL_POWER, "
-                         "DEFAULT): the EP devices it picks here become the providers, in its order")
-    sp.add_argument("--deny", action="append", type=_parse_deny, default=[], metavar="PROVIDER:OP[,OP]",
-                    help="deny op types on a provider (repeatable)")
+def _providers_help(default: str) -> str:
+    """The ``--providers`` help: every family this installation knows, from the registries."""
+    from ..session.catalog import provider_families
+    fams = "; ".join(f"{title}: {', '.join(names)}" for title, names in provider_families().items())
+    return (f"providers in priority order, comma-separated (default: {default}). {fams}. "
+            "For a first heterogeneous what-if try nnapi,cpu or coreml,cpu")
+
+
+def _policy_arg(sp):
+    from ..session.catalog import policy_names
+    sp.add_argument("--policy", default="priority", choices=policy_names(), metavar="NAME",
+                    help="placement policy (default: priority: each node on the first provider that takes "
+                    "it), or ONNX Runtime's device selection policy (the EP devices it picks here become the "
+                    f"providers, in its order): {', '.join(policy_names())}")
+
+
+def _runs_arg(sp):
+    from ..analysis.timing import BUDGET_SECONDS, WARM_RUNS
+    sp.add_argument("--runs", type=int, default=WARM_RUNS, metavar="N",
+                    help=f"with execution: time up to N warm runs (default {WARM_RUNS}, fewer when they take "
+                    f"over {BUDGET_SECONDS:g} s; at least 3) and report their median and p90, the first run and "
+                    "the compile time apart; 0: no warm runs")
+
+
+def _load_flags(sp):
+    """How a model is loaded: shapes and dims bound, folding and rewrites."""
     sp.add_argument("--input-shape", action="append", type=_parse_shape, default=[],
                     metavar="NAME=D1,D2,...", help="bind an input's shape (repeatable)")
     sp.add_argument("--dim", action="append", type=_parse_dim, default=[], metavar="NAME=VALUE",
                     help="bind a symbolic dim by name (repeatable)")
-    sp.add_argument("--no-fold", action="store_true", help="do not fold constant shape subgraphs")
     sp.add_argument("--no-optimize", action="store_true", help="no load-time graph rewrites (Identity/Dropout "
                     "elimination, Conv+BatchNormalization folding, MatMul+Add -> Gemm)")
+
+
+def _common(sp):
+    sp.add_argument("--providers", default="gpu,cpu", help=_providers_help("gpu,cpu"))
+    _policy_arg(sp)
+    sp.add_argument("--deny", action="append", type=_parse_deny, default=[], metavar="PROVIDER:OP[,OP]",
+                    help="deny op types on a provider (repeatable)")
+    _load_flags(sp)
+    sp.add_argument("--no-fold", action="store_true", help="do not fold constant shape subgraphs")
     sp.add_argument("--strict", action="store_true", help="fail when a node no provider supports (default: "
                     "place it on the unplaced lane, show the rest and list it as an execution blocker)")
     _progress_flags(sp)
     sp.add_argument("--full", action="store_true", help="print every table row (default: the first "
-                    f"{MAX_TABLE_ROWS} of each, and lists cut to fit the terminal)")
+                    f"{MAX_TABLE_ROWS} of each); tables always fit the terminal's width, long cells wrapped")
 
 
 class Progress:
@@ -304,6 +327,11 @@ def _load_and_plan(args, model=None, progress: Progress | None = None):
     bar.stage(f"planning {len(g.nodes):,} node(s) on {args.providers}")
     p = plan(g, provs, strict=getattr(args, "strict", False), policy=policy)
     bar.close()  # what follows (warnings, tables) prints on a clean line
+    if len(p.partitions) == 1 and len(p.providers) > 1 and args.providers == "gpu,cpu" and not args.deny:
+        # the default list's virtual GPU takes every node of most real models: say how to see more
+        _say(f"note: every node runs on {p.partitions[0].provider}, so this plan is one partition; for a "
+             "heterogeneous what-if try a phone NPU's op table: --providers nnapi,cpu (or coreml,cpu); "
+             "'hetero-explore providers' lists every family", file=sys.stderr)
     unplaced = p.placement_counts().get("unplaced", 0)
     if unplaced:
         _warn(f"{unplaced} node(s) no provider supports sit on the unplaced lane (see the execution blockers); "
@@ -340,47 +368,68 @@ def _cells_escaped(df):
     return df
 
 
-def _cut(v, width: int):
-    if isinstance(v, (list, tuple)):
-        v = ", ".join(map(str, v))
-    if isinstance(v, str) and len(v) > width:
-        return v[:width - 1] + "…"
-    return v
-
-
-def _table_text(df, full: bool = True) -> str:
-    """``df`` as text, escaped; without ``full``, the first :data:`MAX_TABLE_ROWS` rows and
-    cells cut to :data:`MAX_CELL` characters, with a line saying what was left out."""
+def _table_text(df, full: bool = True, *, width: int | None = None) -> str:
+    """``df`` as text fitted to the terminal's width (:mod:`.tables`: rich; long cells wrapped,
+    never cut), every model string escaped by :func:`terminal_text`; without ``full``, the
+    first :data:`MAX_TABLE_ROWS` rows, with a line saying what was left out."""
     from ..ir.units import format_frame
+    from .tables import render_table
     n = len(df)
     if not full:
-        df = df.head(MAX_TABLE_ROWS).copy()
-        for c in df.columns:
-            if df[c].dtype == object or str(df[c].dtype).startswith("str"):
-                df[c] = [_cut(v, MAX_CELL) for v in df[c]]
-    text = _cells_escaped(format_frame(df)).to_string(index=False)
+        df = df.head(MAX_TABLE_ROWS)
+    empty = [c for c in df.columns if len(df) and all(_blank(v) for v in df[c])]
+    df = df.drop(columns=empty)               # columns with nothing to say (no subgraphs, no expansions)
+    same = [c for c in CONSTANT_SAID_ONCE if c in df.columns and len(df) > 1 and df[c].astype(str).nunique() == 1]
+    head = ""
+    if same:                                  # every row in one domain at one opset: said once
+        head = "every row: " + ", ".join(f"{c} {terminal_text(df[c].iloc[0])}" for c in same) + "\n"
+        df = df.drop(columns=same)
+    shown = format_frame(df)
+    units = [c for c in df.columns if shown[c].dtype != df[c].dtype]  # numbers now written with units
+    text = head + render_table(shown, escape=terminal_text, numeric=units, width=width)
     if n > len(df):
         text += f"\n… {n - len(df):,d} more row(s) of {n:,d} (--full prints them all)"
     return text
 
 
+def _blank(v) -> bool:
+    if v is None or (isinstance(v, (str, list, tuple, dict)) and not v):
+        return True
+    return isinstance(v, float) and v != v
+
+
+def ops_declined_first(df):
+    """The per-op table with the op types some provider declined first (fewest on the first
+    provider first), then the rest in the table's order: what stops a model from running on
+    the first provider is on the first screen."""
+    if "declined" not in df.columns or not len(df):
+        return df
+    declined = df["declined"].astype(str).str.len() > 0
+    import pandas as pd
+    first = df[declined].sort_values(["on_first", "nodes"], ascending=[True, False], kind="stable")
+    return pd.concat([first, df[~declined]], ignore_index=True)
+
+
 def _print_tables(p, out=None, full: bool = False):
     out = out or sys.stdout
-    import pandas as pd
-    with pd.option_context("display.max_rows", None, "display.max_columns", 20, "display.width", 160,
-                           "display.max_colwidth", None if full else MAX_CELL + 2):
-        _say("\nOps (node counts per provider):", file=out)
-        _say(_table_text(p.ops_df(), full), file=out)
-        _say("\nPlacement:", file=out)
-        _say(_table_text(p.placement_df().drop(columns=["declined_by"]), full), file=out)
-        _say("\nPartitions:", file=out)
-        _say(_table_text(p.partitions_df(), full), file=out)
-        _say("\nTransfers:", file=out)
-        t = p.transfers_df()
-        _say(_table_text(t, full) if len(t) else "(none)", file=out)
-        if p.execution_blockers:
-            _say("\nExecution blockers:", file=out)
-            _say(_table_text(p.blockers_df(), full), file=out)
+    from ..viz.notes import placement_notes
+    _say("\nOps (node counts per provider; op types a provider declined first):", file=out)
+    _say(_table_text(ops_declined_first(p.ops_df()), full), file=out)
+    _say("\nPlacement:", file=out)
+    place = p.placement_df().drop(columns=["declined_by"])
+    notes = placement_notes(p)
+    if notes:  # a profile accepted a node on a condition its table states only in words
+        place["note"] = [notes.get((sub, nid), "") for sub, nid in zip(place.get("subgraph", [""] * len(place)),
+                                                                        place["node_id"])]
+    _say(_table_text(place, full), file=out)
+    _say("\nPartitions:", file=out)
+    _say(_table_text(p.partitions_df(), full), file=out)
+    _say("\nTransfers:", file=out)
+    t = p.transfers_df()
+    _say(_table_text(t, full) if len(t) else "(none)", file=out)
+    if p.execution_blockers:
+        _say("\nExecution blockers:", file=out)
+        _say(_table_text(p.blockers_df(), full), file=out)
 
 
 def cmd_plan(args) -> int:
@@ -397,11 +446,19 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _summary_text(p, full: bool) -> str:
-    text = terminal_text(p.summary())
-    if full or len(text) <= 400:
-        return text
-    return text[:399] + "… (--full prints all of it)"
+def _summary_text(p, full: bool = True) -> str:
+    """The plan's summary, one clause a line (the first: partitions and devices), each wrapped to
+    the terminal's width."""
+    import textwrap
+
+    from .tables import terminal_width
+    width = terminal_width()
+    clauses = [c for c in terminal_text(p.summary()).split("; ") if c]
+    lines = []
+    for i, c in enumerate(clauses):
+        lines += textwrap.wrap(c, width=width, initial_indent="" if i == 0 else "  ",
+                               subsequent_indent="    ", break_on_hyphens=False) or [""]
+    return "\n".join(lines)
 
 
 def load_inputs(path: str) -> dict:
@@ -447,7 +504,10 @@ class _CompileProgress:
         self.last = ""
 
 
-def _execute(p, inputs=None, seed=0, bar: Progress | None = None):
+def _execute(p, inputs=None, seed=0, bar: Progress | None = None, runs: int = 0):
+    """Run ``p`` (the first run; kernels compile), the cpu reference, compare them
+    (:func:`hetero_explore.run_and_compare`); with ``runs``, also time up to that many warm runs
+    (:mod:`hetero_explore.analysis.timing`). Returns ``(run, diff, timings or None)``."""
     from ..analysis.check import run_and_compare
     from ..execution.inputs import random_inputs
     inputs = inputs if inputs is not None else random_inputs(p.graph, seed=seed)
@@ -462,18 +522,20 @@ def _execute(p, inputs=None, seed=0, bar: Progress | None = None):
             if bar is not None:
                 bar.stage("cpu reference run")
 
-    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage)
+    if runs > 0 and bar is not None:
+        bar.stage(f"executing {len(p.partitions):,} partition(s), then timing up to {runs} warm run(s)")
+    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage, warm_runs=runs)
     ref_prog.done(checked.reference.compile_seconds)
-    return checked.run, checked.diff
+    return checked.run, checked.diff, checked.timings
 
 
-def _write_report(p, output, run, diff, provenance=None, bar: Progress | None = None) -> int:
+def _write_report(p, output, run, diff, provenance=None, bar: Progress | None = None, timings=None) -> int:
     """Write the report; on failure say why and where the report was kept instead (exit 2)."""
     try:
         if bar is not None:
             bar.stage("writing the report")
         try:
-            path = p.to_html(output, run=run, diff=diff, provenance=provenance)
+            path = p.to_html(output, run=run, diff=diff, provenance=provenance, timings=timings)
         finally:
             if bar is not None:
                 bar.close()
@@ -487,12 +549,12 @@ def _write_report(p, output, run, diff, provenance=None, bar: Progress | None = 
 def cmd_report(args) -> int:
     from ..ir.errors import (ExecutionError, HeterogeneousExecutionUnsupported, InputValidationError,
                          ProviderUnavailableError)
-    bar = Progress.for_args(args, 5 if args.execute else 3)
+    bar = Progress.for_args(args, (5 + (args.runs > 0)) if args.execute else 3)
     try:
         _, p = _load_and_plan(args, progress=bar)
     finally:
         bar.close()
-    run = diff = None
+    run = diff = timings = None
     rc_exec = 0
     prov = {"command": command_line(args), "reference": "cpu"}
     if args.execute:
@@ -501,7 +563,7 @@ def cmd_report(args) -> int:
                           f"seeded random inputs (hetero_explore.random_inputs, seed {args.seed})")
         try:
             try:
-                run, diff = _execute(p, inputs=inputs, seed=args.seed, bar=bar)
+                run, diff, timings = _execute(p, inputs=inputs, seed=args.seed, bar=bar, runs=args.runs)
             finally:
                 bar.close()
         except (HeterogeneousExecutionUnsupported, ProviderUnavailableError, ExecutionError,
@@ -511,6 +573,8 @@ def cmd_report(args) -> int:
             _warn(f"nothing was executed: {type(e).__name__}: {_one_line(e)}")
             rc_exec = 2
     _say(_summary_text(p, args.full))
+    if timings is not None:
+        _say("timings: " + timings.text())
     if diff is not None:
         _say(_table_text(diff))
     if run is not None and args.trace:
@@ -520,7 +584,7 @@ def cmd_report(args) -> int:
         except OSError as e:
             _warn(f"cannot write the trace to {args.trace!r}: {e.strerror or e}")
             rc_exec = rc_exec or 2
-    rc = _write_report(p, args.output, run, diff, prov, bar=bar)
+    rc = _write_report(p, args.output, run, diff, prov, bar=bar, timings=timings)
     return rc or rc_exec
 
 
@@ -531,36 +595,44 @@ def command_line(args) -> str:
 
 
 def cmd_demo(args) -> int:
+    from ..data import sample_path
     from ..data.demo import demo_inputs, demo_model, demo_shape_args
-    args.input_shape = demo_shape_args()
     args.dim = []
     args.no_fold = False
-    bar = Progress.for_args(args, 3 if args.no_execute else 5)
+    if args.model == "demo":
+        args.input_shape = demo_shape_args()
+        model, inputs, what = demo_model(), demo_inputs(), "the demo's bundled inputs (hetero_explore.data.demo.demo_inputs)"
+    else:  # a bundled real export: seeded random inputs
+        args.input_shape = []
+        model, inputs, what = sample_path(args.model), None, "seeded random inputs (hetero_explore.random_inputs, seed 0)"
+    bar = Progress.for_args(args, 3 if args.no_execute else 5 + (args.runs > 0))
     t0 = time.perf_counter()
     try:
-        _, p = _load_and_plan(args, model=demo_model(), progress=bar)
+        _, p = _load_and_plan(args, model=model, progress=bar)
     finally:
         bar.close()
-    _say(f"demo model planned on {terminal_text(args.providers)} in "
+    _say(f"{args.model} model planned on {terminal_text(args.providers)} in "
          f"{1000 * (time.perf_counter() - t0):.1f} ms")
-    _say(terminal_text(p.summary()))
+    _say(_summary_text(p))
     _print_tables(p)
-    run = diff = None
+    run = diff = timings = None
     if not args.no_execute:
         _say("\nexecuting heterogeneously and on the cpu reference (first run compiles kernels) ...")
         sys.stdout.flush()
         t0 = time.perf_counter()
         try:
-            run, diff = _execute(p, inputs=demo_inputs(), bar=bar)
+            run, diff, timings = _execute(p, inputs=inputs, bar=bar, runs=args.runs)
         finally:
             bar.close()
         _say(f"done in {time.perf_counter() - t0:.1f} s")
+        if timings is not None:
+            _say("timings: " + timings.text())
         _say("\nByte identity vs the cpu reference:")
         _say(_table_text(diff))
     _say()
     rc = _write_report(p, args.output, run, diff,
                        {"command": command_line(args), "reference": "cpu",
-                        "inputs": "the demo's bundled inputs (hetero_explore.data.demo.demo_inputs)"}, bar=bar)
+                        "inputs": what}, bar=bar, timings=timings)
     if diff is not None and not bool(diff["byte_identical"].all()):
         _say("error: heterogeneous outputs differ from the reference", file=sys.stderr)
         return 1
@@ -568,14 +640,30 @@ def cmd_demo(args) -> int:
 
 
 def cmd_providers(args) -> int:
-    import pandas as pd
+    import textwrap
+
     from ..providers import resolve_all
+    from ..session.catalog import catalog_text
+    from .tables import terminal_width
+    if not args.providers:
+        _say("Provider names, by family (write them comma-separated in --providers, first = highest "
+             "priority):")
+        _say(catalog_text(terminal_width()))
+        _say("\nhetero-explore providers --providers NAME[,NAME] prints a provider's op table.")
+        return 0
     for p in resolve_all([n for n in args.providers.split(",") if n.strip()]):
         ok, why = p.available()
         _say(f"\n{terminal_text(p.name)} ({terminal_text(p.device)}) — "
              f"{'available' if ok else 'unavailable: ' + terminal_text(why)}")
-        with pd.option_context("display.max_rows", 500, "display.width", 160):
-            _say(_table_text(p.support_df()))
+        df = p.support_df()
+        # a column with one value on every row (the source URL, a note) is said once, above the table
+        for c in [c for c in df.columns if len(df) > 1 and df[c].astype(str).nunique() == 1]:
+            v = df[c].iloc[0]
+            if v not in (None, "", True) and str(v) != "nan":
+                _say(textwrap.fill(f"{terminal_text(c)}: {terminal_text(v)}", width=terminal_width(),
+                                   subsequent_indent="    ", break_long_words=True, break_on_hyphens=False))
+            df = df.drop(columns=[c])
+        _say(_table_text(df))
     return 0
 
 
@@ -645,7 +733,10 @@ def cmd_sweep(args) -> int:
     try:
         df = sweep(args.models, providers=args.providers or ["gpu,cpu"], masks=masks, execute=args.execute,
                    client=client, workers=args.workers, seed=args.seed, progress=progress,
-                   optimize=not args.no_optimize)
+                   optimize=not args.no_optimize, input_shapes=dict(args.input_shape) or None,
+                   dim_values=dict(args.dim) or None)
+        # the rows' errors spell options as this command line does (--input-shape, not input_shapes=)
+        df["error"] = [cli_hint(e) if isinstance(e, str) else e for e in df["error"]]
         bar.stage(f"writing {terminal_text(args.output)}")
         path = save_sweep(df, args.output)
     finally:
@@ -654,8 +745,14 @@ def cmd_sweep(args) -> int:
     _say(f"{len(df):,} row(s) ({n_err:,} failed) in {df.attrs['elapsed_seconds']:.1f} s on "
          f"{df.attrs['workers'] or 1} worker(s); written to {terminal_text(path)}")
     cols = ["name", "providers", "mask", "ok", "nodes", "partitions", "transfers", "transfer_bytes",
-            "share_off_first", "byte_identical", "error_type"]
+            "share_off_first", "byte_identical", "warm_seconds", "warm_p90_seconds", "warm_runs", "error_type"]
+    if not args.execute:
+        cols = [c for c in cols if c not in ("byte_identical", "warm_seconds", "warm_p90_seconds", "warm_runs")]
     _say(_table_text(df[cols], args.full))
+    failed = df[~df["ok"].astype(bool)]
+    if len(failed):
+        _say("\nFailed rows:")
+        _say(_table_text(failed[["name", "providers", "stage", "error_type", "error"]], args.full))
     comparison = None
     if args.compare:
         comparison = compare_sweeps(load_sweep(args.compare), df)
@@ -676,6 +773,19 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``plan … | head``): stop quietly. stdout is pointed at
+    /dev/null so that the interpreter's last flush does not raise again; exit 0, as
+    nothing the user asked for failed."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its messages (which quote what was typed) escaped for the terminal."""
 
@@ -689,8 +799,12 @@ def main(argv=None) -> int:
     ``error: <ErrorType>: <message>``, never a traceback: 2 for what this package
     raises on purpose (a typed error), 3 for anything else (an internal error: please
     report it), 130 on Ctrl-C. argparse exits 2 on bad argument syntax."""
-    ap = _Parser(prog="hetero-explore",
-                                 description="Explore heterogeneous execution of ONNX models.")
+    from ..session.catalog import catalog_text
+    ap = _Parser(prog="hetero-explore", formatter_class=argparse.RawDescriptionHelpFormatter,
+                 description="Explore heterogeneous execution of ONNX models: place every node on the first "
+                 "provider that takes it, partition, plan the transfers, execute and prove byte identity.",
+                 epilog="provider names (--providers, first = highest priority):\n" + catalog_text(78)
+                 + "\n\nA first what-if: hetero-explore plan MODEL --providers nnapi,cpu")
     ap.add_argument("--version", action=_VersionAction, help="print the versions and exit")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("plan", help="place, partition and plan transfers; print the tables")
@@ -706,28 +820,44 @@ def main(argv=None) -> int:
     sp.add_argument("--inputs", metavar="FILE.npz", help="inputs for --execute (numpy.savez, one array per "
                     "graph input); default: seeded random inputs")
     sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    _runs_arg(sp)
     sp.add_argument("--trace", metavar="RUN.json", help="with --execute: also write the run's timeline as a "
                     "Trace Event Format file (open it in Perfetto or chrome://tracing)")
     sp.set_defaults(fn=cmd_report)
-    sp = sub.add_parser("demo", help="plan, execute and report the bundled demo model")
-    sp.add_argument("--providers", default="gpu,cpu")
-    sp.add_argument("--deny", action="append", type=_parse_deny, default=[])
+    sp = sub.add_parser("demo", help="plan, execute and report a bundled model (a first what-if: "
+                        "demo --model mobilenet --providers nnapi,cpu)")
+    from ..data import SAMPLES
+    sp.add_argument("--model", choices=list(SAMPLES), default="demo", help="which bundled model: demo (a small "
+                    "CNN, the default) or mobilenet (a MobileNetV3-style network exported by torch)")
+    sp.add_argument("--providers", default="gpu,cpu", help=_providers_help("gpu,cpu"))
+    _policy_arg(sp)
+    sp.add_argument("--deny", action="append", type=_parse_deny, default=[], metavar="PROVIDER:OP[,OP]",
+                    help="deny op types on a provider (repeatable)")
     sp.add_argument("--no-optimize", action="store_true", help="no load-time graph rewrites")
     sp.add_argument("-o", "--output", default="demo_report.html")
     sp.add_argument("--no-execute", action="store_true")
+    _runs_arg(sp)
     _progress_flags(sp)
     sp.set_defaults(fn=cmd_demo)
-    sp = sub.add_parser("providers", help="print each provider's op table")
-    sp.add_argument("--providers", default="cpu,cuda,gpu")
+    sp = sub.add_parser("providers", help="list the provider names by family, or print providers' op tables")
+    sp.add_argument("--providers", default="", help="providers whose op tables to print (default: list every "
+                    "provider name by family instead)")
     sp.set_defaults(fn=cmd_providers)
     sp = sub.add_parser("warmup", help="compile the kernels into numba's on-disk cache (setup.sh runs this)")
     sp.add_argument("--providers", default="cpu", help="providers to warm (default cpu; add cuda on a GPU)")
     _progress_flags(sp)
     sp.set_defaults(fn=cmd_warmup)
     sp = sub.add_parser("sweep", help="plan (and execute) many models x provider lists on Dask; one table back")
-    sp.add_argument("models", nargs="+", help="model files, globs or directories (searched for *.onnx)")
+    sp.add_argument("models", nargs="+", help="model files, globs or directories (searched for *.onnx; "
+                    "rows are named by file, or by folder where file names repeat: <name>/model.onnx)")
     sp.add_argument("--providers", action="append", default=[], metavar="P1,P2",
-                    help="a provider list in priority order (repeatable; default gpu,cpu)")
+                    help="a provider list in priority order (repeatable; default gpu,cpu). "
+                    + _providers_help("gpu,cpu").split(". ", 1)[1])
+    sp.add_argument("--input-shape", action="append", type=_parse_shape, default=[],
+                    metavar="NAME=D1,D2,...", help="bind an input's shape in every model that has that input "
+                    "(repeatable)")
+    sp.add_argument("--dim", action="append", type=_parse_dim, default=[], metavar="NAME=VALUE",
+                    help="bind a symbolic dim by name in every model (repeatable)")
     sp.add_argument("--mask", action="append", type=_parse_mask, default=[], metavar="PROVIDER:OP[,OP][;...]",
                     help="a deny mask to sweep besides no mask (repeatable)")
     sp.add_argument("--execute", action="store_true", help="execute, check byte identity, time warm runs")
@@ -743,7 +873,10 @@ def main(argv=None) -> int:
     sp.add_argument("--full", action="store_true", help="print every row")
     _progress_flags(sp, "no progress bar and no per-row lines on stderr")
     sp.set_defaults(fn=cmd_sweep)
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except BrokenPipeError:  # --help | head
+        return _closed_pipe()
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.fn(args)
@@ -755,6 +888,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         _say("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
     except MemoryError as e:
         _say(f"error: MemoryError: out of memory{': ' + _one_line(e) if str(e) else ''}; bind smaller "
              "shapes with --input-shape / --dim", file=sys.stderr)

@@ -15,7 +15,8 @@ from ..ir.graph import shape_is_static
 
 def random_inputs(graph, seed: int = 0, scale: float = 1.0, *, max_bytes: int | None = None
                   ) -> dict[str, np.ndarray]:
-    """One array per graph input: floats ~ N(0, scale), ints in [0, 4), bools random.
+    """One array per graph input, of exactly the input's dtype and shape (a 0-d input gets a
+    0-d array): floats ~ N(0, scale), ints in [0, 4), bools random.
 
     Raises InputValidationError when an input's shape is not static (bind it with
     ``load_model(..., input_shapes=...)``), MemoryBudgetError (before allocating
@@ -63,7 +64,8 @@ def random_inputs(graph, seed: int = 0, scale: float = 1.0, *, max_bytes: int | 
             arr = rng.random(shape) < 0.5
         else:
             raise InputValidationError(f"input {name!r}: cannot make random data of dtype {v.dtype}")
-        out[name] = np.ascontiguousarray(arr)
+        # np.array keeps a 0-d (scalar) input 0-d; np.ascontiguousarray would make it (1,)
+        out[name] = np.array(arr, dtype=v.dtype, order="C")
     return out
 
 

@@ -386,6 +386,14 @@ class Plan:
                 f"{name} {b['partitions']:,d} (" + ("optimal" if b["optimal"]
                                                   else f"lower bound {b['lower_bound']:,d}") + ")"
                 for name, b in self.partition_bounds().items())
+        subs = self.nested()[1:]
+        if subs:  # control-flow bodies: their nodes are in the tables too, so the count says them
+            inner: dict = {}
+            for _path, child in subs:
+                for name, c in child.placement_counts().items():
+                    inner[name] = inner.get(name, 0) + c
+            text += (f"; plus {sum(inner.values())} node(s) in {len(subs)} control-flow subgraph(s): "
+                     + ", ".join(f"{name} {c}" for name, c in inner.items() if c))
         ex = self.expanded_ops()
         if ex:
             text += "; expanded into onnx function bodies: " + ", ".join(
@@ -538,11 +546,11 @@ class Plan:
         """The plan as a Graphviz DAG coloured by provider (:mod:`hetero_explore.viz.graph`)."""
         return display.render("graphviz", self, level=level, show_initializers=show_initializers, **kw)
 
-    def to_model_explorer(self, path, run=None) -> list:
+    def to_model_explorer(self, out_dir=None, run=None, **kw) -> list:
         """Node data (provider, partition, and with ``run`` partition seconds) for Google's
-        Model Explorer, one JSON file per metric beside ``path``
-        (:mod:`hetero_explore.viz.model_explorer`)."""
-        return display.render("model_explorer", self, path, run)
+        Model Explorer, one JSON file per metric in the folder ``out_dir`` (default
+        ``<graph name>_model_explorer`` here; :mod:`hetero_explore.viz.model_explorer`)."""
+        return display.render("model_explorer", self, out_dir, run, **kw)
 
     def to_html(self, path=None, run=None, diff=None, **kw):
         """The self-contained HTML report (:mod:`hetero_explore.viz.report`)."""

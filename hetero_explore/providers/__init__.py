@@ -95,15 +95,31 @@ for _name in PROFILE_NAMES:
 
 #: name prefixes -> factories taking the whole name (``ort:`` names: ONNX Runtime's EPs)
 PREFIXES: dict = {}
+#: prefix → a function listing the names of that family usable on this machine
+PREFIX_NAMES: dict = {}
 
 
-def register_prefix(prefix: str, factory) -> None:
+def register_prefix(prefix: str, factory, names=None) -> None:
     """Make every name starting with ``prefix`` resolve to ``factory(name)`` (``"ort:"`` →
-    :func:`hetero_explore.providers.ort.resolve_name`)."""
+    :func:`hetero_explore.providers.ort.resolve_name`); ``names()`` lists the family's names
+    usable here (for pickers, ``--help`` and the docs)."""
     key = prefix.strip().lower()
     if not key:
         raise ArgumentValueError("a provider name prefix cannot be empty")
     PREFIXES[key] = factory
+    if names is not None:
+        PREFIX_NAMES[key] = names
+
+
+def prefix_names(prefix: str) -> list[str]:
+    """The names of a prefix family usable here (empty when it cannot say, or lacks its runtime)."""
+    f = PREFIX_NAMES.get(prefix)
+    if f is None:
+        return []
+    try:
+        return list(f())
+    except Exception:   # noqa: BLE001 - the family's runtime is missing: nothing to list
+        return []
 
 
 def _ort_name(name: str):
@@ -111,7 +127,12 @@ def _ort_name(name: str):
     return resolve_name(name)
 
 
-register_prefix("ort:", _ort_name)
+def _ort_names() -> list[str]:
+    from .ort import available_names
+    return available_names()
+
+
+register_prefix("ort:", _ort_name, _ort_names)
 
 
 def known_names() -> tuple:
@@ -168,5 +189,5 @@ __all__ = [
     "NumbaCPUProvider", "NumbaCUDAProvider", "VirtualGPUProvider", "DeviceBuffer", "DeviceId", "ExecutionProvider", "Kernel", "KernelContext", "KernelMatch",
     "MaskedProvider", "OpSpec", "VirtualProvider", "chain", "decline_if_input_dtype",
     "decline_if_larger_than", "mask", "unmask", "cpu", "cuda", "virtual_gpu", "resolve", "resolve_all",
-    "PROVIDERS", "register_provider", "known_names", "PREFIXES", "register_prefix", "PROFILE_NAMES", "ProfileProvider", "profile_provider",
+    "PROVIDERS", "register_provider", "known_names", "PREFIXES", "register_prefix", "prefix_names", "PROFILE_NAMES", "ProfileProvider", "profile_provider",
 ]

@@ -145,8 +145,9 @@ class Step:
 
 
 # -- how the views show it (part of the state: every view and every app on this explorer agree) ----
-#: graph levels a view can draw
-LEVELS = ("auto", "node", "partition", "scope")
+#: graph levels a view can draw (``interactive``: the in-browser layered view of
+#: :mod:`hetero_explore.viz.graphview`, which ``auto`` picks for big models)
+LEVELS = ("auto", "node", "partition", "scope", "interactive")
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class ViewOptions:
     report and a script see the same), changed with :meth:`Explorer.set_view`."""
 
     level: str = "auto"
-    """Graph level: auto, node, partition or scope."""
+    """Graph level: auto, node, partition, scope or interactive."""
     expand: tuple[str, ...] = ()
     """Scope level: the name scopes drawn open (the others are one box each)."""
     find: str = ""
@@ -232,6 +233,11 @@ class Explorer:
         """The reference run the last :attr:`diff` compared against."""
         self.diff = None
         """The last comparison DataFrame (one row per output), or None."""
+        self.timings = None
+        """:class:`~hetero_explore.analysis.timing.Timings` of the last run of the current plan: warm
+        median and p90 over N runs, the first run and compile time apart (None until executed)."""
+        #: warm runs :meth:`execute` times after the first (None: analysis.timing.WARM_RUNS; 0: no timing)
+        self.warm_runs = None
 
     # -- providers -------------------------------------------------------------------
     def _add(self, p) -> str:
@@ -356,6 +362,38 @@ class Explorer:
         self._denied[name] = frozenset()
         return self
 
+    def set_providers(self, providers) -> "Explorer":
+        """Switch to another provider list (``"nnapi,cpu"``, ``["ort:openvino", "cpu"]``, or provider
+        objects), in that priority order: providers already here keep their enable flag and
+        denials, new ones are resolved from the registry (see
+        :func:`hetero_explore.session.catalog.provider_entries`), the others are removed. Nothing
+        changes when a name does not resolve."""
+        if isinstance(providers, str):
+            providers = [x.strip() for x in providers.split(",") if x.strip()]
+        items = list(providers)
+        if not items:
+            raise ArgumentValueError("give at least one provider, e.g. 'nnapi,cpu'")
+        names, new = [], {}
+        for p in items:  # resolve every new one before changing anything
+            if isinstance(p, str) and p.strip() in self._base:
+                names.append(p.strip())
+                continue
+            prov = resolve(p)
+            names.append(prov.name)
+            if prov.name not in self._base:
+                new[prov.name] = prov
+        if len(set(names)) != len(names):
+            raise ArgumentValueError(f"provider list {names} names a provider twice")
+        for n in [n for n in self._order if n not in names]:
+            self.remove_provider(n)
+        for n, prov in new.items():
+            self._base[n] = prov
+            self._memo[n] = _Memo(prov)
+            self._enabled[n] = True
+            self._denied[n] = frozenset()
+        self._order = list(names)
+        return self
+
     def remove_provider(self, name: str) -> "Explorer":
         name = self._check_name(name)
         del self._base[name]
@@ -472,7 +510,7 @@ class Explorer:
         step.seconds = time.perf_counter() - t0
         self.history.append(step)
         self._current = step
-        self.run = self.reference_run = self.diff = None
+        self.run = self.reference_run = self.diff = self.timings = None
         self._notify("plan")
         if step.plan is None:
             raise step.exception
@@ -616,18 +654,22 @@ class Explorer:
             runner.parts = [_WatchedPart(r, k, n, plan.partitions[k].provider, watch)
                             for k, r in enumerate(runner.parts)]
             stages = {"reference": (n + 1, f"running the reference ({self.reference_provider.name})"),
-                      "compare": (n + 2, "comparing")}
+                      "compare": (n + 2, "comparing, then timing warm runs")}
             try:
                 checked = run_and_compare(plan, feeds, executor=runner, reference_run=self._reference_run,
                                           on_stage=lambda s, _run: watch.tick(*stages[s]))
             finally:  # the run result keeps its executor (for rerun): without our hooks
                 runner.parts = [getattr(r, "inner", r) for r in runner.parts]
         run, ref, diff = checked.run, checked.reference, checked.diff
+        from ..analysis.timing import WARM_RUNS, measure
+        timings = None if self.warm_runs == 0 else measure(
+            plan, feeds, first_run=run, cancel=cancel, n=WARM_RUNS if self.warm_runs is None else self.warm_runs)
         with self._lock:
             step.run, step.diff = run, diff
             self.compile_seconds = watch.compile_seconds
             if self._current is step:  # not re-planned meanwhile
                 self.run, self.reference_run, self.diff = run, ref, diff
+                self.timings = timings
                 self._inputs_source = source
         watch.tick(total, "done", check=False)
         self._notify("run")
@@ -673,10 +715,7 @@ class Explorer:
             return per[key]
         if level not in per:
             g = plan.to_graphviz(level=level)
-            data = g.pipe(format="svg")
-            text = data.decode("utf-8") if isinstance(data, bytes) else str(data)
-            i = text.find("<svg")
-            per[level] = text[i:] if i >= 0 else text
+            per[level] = g.svg()  # dot within its time budget, else the linear layout
             drawn = getattr(g, "level", None)  # "auto" resolved: the same picture
             if isinstance(drawn, str) and drawn != level:
                 per.setdefault(drawn, per[level])
@@ -696,7 +735,7 @@ class Explorer:
                 "inputs": getattr(self, "_inputs_source", None)}
         v = self._view  # the views' options are the explorer's: the report draws what the app shows
         plan.to_html(path, run=self.run, diff=self.diff, provenance=prov, level=v.level, expand=v.expand,
-                     previous=self.previous_plan())
+                     previous=self.previous_plan(), timings=self.timings)
         return os.fspath(path)
 
     def show(self):
@@ -856,7 +895,8 @@ def _op_list(op_types) -> list[str]:
 
 
 def explore(model, providers=None, input_shapes=None, reference=None, *, dim_values=None,
-            seed: int = 0, optimize: bool = True, policy: str | None = None) -> Explorer:
+            seed: int = 0, optimize: bool = True, fold_constants: bool = True,
+            policy: str | None = None) -> Explorer:
     """An :class:`Explorer` over ``model`` (a path, ModelProto, bytes or loaded Graph).
 
     Args:
@@ -869,6 +909,8 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
         seed: seed of the default random inputs.
         optimize: apply the load-time graph rewrites (:mod:`hetero_explore.load.optimize`); the
             reference and the heterogeneous runs both execute the optimised graph.
+        fold_constants: fold the nodes whose inputs are all constant while loading
+            (``False``: keep them, as ``--no-fold`` does; see :func:`hetero_explore.load_model`).
         policy: a placement policy (``"priority"``, ``"min-transfer"``: see
             :meth:`Explorer.set_policy`), or one of ONNX Runtime's device selection policies
             (``"PREFER_NPU"``, ``"PREFER_GPU"``, ``"PREFER_CPU"``, ``"MAX_PERFORMANCE"``, ...; upper
@@ -878,16 +920,18 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
             kinds of names never overlap; an ORT policy cannot be combined with ``providers``.
     """
     if isinstance(model, Graph):
-        if optimize is not True:
-            raise ArgumentValueError("optimize is a loading option; pass the model, not an already "
-                                     "loaded Graph (or load it with load_model(..., optimize=False))")
+        if optimize is not True or fold_constants is not True:
+            raise ArgumentValueError("optimize and fold_constants are loading options; pass the model, not an "
+                                     "already loaded Graph (or load it with load_model(..., optimize=False, "
+                                     "fold_constants=False))")
         if input_shapes or dim_values:
             raise ArgumentValueError("input_shapes/dim_values bind a model while loading it; pass the model, "
                              "not an already loaded Graph")
         graph = model
     else:
         from ..load.loader import load_model
-        graph = load_model(model, input_shapes=input_shapes, dim_values=dim_values, optimize=optimize)
+        graph = load_model(model, input_shapes=input_shapes, dim_values=dim_values, optimize=optimize,
+                           fold_constants=fold_constants)
     note = None
     from ..providers.ort import is_device_policy
     if policy is not None and is_device_policy(policy):

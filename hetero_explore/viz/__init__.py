@@ -30,9 +30,9 @@ def plan_to_html(plan, path=None, run=None, diff=None, **kw):
     return write(plan, path, run=run, diff=diff, **kw)
 
 
-def _model_explorer(plan, path, run=None):
+def _model_explorer(plan, out_dir=None, run=None, **kw):
     from .model_explorer import to_model_explorer
-    return to_model_explorer(plan, path, run)
+    return to_model_explorer(plan, out_dir, run, **kw)
 
 
 def _summary_html(kind: str, text: str, df) -> str:

@@ -40,6 +40,12 @@ SCOPE_BOXES = 60
 #: here, ~10 s at 1,300).
 DOT_PARTITION_LIMIT = 600
 LAYOUTS = ("auto", "dot", "layered")
+#: A view whose :func:`dot_cost` is above this is laid out by :mod:`.layout` even under the
+#: node and partition limits (``dot`` took about a second at 2,900 here, 8 s at 5,600).
+DOT_COST_LIMIT = 2500
+#: Seconds ``dot`` may take to lay a picture out before the linear layout is drawn instead
+#: (:meth:`PlanGraph.svg`); nothing waits on ``dot`` longer than this.
+DOT_SECONDS = 2.0
 #: Node views with more nodes than this are laid out by :mod:`.layout` (linear time, drawn by
 #: Graphviz's ``nop2``) instead of by ``dot`` (a 2,000-node view with partition clusters took
 #: 5-25 s in ``dot`` here, and about a second this way).
@@ -75,13 +81,21 @@ def check_dot() -> str:
     return path
 
 
+class LayoutTimeout(HeteroExploreError):
+    """``dot`` did not lay the picture out within its time budget."""
+
+
 class PlanGraph(graphviz.Digraph):
     """A :class:`graphviz.Digraph` that displays itself in Jupyter as SVG and turns a
     missing ``dot`` into :class:`GraphvizNotFoundError`.
 
-    ``level`` is the view that was drawn (``"node"`` or ``"partition"``)."""
+    ``level`` is the view that was drawn (``"node"`` or ``"partition"``); ``layout`` how
+    (``"dot"`` or ``"layered"``); ``fallback`` (when set) builds the same view with the linear
+    layout, drawn by :meth:`svg` when ``dot`` runs over its budget."""
 
     level: str = "node"
+    layout: str = "dot"
+    fallback = None
 
     def pipe(self, *args, **kwargs):
         check_dot()
@@ -97,10 +111,32 @@ class PlanGraph(graphviz.Digraph):
         except graphviz.ExecutableNotFound as e:
             raise _missing_dot(str(e)) from e
 
-    def svg(self) -> str:
+    def svg(self, timeout: float | None = DOT_SECONDS) -> str:
         """The rendered SVG without the XML prologue and doctype (ready to inline in HTML),
-        with each tooltip also given as an SVG ``<title>`` so that every browser shows it."""
-        return add_svg_titles(strip_svg_prologue(self.pipe(format="svg", encoding="utf-8")))
+        with each tooltip also given as an SVG ``<title>`` so that every browser shows it.
+
+        ``dot`` gets ``timeout`` seconds (None: no limit); past them it is stopped and the
+        :attr:`fallback` picture (the same view, laid out in linear time) is drawn instead,
+        or :class:`LayoutTimeout` raised when there is none."""
+        if timeout is None or self.layout != "dot":
+            return add_svg_titles(strip_svg_prologue(self.pipe(format="svg", encoding="utf-8")))
+        import subprocess
+        exe = check_dot()
+        try:
+            r = subprocess.run([exe, "-Tsvg"], input=self.source.encode("utf-8"), capture_output=True,
+                               timeout=timeout)
+        except OSError as e:  # found on PATH but cannot be run
+            raise _missing_dot(str(e)) from e
+        except subprocess.TimeoutExpired:
+            if self.fallback is None:
+                raise LayoutTimeout(f"dot did not lay this {self.level} view out within {timeout:g} s; draw it "
+                                    "with layout='layered' (linear time) or use the interactive graph "
+                                    "(hetero_explore.viz.graphview)") from None
+            alt = self.fallback()
+            return alt.svg(timeout=None)
+        if r.returncode != 0:
+            raise graphviz.CalledProcessError(r.returncode, [exe, "-Tsvg"], output=r.stdout, stderr=r.stderr)
+        return add_svg_titles(strip_svg_prologue(r.stdout.decode("utf-8")))
 
     def _repr_image_svg_xml(self):
         return self.svg()
@@ -205,18 +241,24 @@ class _DotWriter:
     ``subgraph``) and keeps the lines in ``body``, in the package's layout, to be appended
     to a :class:`PlanGraph`'s body. Every model string goes through :func:`_dot_quote`."""
 
-    __slots__ = ("body", "_indent")
+    __slots__ = ("body", "_indent", "nodes", "edges")
 
     def __init__(self, indent: str = "\t"):
         self.body: list[str] = []
         self._indent = indent
+        #: every node id and every (tail, head, labelled) edge written, nested clusters included
+        #: (what :func:`dot_cost` reads)
+        self.nodes: list[str] = []
+        self.edges: list[tuple[str, str, bool]] = []
 
     def node(self, name: str, label=None, **attrs) -> None:
         a = _attrs(label, attrs)
+        self.nodes.append(name)
         self.body.append(f"{self._indent}{_dot_id(name)} [{a}]\n" if a else f"{self._indent}{_dot_id(name)}\n")
 
     def edge(self, tail: str, head: str, label=None, **attrs) -> None:
         a = _attrs(label, attrs)
+        self.edges.append((tail, head, label is not None))
         line = f"{self._indent}{_dot_id(tail)} -> {_dot_id(head)}"
         self.body.append(f"{line} [{a}]\n" if a else line + "\n")
 
@@ -237,6 +279,43 @@ class _DotWriter:
         self.body.append(f"{self._indent}subgraph {_dot_id(name)} {{\n")
         self.body.extend(sub.body)
         self.body.append(f"{self._indent}}}\n")
+        self.nodes.extend(sub.nodes)
+        self.edges.extend(sub.edges)
+
+
+def dot_cost(nodes, edges) -> int:
+    """What ``dot`` would lay out, roughly: the boxes plus the virtual nodes it inserts, one per
+    rank an edge crosses (twice as many for a labelled edge: its label takes a rank of its own)
+    and one per label. Ranks are the longest-path layering of the drawn graph. ``dot``'s time
+    grows much faster than this count (crossing minimisation over the virtual nodes): a
+    41-box view whose 232 labelled edges skip many ranks (a DenseNet's partitions) counts
+    ~6,000 and took 5 s; at 497 such edges, over 40 s. See :data:`DOT_COST_LIMIT`."""
+    index = {n: i for i, n in enumerate(dict.fromkeys(nodes))}
+    for t, h, _ in edges:
+        index.setdefault(t, len(index))
+        index.setdefault(h, len(index))
+    n = len(index)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for t, h, _ in edges:
+        a, b = index[t], index[h]
+        if a != b:
+            succ[a].append(b)
+            indeg[b] += 1
+    rank = [0] * n
+    stack = [i for i in range(n) if indeg[i] == 0]
+    while stack:  # longest path from the sources (Kahn's order); a cycle's nodes keep rank 0
+        i = stack.pop()
+        for j in succ[i]:
+            rank[j] = max(rank[j], rank[i] + 1)
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                stack.append(j)
+    cost = n
+    for t, h, labelled in edges:
+        span = abs(rank[index[h]] - rank[index[t]])
+        cost += max(0, span - 1) * (2 if labelled else 1) + (1 if labelled else 0)
+    return cost
 
 
 def _html_text(s, limit: int | None = MAX_LABEL) -> str:
@@ -325,6 +404,9 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
         raise ValueError(f"level must be one of {', '.join(LEVELS)}; got {level!r}")
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+    chosen = layout
+    kw = dict(show_initializers=show_initializers, max_nodes=max_nodes, rankdir=rankdir, legend=legend,
+              max_label=max_label, expand=expand, scope_depth=scope_depth)
     if level == "auto":
         level = auto_level(plan, max_nodes)
     if level == "scope":
@@ -382,6 +464,11 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     if legend:
         at = pos.get("legend")
         _legend(w, plan, colors, at if not isinstance(at, str) else tuple(float(x) for x in at.split(",")))
+    layered_ok = not (level == "node" and getattr(plan, "children", None))  # control-flow bodies: dot only
+    if layout == "dot" and layered_ok and chosen != "dot":
+        if dot_cost(w.nodes, w.edges) > DOT_COST_LIMIT:  # dot would take seconds to minutes
+            return plan_to_graphviz(plan, level, layout="layered", **kw)
+        g.fallback = lambda: plan_to_graphviz(plan, level, layout="layered", **kw)
     g.body.extend(w.body)
     return g
 
@@ -640,6 +727,10 @@ def _node_tooltip(plan, n) -> list[str]:
         lines += [f"  {k}: {r}" for k, r in declined.items()]
     if n.id in plan.forced:
         lines.append("no provider supports it (placed on the last provider for display)")
+    from .notes import unchecked_note
+    note = unchecked_note(p, n)
+    if note:
+        lines.append("note: " + note)
     return lines
 
 
@@ -777,10 +868,29 @@ def _svg_attr(attrs: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def tooltip_names(tip: str) -> tuple[list[str], list[str]]:
+    """``(names, tensors)`` a box has in its tooltip: its ``name:`` lines, and the tensors listed
+    under ``inputs:`` / ``outputs:`` (``  conv3_1: float32[1,64,56,56]`` → ``conv3_1``), so that a
+    search finds an unnamed node by the tensor names a Netron user knows."""
+    names, tensors, listing = [], [], False
+    for line in tip.replace("\xa0", " ").split("\n"):  # dot writes the indent's second space as &#160;
+        if line.startswith("name: "):
+            names.append(line[6:])
+        elif line in ("inputs:", "outputs:"):
+            listing = True
+            continue
+        elif listing and line.startswith("  ") and not line.startswith("  ... and "):
+            tensors.append(line[2:].split(": ", 1)[0])
+            continue
+        listing = False
+    return names, tensors
+
+
 def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, float, float]]]:
-    """Boxes of a Graphviz picture whose label or tooltip ``name:`` line contains ``query``
-    (case-insensitive; exact names first): ``(offset of the box's <g>, (x, y, w, h))`` in the
-    picture's viewBox units."""
+    """Boxes of a Graphviz picture whose label, tooltip ``name:`` line or a tensor it reads or
+    writes (:func:`tooltip_names`) contains ``query`` (case-insensitive; a box called so first, then
+    one reading or writing a tensor called so, then partial matches):
+    ``(offset of the box's <g>, (x, y, w, h))`` in the picture's viewBox units."""
     import html as _html
     q = query.strip().lower()
     if not q:
@@ -788,18 +898,20 @@ def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, flo
     t = _SVG_TRANSLATE.search(svg)
     tx, ty = (float(t.group(1)), float(t.group(2))) if t else (0.0, 0.0)
     starts = [m.start() for m in _SVG_BOX.finditer(svg)]
-    exact, part = [], []
+    exact, by_tensor, part = [], [], []
     for i, at in enumerate(starts):
         seg = svg[at:starts[i + 1] if i + 1 < len(starts) else len(svg)]
         end = seg.find('<g id="edge')
         seg = seg if end < 0 else seg[:end]
         names = [_html.unescape(x).lower() for x in _SVG_TEXT.findall(seg)]
+        tensors: list[str] = []
         tip = _SVG_TIP.search(seg)
         if tip:
-            names += [line[6:].lower() for line in _html.unescape(tip.group(1)).split("\n")
-                      if line.startswith("name: ")]
-        hit = q in names
-        if not hit and not any(q in n for n in names):
+            more, ts = tooltip_names(_html.unescape(tip.group(1)))
+            names += [x.lower() for x in more]
+            tensors = [x.lower() for x in ts]
+        tier = 0 if q in names else 1 if q in tensors else 2 if any(q in n for n in names + tensors) else None
+        if tier is None:
             continue
         shape = _SVG_SHAPE.search(seg)
         if shape is None:
@@ -814,8 +926,8 @@ def find_in_svg(svg: str, query: str) -> list[tuple[int, tuple[float, float, flo
         if not xs or not ys:
             continue
         box = (min(xs) + tx, min(ys) + ty, max(xs) - min(xs), max(ys) - min(ys))
-        (exact if hit else part).append((at, box))
-    return exact + part
+        (exact, by_tensor, part)[tier].append((at, box))
+    return exact + by_tensor + part
 
 
 def focus_svg(svg: str, query: str = "", zoom: float | None = 1.0, window=(560.0, 360.0)) -> tuple[str, str]:

@@ -165,7 +165,7 @@ def table_html(df, table_id: str | None = None, *, what: str = "rows", max_rows:
         out.append(f'<input class="filter" type="search" placeholder="filter rows…" '
                    f'data-table="{esc(table_id)}" aria-label="filter {esc(table_id)}">')
     out.append(f'<div class="tablewrap hx-table-wrap"><table class="data hx-table"{tid}><thead><tr>')
-    out.extend(f"<th>{esc(c)}</th>" for c in cols)
+    out.extend(f"<th>{header_html(c)}</th>" for c in cols)
     out.append("</tr></thead><tbody>")
     for row in df.head(max_rows).itertuples(index=False, name=None):
         out.append("<tr>" + "".join(td(c, v, cell_class) for c, v in zip(cols, row)) + "</tr>")
@@ -182,9 +182,16 @@ def repr_html(kind: str, text: str, df) -> str:
     return f"<div><b>{esc(kind)}</b>: {esc(text)}</div>" + table_html(df, max_rows=1000)
 
 
-def kv_table(rows) -> str:
-    """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML)."""
-    out = ['<table class="kv"><tbody>']
+def header_html(name) -> str:
+    """A column header: escaped, breakable only after an underscore (``bytes_<wbr>in``), never
+    inside a word (the page's CSS keeps each part whole)."""
+    return "_<wbr>".join(esc(part) for part in str(name).split("_"))
+
+
+def kv_table(rows, css: str = "") -> str:
+    """A key/value table; values are escaped (pass ``(key, html, True)`` for prebuilt HTML);
+    ``css``: more classes of the table."""
+    out = [f'<table class="kv{" " + esc(css) if css else ""}"><tbody>']
     for r in rows:
         k, v = r[0], r[1]
         raw = len(r) > 2 and r[2]

@@ -54,14 +54,29 @@ def node_data(plan, run=None) -> dict[str, dict]:
     return out
 
 
-def to_model_explorer(plan, path, run=None) -> list[Path]:
-    """Write :func:`node_data` next to ``path`` (``model.onnx`` or ``out/model``: the files
-    are ``model.provider.json``, ...); returns the paths written."""
+def to_model_explorer(plan, out_dir=None, run=None, *, stem: str | None = None) -> list[Path]:
+    """Write :func:`node_data` into the folder ``out_dir`` (created when missing; default
+    ``<stem>_model_explorer`` in the current folder), one file per metric:
+    ``<stem>.provider.json``, ``<stem>.partition.json`` and, with ``run``,
+    ``<stem>.partition_seconds.json``; ``stem`` defaults to the graph's name. Returns the paths
+    written. A model's own folder is never written to unless named: Model Explorer loads the
+    model from where it is and these files from anywhere."""
+    import re
+
+    from ..ir.errors import ArgumentValueError
     from .report import write_text_safely
-    base = Path(path)
-    stem = base.name[:-5] if base.name.endswith(".onnx") else (base.stem if base.suffix == ".json" else base.name)
+    stem = stem or re.sub(r"[^A-Za-z0-9_.-]+", "_", plan.graph.name or "model").strip("._") or "model"
+    if out_dir is None:
+        out = Path(f"{stem}_model_explorer")
+    else:
+        out = Path(out_dir)
+        if out.suffix.lower() == ".onnx":
+            raise ArgumentValueError(
+                f"to_model_explorer writes into a folder, and {str(out_dir)!r} names a model file; give the "
+                f"folder to write into, e.g. to_model_explorer({str(out.with_suffix('')) + '_model_explorer'!r}) "
+                "(nothing is written beside a model unless its folder is given)")
     written = []
     for metric, data in node_data(plan, run).items():
-        written.append(write_text_safely(base.with_name(f"{stem}.{metric}.json"),
+        written.append(write_text_safely(out / f"{stem}.{metric}.json",
                                          json.dumps(data, indent=1, sort_keys=True), what="Model Explorer node data"))
     return written

@@ -17,7 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ..ir.units import human_bytes
+from ..ir.units import human_bytes, human_seconds
 from .colors import provider_colors
 from .html import MAX_ROWS, esc, table_html  # noqa: F401  (MAX_ROWS, table_html: re-exported)
 from .views import PROVIDER_COLUMNS, ViewState, registered
@@ -45,7 +45,8 @@ h3 { font-size: 14px; margin: 14px 0 6px; }
 table { border-collapse: collapse; margin: 6px 0; font-size: 12.5px; }
 th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: top;
          max-width: 520px; overflow-wrap: anywhere; }
-th { background: var(--soft); cursor: pointer; user-select: none; }
+th { background: var(--soft); cursor: pointer; user-select: none; overflow-wrap: normal; word-break: keep-all;
+     hyphens: none; }
 .tablewrap th { position: sticky; top: 0; z-index: 1; }
 tbody tr:nth-child(even) td { background: #fbfcfd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -195,28 +196,36 @@ _JS = """
   var find = document.getElementById('he-node-search'), said = document.getElementById('he-node-found');
   if (find && dag) {
     var hits = [], at = -1, shown = null;
-    // what a box is called: its label lines and its tooltip's "name: ..." lines (not the values it reads)
-    var names = function (g) {
+    // what a box is called: its label lines and its tooltip's "name: ..." lines; and the tensors
+    // it reads and writes (listed under "inputs:" / "outputs:"; viz.graph.tooltip_names)
+    var parts = function (g) {
       var out = Array.prototype.map.call(g.querySelectorAll('text'), function (t) {
         return t.textContent.toLowerCase();
       });
-      var tip = g.querySelector('a > title');
-      (tip ? tip.textContent.split('\\n') : []).forEach(function (line) {
-        if (line.indexOf('name: ') === 0) out.push(line.slice(6).toLowerCase());
+      var tensors = [];
+      var tip = g.querySelector('a > title'), listing = false;
+      (tip ? tip.textContent.replace(/\\u00a0/g, ' ').split('\\n') : []).forEach(function (line) {
+        if (line.indexOf('name: ') === 0) { out.push(line.slice(6).toLowerCase()); listing = false; }
+        else if (line === 'inputs:' || line === 'outputs:') listing = true;
+        else if (listing && line.indexOf('  ') === 0 && line.indexOf('  ... and ') !== 0)
+          tensors.push(line.slice(2).split(': ')[0].toLowerCase());
+        else listing = false;
       });
-      return out;
+      return {names: out, tensors: tensors};
     };
+    var names = function (g) { return parts(g).names; };
     var lookIn = function (root, q) {
-      var exact = [], part = [];
+      var exact = [], tensor = [], part = [];
       if (!q || !root) return exact;
       ['g.node', 'g.cluster'].forEach(function (sel) {
         Array.prototype.forEach.call(root.querySelectorAll(sel), function (g) {
-          var n = names(g);
-          if (n.indexOf(q) >= 0) exact.push(g);
-          else if (n.some(function (x) { return x.indexOf(q) >= 0; })) part.push(g);
+          var p = parts(g), all = p.names.concat(p.tensors);
+          if (p.names.indexOf(q) >= 0) exact.push(g);
+          else if (p.tensors.indexOf(q) >= 0) tensor.push(g);
+          else if (all.some(function (x) { return x.indexOf(q) >= 0; })) part.push(g);
         });
       });
-      return exact.concat(part);  // exact names first
+      return exact.concat(tensor, part);  // a box called so first, then one reading or writing it
     };
     // the shown picture first; when it has no match, the first other picture that has one
     var look = function (q) {
@@ -304,7 +313,7 @@ _SCRIPT = ("/* svg-pan-zoom 3.6.2, Copyright 2009-2010 Andrea Leofreddi and cont
 
 def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = None, level: str = "auto",
                  layout: str = "auto", max_rows: int = MAX_ROWS, provenance: dict | None = None,
-                 previous=None, expand=()):
+                 previous=None, expand=(), timings=None):
     """Write a self-contained HTML report of ``plan`` (return the HTML when ``path`` is None).
 
     Args:
@@ -324,6 +333,8 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
             (default: now, UTC).
         previous: an earlier plan of the same model, for the Changes section.
         expand: at the scope level, the scopes drawn open.
+        timings: the run's :class:`~hetero_explore.analysis.timing.Timings` (warm median and p90
+            over N runs, the first run and compile time apart), shown in the Run section.
 
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
@@ -353,6 +364,9 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         f'<span class="badge">planned in {plan.plan_seconds * 1000:.1f} ms</span>',
         f'<span class="badge">policy: {esc(plan.policy)}</span>',
     ]
+    if timings is not None and getattr(timings, "n", 0):
+        badges.append(f'<span class="badge">warm {esc(human_seconds(timings.warm_median_seconds))} median '
+                      f'(p90 {esc(human_seconds(timings.warm_p90_seconds))}, {timings.n} runs)</span>')
     diff_badge = ""
     if diff is not None and "byte_identical" in getattr(diff, "columns", ()) and len(diff):
         ok = diff["byte_identical"].astype(bool)
@@ -362,16 +376,25 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     state = ViewState(plan=plan, plan_is_current=True, plan_index=None, previous=previous, run=run, diff=diff,
                       reference=str(prov.get("reference", "cpu")), error="", run_error="", level=level,
                       expand=tuple(expand), medium="report", layout=layout, max_rows=max_rows, provenance=prov,
-                      cell_class=prov_cls)
+                      cell_class=prov_cls, timings=timings)
     executed = run is not None or diff is not None
     sections = [(v.section, v.title, v.render(state)) for v in registered() if executed or not v.needs_run]
 
-    script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-           f"script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'")
     nav = "".join(f'<a href="#sec-{sid}">{esc(name)}</a>' for sid, name, _ in sections)
     body = "".join(f'<section id="sec-{sid}"><h2>{esc(name)}</h2>{content}</section>'
                    for sid, name, content in sections)
+    scripts = [_SCRIPT]
+    workers = ""
+    from .graphview import SCRIPT_MARK
+    if SCRIPT_MARK in body:  # the interactive graph: its script where it stands, ELK's worker from a blob
+        from .graphview import report_script
+        scripts.append(report_script())
+        body = body.replace(SCRIPT_MARK, f"<script>{scripts[-1]}</script>", 1).replace(SCRIPT_MARK, "")
+        workers = " worker-src blob:;"
+    hashes = " ".join("'sha256-" + base64.b64encode(hashlib.sha256(x.encode("utf-8")).digest()).decode("ascii") + "'"
+                      for x in scripts)
+    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+           f"script-src {hashes};{workers} base-uri 'none'; form-action 'none'")
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'

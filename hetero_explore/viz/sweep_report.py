@@ -67,7 +67,7 @@ def sweep_to_html(df, path=None, *, comparison=None, title: str = "hetero_explor
     about = [("date", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")),
              ("made by", command or "hetero_explore.sweep(...) from Python"),
              ("rows", f"{len(recs):,} ({n_err:,} failed)"),
-             ("models", f"{df['name'].nunique():,}"), ("provider lists", ", ".join(dict.fromkeys(df["providers"])))]
+             ("models", f"{df['model'].nunique():,}"), ("provider lists", ", ".join(dict.fromkeys(df["providers"])))]
     about += [(f"{k} version", v) for k, v in versions().items()]
     about_html = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in about)
     table = table_html(df[[c for c in TABLE_COLUMNS if c in df.columns]], "he-sweep")

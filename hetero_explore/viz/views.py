@@ -84,6 +84,9 @@ class ViewState:
     """Report: date, command, inputs, reference, not_run (see :func:`~.report.plan_to_html`)."""
     cell_class: Callable | None = None
     """``(column, value) -> css class`` (the report colours provider cells)."""
+    timings: Any = None
+    """:class:`~hetero_explore.analysis.timing.Timings` of the run (warm median/p90 over N, first
+    run and compile time apart), or None when no warm runs were timed."""
 
     def table_options(self, view: str) -> TableOptions:
         return dict(self.tables).get(view, TableOptions())
@@ -116,7 +119,7 @@ def snapshot(ex, *, run_error: str = "", export_message: str = "", drawing: bool
                      run_error=run_error, level=v.level, svg=ex.svg, export_message=export_message,
                      max_draw=0 if v.draw_big else max_draw, drawing=drawing,
                      compile_seconds=ex.compile_seconds if run is not None else 0.0, find=v.find, zoom=v.zoom,
-                     expand=v.expand, tables=v.tables,
+                     expand=v.expand, tables=v.tables, timings=getattr(ex, "timings", None) if run is not None else None,
                      provenance={"reference": ex.reference_provider.name,
                                  "inputs": getattr(ex, "_inputs_source", None),
                                  "date": _utc(ex.history[idx].when) + " (planned)" if idx is not None else ""})
@@ -225,7 +228,13 @@ TABLE_VIEWS = ("Placement", "Partitions", "Transfers")
 def main_table(view: str, plan):
     """The DataFrame of ``view``'s main table (the one the app pages, sorts and filters)."""
     if view == "Placement":
-        return plan.placement_df()
+        from .notes import placement_notes
+        df = plan.placement_df()
+        notes = placement_notes(plan)
+        if notes:  # accepted on conditions a profile's table states only in words: said on the node
+            subs = df["subgraph"] if "subgraph" in df.columns else [""] * len(df)
+            df["note"] = [notes.get((sub, nid), "") for sub, nid in zip(subs, df["node_id"])]
+        return df
     if view == "Partitions":
         return plan.partitions_df()
     if view == "Transfers":
@@ -236,6 +245,9 @@ def main_table(view: str, plan):
 def graph_boxes(plan, level: str, expand=()) -> tuple[str, int]:
     """(level drawn, number of boxes) for ``level`` (``auto`` resolved as the graph view does)."""
     from .graph import auto_level
+    from .graphview import wants_interactive
+    if wants_interactive(plan, level):
+        return "interactive", 0              # laid out in the browser: nothing drawn here
     n = len(plan.graph.nodes)
     if level == "auto":
         level = auto_level(plan)
@@ -458,12 +470,22 @@ _LEVEL_TEXT = {"node": "one box per node, one cluster per partition",
                         "click one to open it in the node view"}
 
 
+INTERACTIVE_NOTE = ("Laid out in your browser by ELK's layered algorithm; scopes (the exporter's names, or blocks "
+                    "cut where the graph is narrow) start closed: click a box to open it, its frame's title to "
+                    "close it. Search finds op types, node names and tensor names (Enter: next match). Drag to "
+                    "pan, wheel to zoom; the minimap shows where you are; red edges are transfers.")
+
+
 def _dag_report(s: ViewState) -> str:
-    """The report's DAG: the drawn level and, for a scoped model, the other levels behind view
-    buttons; panned, zoomed and searched by the page's script."""
+    """The report's DAG: big models in the interactive view (:mod:`.graphview`); otherwise the
+    drawn level and, for a scoped model, the other levels behind view buttons; panned, zoomed
+    and searched by the page's script."""
+    from .graphview import report_section, wants_interactive
     from .scopes import model_scopes
 
     plan = s.plan
+    if wants_interactive(plan, s.level):
+        return f'<p class="note">{esc(INTERACTIVE_NOTE)}</p>' + report_section(plan)
     svg, warn, dot = _render_dot(plan, level=s.level, layout=s.layout, expand=s.expand) if s.level == "scope" \
         else _render_dot(plan, level=s.level, layout=s.layout)
     if svg is None:
@@ -499,7 +521,12 @@ def _graph(s: ViewState) -> str:
     if s.medium == "report":
         return _dag_report(s)
     p = s.plan
-    head = f"<div class='hx-graph-caption'>plan #{s.plan_index}: {esc(p.summary())}</div>"
+    # the plan's summary is above the tabs; the caption says which plan and picture this is
+    head = (f"<div class='hx-graph-caption'>plan #{s.plan_index}: {len(p.graph.nodes):,} node(s), "
+            f"{len(p.partitions):,} partition(s) on {len(p.devices)} device(s)</div>")
+    from .graphview import wants_interactive
+    if wants_interactive(p, s.level):  # the app shows the interactive view under this caption
+        return head + f"<div class='hx-note hx-graph-interactive'>{esc(INTERACTIVE_NOTE)}</div>"
     drawn, boxes = graph_boxes(p, s.level, s.expand)
     if s.max_draw and boxes > s.max_draw:
         return head + (
@@ -581,17 +608,22 @@ def _run(s: ViewState) -> str:
                       else "<p class='note'>no run timings were given (only the comparison)</p>")
     r = s.run
     out = [err]
+    t = s.timings
+    if t is not None:
+        out.append(f"<div class='hx-timings-line'><b>Timings:</b> {esc(t.text())}</div>")
+        out.append(kv_table(t.rows(), "hx-timings"))
     f = getattr(r, "summary", None)
     if callable(f):
         try:
-            out.append(f"<p>{esc(f())}</p>")
+            out.append(f"<p class='note hx-note'>the first run (the one shown below and diffed): {esc(f())}</p>")
         except Exception:
             pass
     bits = []
     for attr in ("total_seconds", "wall_seconds", "seconds"):
         v = getattr(r, attr, None)
         if isinstance(v, (int, float)):
-            bits.append(f"wall {human_seconds(v)}")
+            bits.append(f"first run {human_seconds(v)} (a new executor: not a warm time"
+                        + ("" if t is not None else "; no warm runs were timed") + ")")
             break
     peak = getattr(r, "peak_bytes", None)
     if peak is not None:
@@ -602,7 +634,7 @@ def _run(s: ViewState) -> str:
         n = tp if isinstance(tp, int) else len(tp)
         bits.append(f"{n} transfer(s) performed (plan lists {len(s.plan.transfers)})")
     if s.compile_seconds >= 0.05:
-        bits.append(f"of which compiling kernels {human_seconds(s.compile_seconds)} (a first run; the next is warm)")
+        bits.append(f"plus {human_seconds(s.compile_seconds)} compiling kernels (not in the run's time)")
     if bits:
         out.append(f"<div class='hx-note hx-run-summary'>{esc('; '.join(bits))}</div>")
     if getattr(r, "events", None):

@@ -69,6 +69,9 @@ STYLE = """<style>
 .hx-app .hx-warn-box {background: #fff8e1; border: 1px solid #ffe08a; padding: 4px 8px; font-size: 12px;}
 .hx-app .hx-svg {overflow: auto; max-height: 640px; border: 1px solid #eee;}
 .hx-app .hx-found path, .hx-app .hx-found polygon, .hx-app .hx-found ellipse {stroke: #d1242f; stroke-width: 4px;}
+.hx-app .hx-denied-ops {white-space: nowrap;}
+.hx-app .hx-tabs .lm-TabBar-content {flex-wrap: wrap;}
+.hx-app .hx-tabs .lm-TabBar-tab {flex: 0 0 auto !important; min-width: 0 !important; max-width: none !important;}
 </style>"""
 
 
@@ -242,6 +245,7 @@ class ExplorerApp(widgets.VBox):
 
         # enable toggles and per-provider denials
         self.enable_boxes: dict[str, widgets.Checkbox] = {}
+        self.deny_labels: dict[str, widgets.HTML] = {}
         self.deny_selects: dict[str, widgets.SelectMultiple] = {}
         ops = ex.op_types
         for n in names:
@@ -310,7 +314,8 @@ class ExplorerApp(widgets.VBox):
             self.views[v] = h
         self.export_path = widgets.Text(value="hetero_explore_report.html", description="path")
         self.export_path.add_class("hx-export-path")
-        self.export_button = widgets.Button(description="Write HTML report", icon="download")
+        self.export_button = widgets.Button(description="Write HTML report", icon="download",
+                                            layout=widgets.Layout(width="auto", min_width="190px"))
         self.export_button.add_class("hx-export-button")
         self.export_button.on_click(lambda _b: self._guard(self.export))
 
@@ -320,7 +325,9 @@ class ExplorerApp(widgets.VBox):
                 rows = [widgets.HBox([self.level_dropdown, self.draw_big_box, self.find_box, self.zoom_dropdown])]
                 rows.append(widgets.HBox([self.scope_pick, self.expand_button, self.collapse_button],
                                          layout=widgets.Layout(display="" if self.scope_names else "none")))
-                pages.append(widgets.VBox(rows + [self.views[v]]))
+                self.graph_box = widgets.Box([], layout=widgets.Layout(width="100%", display="block"))
+                self.graph_box.add_class("hx-graph-box")
+                pages.append(widgets.VBox(rows + [self.views[v], self.graph_box]))
             elif v == "Export":
                 pages.append(widgets.VBox([widgets.HBox([self.export_path, self.export_button]),
                                            self.views[v]]))
@@ -337,13 +344,15 @@ class ExplorerApp(widgets.VBox):
                               f"{len(ex.graph.nodes)} node(s), {len(ops)} op type(s); reference "
                               f"{esc(ex.reference_provider.name)}")
         header.add_class("hx-header")
+        from .picker import ProviderPicker
+        self.picker = ProviderPicker(self)
         order_box = widgets.VBox([self.order_select, widgets.HBox([self.up_button, self.down_button])])
         self.enable_box = widgets.VBox()
         self.enable_box.add_class("hx-enable")
         self.deny_box = widgets.VBox()
         self.deny_box.add_class("hx-deny")
         self._layout_provider_controls()
-        controls = widgets.HBox([order_box, self.enable_box, self.deny_box])
+        controls = widgets.VBox([widgets.HBox([order_box, self.enable_box, self.deny_box]), self.picker.box])
         run_row = widgets.HBox([self.execute_button, self.cancel_button, self.progress, self.status_label])
         self.children = [header, controls, run_row, self.error_html, self.summary_html, self.tabs]
 
@@ -432,6 +441,10 @@ class ExplorerApp(widgets.VBox):
         cb.add_class(f"hx-enable-{_css_name(n)}")
         cb.observe(lambda ch, n=n: self._on_enable(n, bool(ch["new"])), names="value")
         self.enable_boxes[n] = cb
+        label = widgets.HTML("", layout=widgets.Layout(width="auto", min_width="120px"))
+        label.add_class("hx-denied")
+        label.add_class(f"hx-denied-{_css_name(n)}")
+        self.deny_labels[n] = label
         sel = widgets.SelectMultiple(options=list(ops), value=(), rows=min(max(len(ops), 2), 5),
                                      layout=widgets.Layout(width="200px"))
         sel.add_class("hx-deny-select")
@@ -442,7 +455,8 @@ class ExplorerApp(widgets.VBox):
     def _layout_provider_controls(self) -> None:
         names = self.explorer.provider_names
         old = list(self.enable_box.children) + list(self.deny_box.children)
-        controls = list(self.enable_boxes.values()) + list(self.deny_selects.values())
+        controls = (list(self.enable_boxes.values()) + list(self.deny_selects.values())
+                    + list(self.deny_labels.values()))
         for w in old:  # the titles and rows made last time (the controls themselves are kept)
             close_tree(w, keep=controls)
         self.enable_box.children = [widgets.HTML("<b>enabled</b>")] + [self.enable_boxes[n] for n in names]
@@ -457,6 +471,7 @@ class ExplorerApp(widgets.VBox):
         for n in [n for n in self.enable_boxes if n not in names]:
             close_tree(self.enable_boxes.pop(n))
             close_tree(self.deny_selects.pop(n))
+            close_tree(self.deny_labels.pop(n))
         for n in names:
             if n not in self.enable_boxes:
                 self._make_provider_controls(n, self.explorer.op_types)
@@ -465,7 +480,7 @@ class ExplorerApp(widgets.VBox):
 
     def _deny_row(self, n: str):
         return widgets.HBox([widgets.HTML(f"<code>{esc(n)}</code>", layout=widgets.Layout(width="90px")),
-                             self.deny_selects[n]])
+                             self.deny_selects[n], self.deny_labels[n]])
 
     # -- errors never kill the widget -------------------------------------------------------
     def _guard(self, fn, *args, **kwargs):
@@ -577,6 +592,9 @@ class ExplorerApp(widgets.VBox):
             self.run_version += 1
         elif event == "plan":
             self.status = self._plan_status(self.explorer.current)
+            if not self.busy:  # a new plan has not run: the bar no longer reports a run
+                self.progress.value = 0
+                self.progress.bar_style = ""
             self.plan_version += 1
         else:
             self._redraw()
@@ -602,6 +620,14 @@ class ExplorerApp(widgets.VBox):
             want = tuple(o for o in s.options if o in denied)
             if tuple(s.value) != want:
                 s.value = want
+            label = self.deny_labels.get(n)
+            if label is not None:  # the denied ops in words: a list box scrolls its selection out of sight
+                text = ("denies " + ", ".join(sorted(denied))) if denied else "denies nothing"
+                html = f"<span class='hx-note hx-denied-ops'>{esc(text)}</span>"
+                if label.value != html:
+                    label.value = html
+        if hasattr(self, "picker"):
+            self.picker.refresh()
         vo = ex.view_options
         self.level_dropdown.value = vo.level
         self.draw_big_box.value = vo.draw_big
@@ -652,6 +678,42 @@ class ExplorerApp(widgets.VBox):
             if self._rendered.get(view) != key:
                 self.views[view].value = render(view, s)
                 self._rendered[view] = key
+        if view == "Graph":
+            self._sync_graph_view(s)
+
+    # -- the interactive graph (big models): laid out in the browser -----------------------------
+    #: the interactive graph widget (:mod:`hetero_explore.viz.graphview`), made when first needed
+    graph_view = None
+
+    def _sync_graph_view(self, s: ViewState) -> None:
+        """Show the interactive view under the Graph tab when the level asks for it (big models at
+        ``auto``, or ``interactive``); a re-plan only recolours it. Without anywidget the tab says
+        so and the Graphviz levels still work."""
+        from .graphview import graph_widget, update_widget, wants_interactive
+        if s.plan is None or not wants_interactive(s.plan, s.level):
+            if self.graph_box.children:
+                self.graph_box.children = []
+            return
+        try:
+            if self.graph_view is None:
+                self.graph_view = graph_widget(s.plan, index=s.plan_index, query=s.find)
+                self.graph_view.add_class("hx-graphview")
+                self.graph_view.observe(self._on_graph_query, names="query")
+            else:
+                update_widget(self.graph_view, s.plan, index=s.plan_index)
+                if self.graph_view.query != s.find:
+                    self.graph_view.query = s.find
+        except Exception as e:  # e.g. anywidget missing: the tab says why, the other levels still draw
+            self.views["Graph"].value += _error_box(f"the interactive graph cannot be shown: {type(e).__name__}: "
+                                                    f"{e}; pick the node, partition or scope level", "hx-graph-error")
+            return
+        if list(self.graph_box.children) != [self.graph_view]:
+            self.graph_box.children = [self.graph_view]
+
+    def _on_graph_query(self, change) -> None:
+        """A search typed in the interactive graph becomes the explorer's find (and back)."""
+        if self.explorer.view_options.find != change["new"]:
+            self._guard(self.explorer.set_view, find=change["new"])
 
     # -- big pictures are laid out in the background ---------------------------------------------
     def _maybe_draw_later(self, s: ViewState) -> ViewState:
@@ -765,10 +827,9 @@ class ExplorerApp(widgets.VBox):
                 else:
                     ok, line = diff_verdict(ex.diff, ex.reference_provider.name)
                     self.progress.bar_style = "success" if ok else "warning"
-                    comp = (f" (of which compiling kernels {ex.compile_seconds:.1f} s)"
-                            if ex.compile_seconds >= 0.05 else "")
-                    self.status = (f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms{comp}: "
-                                   f"{line.split(':')[0]}")
+                    t = ex.timings
+                    when = t.text() if t is not None else f"executed in {(time.perf_counter() - t0) * 1e3:.0f} ms"
+                    self.status = f"{when}: {line.split(':')[0]}"
             finally:
                 self.busy = False
                 try:
@@ -830,6 +891,7 @@ class ExplorerApp(widgets.VBox):
             self.wait_for_run(60.0)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        extra = list(self.enable_boxes.values()) + list(self.deny_selects.values())
+        extra = (list(self.enable_boxes.values()) + list(self.deny_selects.values())
+                 + list(self.deny_labels.values()) + ([self.graph_view] if self.graph_view is not None else []))
         for w in [self] + extra:
             close_tree(w)
