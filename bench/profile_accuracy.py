@@ -29,32 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-#: doc-table profile → the real EP it describes, as an ``ort:`` name
-PAIRS = {"openvino": "ort:openvino", "ort-cuda": "ort:cuda", "tensorrt": "ort:tensorrt",
-         "directml": "ort:directml", "coreml": "ort:coreml", "coreml-mlprogram": "ort:coreml?ModelFormat=MLProgram",
-         "nnapi": "ort:nnapi", "qnn": "ort:qnn"}
-
-
-def claimed(graph, provider) -> set[int]:
-    """Node ids ``provider`` claims on ``graph`` (asked as the only provider)."""
-    from hetero_explore.planner.capability import place
-    _, _, unplaceable = place(graph, [provider])
-    return set(range(len(graph.nodes))) - set(unplaceable)
-
-
-def compare_claims(graph, table_provider, ep_provider) -> dict:
-    """Precision / recall of the table's claims against the EP's on ``graph``, and the op types
-    where they disagree."""
-    t, e = claimed(graph, table_provider), claimed(graph, ep_provider)
-    tp = len(t & e)
-    ops = collections.Counter()
-    for i in t - e:
-        ops[(graph.nodes[i].op_type, "table yes, EP no")] += 1
-    for i in e - t:
-        ops[(graph.nodes[i].op_type, "table no, EP yes")] += 1
-    return {"nodes": len(graph.nodes), "table": len(t), "ep": len(e), "both": tp,
-            "precision": tp / len(t) if t else None, "recall": tp / len(e) if e else None,
-            "disagree": {f"{op} ({how})": n for (op, how), n in ops.most_common()}}
+from hetero_explore.planner.ortplan import PROFILE_EPS as PAIRS, claimed, compare_claims  # noqa: E402,F401
 
 
 def models(use_torch: bool = True):

@@ -343,3 +343,46 @@ def test_compile_failure_is_shown_not_raised():
              "s": np.array([1, 1, 16], np.int64)}
     run = he.execute(moved, feeds)
     assert run["y"].shape == (1, 2, 14)
+
+
+def test_app_and_report_show_the_per_op_ulp_table():
+    """After a run with ONNX Runtime partitions, the Explorer keeps the per-op ULP table (op type ×
+    provider: the largest ULP of a node run alone on the reference's inputs); the app's Diff view
+    and the report show it. A plan without ORT partitions has none."""
+    from hetero_explore.viz import views as V
+    ex = he.explore(cnn(), providers=[mask(resolve("ort:cpu"), deny=["Relu"]), "cpu"])
+    ex.execute(inputs=cnn_inputs())
+    t = ex.op_ulp
+    assert t is not None and len(t) and set(t["provider"]) == {"ort:cpu"}
+    assert {"Conv", "Sigmoid"} <= set(t["op_type"]) and "Relu" not in set(t["op_type"])
+    assert (t["max_ulp"].dropna() >= 0).all()
+    html = V.render("Diff", V.snapshot(ex))
+    assert 'id="he-op-ulp"' in html and "Conv" in html and "measured, not proven" in html
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "r.html"
+        ex.export_html(str(path))
+        assert "he-op-ulp" in path.read_text()
+    ex2 = he.explore(cnn(), providers=["cpu"])
+    ex2.execute(inputs=cnn_inputs())
+    assert ex2.op_ulp is None and "he-op-ulp" not in V.render("Diff", V.snapshot(ex2))
+
+
+def test_providers_view_shows_what_the_table_and_the_real_ep_say(monkeypatch):
+    """A doc-table profile in the list: the Providers view puts its table's claims next to its real
+    EP's (ORT's own assignment of this graph), or says why the EP is not usable here. The EP is a
+    real session: the CPU EP stands in for NNAPI's in the mapping only."""
+    from hetero_explore.planner import ortplan
+    from hetero_explore.viz import views as V
+    ex = he.explore(cnn(), providers=["nnapi", "cpu"])
+    ex.replan()
+    html = V.render("Providers", V.snapshot(ex))
+    assert "nnapi: the table says / ort:nnapi says" in html and "not usable here" in html
+    monkeypatch.setitem(ortplan.PROFILE_EPS, "nnapi", "ort:cpu")
+    html = V.render("Providers", V.snapshot(ex))
+    assert "nnapi: the table says / ort:cpu says" in html and 'id="he-table-vs-ep-0"' in html
+    df = ortplan.claims_side_by_side(ex.graph, resolve("nnapi"), resolve("ort:cpu"))
+    assert int(df["nodes"].sum()) == len(ex.graph.nodes)
+    assert (df["ep_claims"] == df["nodes"]).all()          # the CPU EP runs every op of this CNN
+    assert (~df["agree"]).sum() == (df["table_claims"] != df["nodes"]).sum()

@@ -85,3 +85,59 @@ def move_failed(plan: Plan, max_rounds: int = 8) -> Plan:
         from ..providers.unplaced import is_unplaced
         p = make_plan(plan.graph, [q for q in provs if not is_unplaced(q)], policy=plan.policy)
     return p
+
+
+# -- doc-table profiles against their real EPs ------------------------------------------------
+#: doc-table profile → the real EP it describes, as an ``ort:`` name
+PROFILE_EPS = {"openvino": "ort:openvino", "ort-cuda": "ort:cuda", "tensorrt": "ort:tensorrt",
+               "directml": "ort:directml", "coreml": "ort:coreml", "coreml-mlprogram": "ort:coreml?ModelFormat=MLProgram",
+               "nnapi": "ort:nnapi", "qnn": "ort:qnn"}
+
+
+def claimed(graph, provider) -> set[int]:
+    """Node ids ``provider`` claims on ``graph`` (asked as the only provider)."""
+    from .capability import place
+    _, _, unplaceable = place(graph, [provider])
+    return set(range(len(graph.nodes))) - set(unplaceable)
+
+
+def compare_claims(graph, table_provider, ep_provider) -> dict:
+    """Precision / recall of a table's claims against an EP's on ``graph`` (the EP is the truth),
+    and the op types where they disagree."""
+    import collections
+    t, e = claimed(graph, table_provider), claimed(graph, ep_provider)
+    tp = len(t & e)
+    ops = collections.Counter()
+    for i in t - e:
+        ops[(graph.nodes[i].op_type, "table yes, EP no")] += 1
+    for i in e - t:
+        ops[(graph.nodes[i].op_type, "table no, EP yes")] += 1
+    return {"nodes": len(graph.nodes), "table": len(t), "ep": len(e), "both": tp,
+            "precision": tp / len(t) if t else None, "recall": tp / len(e) if e else None,
+            "disagree": {f"{op} ({how})": n for (op, how), n in ops.most_common()}}
+
+
+def claims_side_by_side(graph, table_provider, ep_provider):
+    """What a doc table says and what the real EP says, per op type of ``graph``: one row per op
+    type (``op_type``, ``nodes``, ``table_claims``, ``ep_claims``, ``agree``), disagreements first."""
+    import pandas as pd
+    t, e = claimed(graph, table_provider), claimed(graph, ep_provider)
+    rows: dict = {}
+    for n in graph.nodes:
+        r = rows.setdefault(n.op_type, {"op_type": n.op_type, "nodes": 0, "table_claims": 0, "ep_claims": 0})
+        r["nodes"] += 1
+        r["table_claims"] += n.id in t
+        r["ep_claims"] += n.id in e
+    df = pd.DataFrame(list(rows.values()), columns=["op_type", "nodes", "table_claims", "ep_claims"])
+    df["agree"] = df["table_claims"] == df["ep_claims"]
+    return df.sort_values(["agree", "op_type"]).reset_index(drop=True)
+
+
+def real_ep_of(provider) -> str | None:
+    """The ``ort:`` name of the real EP a doc-table profile provider describes, or None."""
+    from ..providers.profiles import ProfileProvider
+    from ..providers.virtual import unmask
+    p = unmask(provider)
+    if not isinstance(p, ProfileProvider):
+        return None
+    return PROFILE_EPS.get(p.profile.name)

@@ -234,6 +234,9 @@ class Explorer:
         self.diff = None
         """The last comparison DataFrame (one row per output), or None."""
         self.timings = None
+        #: per op type and ONNX Runtime provider, the largest ULP of a node run alone on the same
+        #: inputs as on the reference (after a run whose plan has ORT partitions; None otherwise)
+        self.op_ulp = None
         """:class:`~hetero_explore.analysis.timing.Timings` of the last run of the current plan: warm
         median and p90 over N runs, the first run and compile time apart (None until executed)."""
         #: warm runs :meth:`execute` times after the first (None: analysis.timing.WARM_RUNS; 0: no timing)
@@ -510,7 +513,7 @@ class Explorer:
         step.seconds = time.perf_counter() - t0
         self.history.append(step)
         self._current = step
-        self.run = self.reference_run = self.diff = self.timings = None
+        self.run = self.reference_run = self.diff = self.timings = self.op_ulp = None
         self._notify("plan")
         if step.plan is None:
             raise step.exception
@@ -664,12 +667,14 @@ class Explorer:
         from ..analysis.timing import WARM_RUNS, measure
         timings = None if self.warm_runs == 0 else measure(
             plan, feeds, first_run=run, cancel=cancel, n=WARM_RUNS if self.warm_runs is None else self.warm_runs)
+        op_ulp = _op_ulp(plan, run, ref)
         with self._lock:
             step.run, step.diff = run, diff
             self.compile_seconds = watch.compile_seconds
             if self._current is step:  # not re-planned meanwhile
                 self.run, self.reference_run, self.diff = run, ref, diff
                 self.timings = timings
+                self.op_ulp = op_ulp
                 self._inputs_source = source
         watch.tick(total, "done", check=False)
         self._notify("run")
@@ -735,7 +740,7 @@ class Explorer:
                 "inputs": getattr(self, "_inputs_source", None)}
         v = self._view  # the views' options are the explorer's: the report draws what the app shows
         plan.to_html(path, run=self.run, diff=self.diff, provenance=prov, level=v.level, expand=v.expand,
-                     previous=self.previous_plan(), timings=self.timings)
+                     previous=self.previous_plan(), timings=self.timings, op_ulp=self.op_ulp)
         return os.fspath(path)
 
     def show(self):
@@ -878,6 +883,21 @@ class _WatchedPart:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+
+#: runs with more nodes on ONNX Runtime providers than this get no per-op ULP table (each node is
+#: run alone, on its provider and on the reference)
+OP_ULP_MAX_NODES = 2000
+
+
+def _op_ulp(plan, run, ref):
+    """The per-op ULP table of a run whose plan has ONNX Runtime partitions (see
+    :func:`hetero_explore.analysis.divergence.op_ulp_table`), else None."""
+    from ..analysis.divergence import is_measured, op_ulp_df, op_ulp_table
+    measured = sum(1 for i in plan.assignment if is_measured(plan.providers[int(i)]))
+    if not measured or measured > OP_ULP_MAX_NODES:
+        return None
+    return op_ulp_table(op_ulp_df(run, ref))
 
 
 def _replay(step: Step) -> Exception:

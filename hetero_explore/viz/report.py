@@ -313,7 +313,7 @@ _SCRIPT = ("/* svg-pan-zoom 3.6.2, Copyright 2009-2010 Andrea Leofreddi and cont
 
 def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = None, level: str = "auto",
                  layout: str = "auto", max_rows: int = MAX_ROWS, provenance: dict | None = None,
-                 previous=None, expand=(), timings=None):
+                 previous=None, expand=(), timings=None, op_ulp=None):
     """Write a self-contained HTML report of ``plan`` (return the HTML when ``path`` is None).
 
     Args:
@@ -335,6 +335,8 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
         expand: at the scope level, the scopes drawn open.
         timings: the run's :class:`~hetero_explore.analysis.timing.Timings` (warm median and p90
             over N runs, the first run and compile time apart), shown in the Run section.
+        op_ulp: the per-op ULP table of a run with ONNX Runtime partitions (``Explorer.op_ulp``),
+            shown in the Diff section.
 
     Returns:
         The HTML text when ``path`` is None, else the :class:`pathlib.Path` written.
@@ -376,7 +378,7 @@ def plan_to_html(plan, path=None, run=None, diff=None, *, title: str | None = No
     state = ViewState(plan=plan, plan_is_current=True, plan_index=None, previous=previous, run=run, diff=diff,
                       reference=str(prov.get("reference", "cpu")), error="", run_error="", level=level,
                       expand=tuple(expand), medium="report", layout=layout, max_rows=max_rows, provenance=prov,
-                      cell_class=prov_cls, timings=timings)
+                      cell_class=prov_cls, timings=timings, op_ulp=op_ulp)
     executed = run is not None or diff is not None
     sections = [(v.section, v.title, v.render(state)) for v in registered() if executed or not v.needs_run]
 

@@ -85,6 +85,9 @@ class ViewState:
     cell_class: Callable | None = None
     """``(column, value) -> css class`` (the report colours provider cells)."""
     timings: Any = None
+    op_ulp: Any = None
+    """Per op type and ONNX Runtime provider, the largest ULP of a node run alone on the inputs the
+    reference gave it (:func:`~hetero_explore.analysis.divergence.op_ulp_table`), or None."""
     """:class:`~hetero_explore.analysis.timing.Timings` of the run (warm median/p90 over N, first
     run and compile time apart), or None when no warm runs were timed."""
 
@@ -120,6 +123,7 @@ def snapshot(ex, *, run_error: str = "", export_message: str = "", drawing: bool
                      max_draw=0 if v.draw_big else max_draw, drawing=drawing,
                      compile_seconds=ex.compile_seconds if run is not None else 0.0, find=v.find, zoom=v.zoom,
                      expand=v.expand, tables=v.tables, timings=getattr(ex, "timings", None) if run is not None else None,
+                     op_ulp=getattr(ex, "op_ulp", None) if run is not None else None,
                      provenance={"reference": ex.reference_provider.name,
                                  "inputs": getattr(ex, "_inputs_source", None),
                                  "date": _utc(ex.history[idx].when) + " (planned)" if idx is not None else ""})
@@ -378,7 +382,36 @@ def _providers(s: ViewState) -> str:
             f'{td("executes", executes)}<td>{esc(capability)}</td><td>{esc("; ".join(mask) or "—")}</td>'
             f'<td class="num">{counts.get(p.name, 0)}</td></tr>')
     rows.append("</tbody></table></div>")
-    return "".join(rows)
+    return "".join(rows) + _table_vs_ep(s)
+
+
+def _table_vs_ep(s: ViewState) -> str:
+    """For each doc-table profile in the provider list: what its table says next to what its real
+    execution provider says on this graph (ONNX Runtime's own assignment), where that EP is usable
+    here; otherwise why it is not."""
+    from ..planner.ortplan import claims_side_by_side, real_ep_of
+    from ..providers.virtual import unmask
+    out = []
+    for p in s.plan.providers:
+        ep_name = real_ep_of(p)
+        if ep_name is None:
+            continue
+        try:
+            from ..providers import resolve
+            ep = resolve(ep_name)
+            ok, why = ep.available()
+        except Exception as e:   # noqa: BLE001 - onnxruntime missing: say so, the table stays
+            ok, why = False, str(e)
+        title = f"{p.name}: the table says / {ep_name} says"
+        if not ok:
+            out.append(f"<h4 class='hx-table-vs-ep'>{esc(title)}</h4><div class='hx-note note'>"
+                       f"{esc(ep_name)} is not usable here, so only the table answers: {esc(why)}</div>")
+            continue
+        from ..providers.profiles import profile_provider
+        df = claims_side_by_side(s.plan.graph, profile_provider(unmask(p).profile.name, execute=False), ep)
+        out.append(f"<h4 class='hx-table-vs-ep'>{esc(title)} (nodes claimed per op type; disagreements first)</h4>"
+                   + _medium_table(s, df, f"he-table-vs-ep-{len(out)}", what="op types"))
+    return "".join(out)
 
 
 @register("Ops", "Ops per provider")
@@ -671,9 +704,15 @@ def _diff(s: ViewState) -> str:
         return base(col, v) if base else None
 
     mark = "\u2714" if ok else "\u2718"
-    return (err + f"<div class='hx-verdict {'hx-ok' if ok else 'hx-bad'}'>{mark} {esc(line)}</div>"
-            + f'<p class="note hx-note">{esc(DIFF_MEANING)}</p>' + _medium_table(s, df, "he-diff", what="outputs",
-                                                                       cell_class=cls))
+    out = (err + f"<div class='hx-verdict {'hx-ok' if ok else 'hx-bad'}'>{mark} {esc(line)}</div>"
+           + f'<p class="note hx-note">{esc(DIFF_MEANING)}</p>' + _medium_table(s, df, "he-diff", what="outputs",
+                                                                      cell_class=cls))
+    ops = _as_df(s.op_ulp)
+    if ops is not None:
+        out += (f"<h4 class='hx-op-ulp-title'>Per op type on ONNX Runtime's providers: the largest ULP of a node "
+                f"run alone on the inputs {esc(s.reference)} gave it (measured, not proven)</h4>"
+                + _medium_table(s, ops, "he-op-ulp", what="op types"))
+    return out
 
 
 @register("Changes", "Changes since the previous plan")
