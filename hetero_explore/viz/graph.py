@@ -13,7 +13,6 @@ are written as text by :class:`_DotWriter` (every value quoted by
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import re
 import shutil
@@ -23,7 +22,10 @@ import graphviz
 
 from ..ir.errors import GraphvizNotFoundError, HeteroExploreError  # noqa: F401
 from ..ir.units import human_bytes  # noqa: F401  (re-exported: viz.graph.human_bytes)
-from .html import CTRL, esc  # the views' one escaper
+from .dotparts import (MAX_LABEL, MAX_LISTED, MAX_TOOLTIP, SCOPE_BOXES, _CTRL, _dtype_name,  # noqa: F401
+                       _io_lines, _label, _listed, _node_lines, _node_tooltip, _pos, _tooltip, _truncate,
+                       _vshort, dot_text, fmt_value)
+from .html import CTRL, esc, fmt_shape  # noqa: F401  (the views' one escaper)
 from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, lighter,
                      provider_colors)
 
@@ -31,9 +33,6 @@ from .colors import (EDGE_COLOR, INIT_FILL, IO_FILL, TRANSFER_COLORS, darker, li
 #: (node-level layouts of thousands of nodes are unreadable and slow).
 AUTO_NODE_LIMIT = 400
 LEVELS = ("auto", "node", "partition", "scope")
-#: ``level="scope"`` without ``scope_depth``: the deepest scope level that shows at most this
-#: many boxes (at least the top level)
-SCOPE_BOXES = 60
 #: Partition views with more partitions than this are laid out by :mod:`.layout` (linear-time
 #: layers, a long chain wrapped into side-by-side columns, drawn by Graphviz's ``nop2``)
 #: instead of by ``dot``, whose layout time grows quadratically (4-8 s at 733 partitions
@@ -54,12 +53,6 @@ DOT_NODE_LIMIT = 300
 #: this many times as tall as it is wide (a chain of 1,200 partitions would otherwise be
 #: ~90,000 pt tall and one box wide).
 PARTITION_ASPECT = 1.5
-#: Longest model string shown in a label (the tooltip has more).
-MAX_LABEL = 40
-#: Longest tooltip.
-MAX_TOOLTIP = 2000
-#: Values listed per node or partition in a tooltip.
-MAX_LISTED = 12
 
 INSTALL_HINT = ("install Graphviz: `apt-get install graphviz` (Debian/Ubuntu), "
                 "`brew install graphviz` (macOS), `conda install -c conda-forge graphviz` (conda), "
@@ -157,42 +150,6 @@ def add_svg_titles(svg: str) -> str:
 
 
 # -- escaping ----------------------------------------------------------------------------
-_CTRL = CTRL  # control characters, shown as U+FFFD
-
-
-def _truncate(s: str, limit: int | None) -> str:
-    if limit is not None and len(s) > limit:
-        return s[: max(1, limit - 1)] + "\u2026"
-    return s
-
-
-def dot_text(s, limit: int | None = MAX_LABEL, multiline: bool = False) -> str:
-    """``s`` escaped for a quoted DOT label or tooltip (an escString).
-
-    Backslashes are doubled (so ``\\N``, ``\\G``, ``\\l`` stay literal), ``&`` becomes
-    ``&amp;`` (dot decodes entities in labels), control characters become U+FFFD and
-    newlines become a DOT line break when ``multiline`` or a visible ``\\n`` otherwise.
-    Quotes are escaped when the statement is written (:func:`_dot_quote`, which quotes every
-    value but an :class:`_Html` label, so ``<...>`` is never taken for an HTML-like label;
-    labels are still wrapped with :func:`graphviz.nohtml` for callers that hand them to the
-    graphviz package)."""
-    s = _truncate(str(s), limit)
-    s = s.replace("\\", "\\\\").replace("&", "&amp;")
-    s = s.replace("\r\n", "\n").replace("\r", "\n")
-    s = s.replace("\n", "\\n" if multiline else "\\\\n").replace("\t", " ")
-    return _CTRL.sub("\ufffd", s)
-
-
-def _label(*lines) -> str:
-    """Join already-escaped lines with DOT line breaks; never an HTML-like label."""
-    return graphviz.nohtml("\\n".join(lines))
-
-
-def _tooltip(lines) -> str:
-    # dot applies object substitution (\N, \G ...) to tooltips in version-dependent ways
-    # even after escaping, so a backslash is shown as U+29F5 (reverse solidus operator).
-    text = "\n".join(str(x) for x in lines).replace("\\", "\u29f5")
-    return graphviz.nohtml(dot_text(text, MAX_TOOLTIP, multiline=True))
 
 
 class _Html(str):
@@ -324,32 +281,6 @@ def _html_text(s, limit: int | None = MAX_LABEL) -> str:
 
 
 # -- formatting (units: hetero_explore.ir.units) ------------------------------------------
-def fmt_shape(shape) -> str:
-    if shape is None:
-        return "[?]"
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-@functools.lru_cache(maxsize=512)
-def _dtype_name(dtype) -> str:
-    return "?" if dtype is None else dtype.name  # numpy's dtype.name is slow: asked per value and tooltip
-
-
-def fmt_value(graph, name: str) -> str:
-    v = graph.values.get(name)
-    if v is None:
-        return f"{name}: ?"
-    return f"{name}: {_dtype_name(v.dtype)}{fmt_shape(v.shape)}"
-
-
-def _listed(graph, names, limit=MAX_LISTED) -> list[str]:
-    names = [n for n in names if n]
-    out = ["  " + fmt_value(graph, n) for n in names[:limit]]
-    if len(names) > limit:
-        out.append(f"  ... and {len(names) - limit} more")
-    return out
-
-
 def _penwidth(nbytes) -> str:
     if not nbytes:
         return "1.2"
@@ -473,28 +404,6 @@ def plan_to_graphviz(plan, level: str = "auto", show_initializers: bool = False,
     return g
 
 
-def _pos(pos, key) -> dict:
-    if not pos or key not in pos:
-        return {}
-    at = pos[key]
-    if isinstance(at, str):
-        return {"pos": at}
-    x, y = at
-    return {"pos": f"{x:.0f},{y:.0f}"}
-
-
-def _node_lines(n, max_label) -> list[str]:
-    """A node box's label lines (escaped)."""
-    lines = [dot_text(n.op_type, max_label)]
-    if n.name != f"{n.op_type}_{n.id}":
-        lines.append(dot_text(n.name, max_label))
-    return lines
-
-
-def _io_lines(graph, name, max_label) -> list[str]:
-    return [dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)]
-
-
 def _layered_positions(plan, level, max_label, rankdir, legend, show_initializers=False):
     """``(pos, bb)``: DOT ``pos`` of every box and ``bb`` of every cluster, from
     :func:`.layout.layout` (node level: partitions as groups of node boxes)."""
@@ -572,13 +481,6 @@ def _io_nodes(g, plan, max_label, pos):
         g.node(f"out_{i}", _label(dot_text(name, max_label), dot_text(_vshort(graph, name), max_label)),
                shape="ellipse", peripheries="2", style="filled", fillcolor=IO_FILL,
                tooltip=_tooltip(["graph output", fmt_value(graph, name)]), **_pos(pos, f"out_{i}"))
-
-
-def _vshort(graph, name) -> str:
-    v = graph.values.get(name)
-    if v is None:
-        return "?"
-    return _dtype_name(v.dtype) + fmt_shape(v.shape)
 
 
 def _output_edges(g, plan, src_of):
@@ -707,31 +609,6 @@ def _subgraph_clusters(g, plan, colors, max_label, node_id_of, prefix: str, dept
             g.edge(node_id_of(owner.id), f"{sp}n0", style="dotted", arrowhead="none", lhead=f"cluster_{sp}sub",
                    tooltip=_tooltip([f"{owner.name} runs {attr}"]))
         _subgraph_clusters(g, child, colors, max_label, lambda nid, sp=sp: f"{sp}n{nid}", sp, depth + 1)
-
-
-def _node_tooltip(plan, n) -> list[str]:
-    graph = plan.graph
-    p = plan.provider_of(n.id)
-    dom = n.domain or "ai.onnx"
-    lines = [f"{n.op_type} ({dom}, opset {n.opset})", f"name: {n.name}",
-             f"provider: {p.name} ({p.device}), partition P{plan.node_partition[n.id]}"]
-    ins = [x for x in n.inputs if x]
-    if ins:
-        lines += ["inputs:"] + _listed(graph, ins)
-    outs = [x for x in n.outputs if x]
-    if outs:
-        lines += ["outputs:"] + _listed(graph, outs)
-    declined = plan.declined[n.id]
-    if declined:
-        lines.append("declined by:")
-        lines += [f"  {k}: {r}" for k, r in declined.items()]
-    if n.id in plan.forced:
-        lines.append("no provider supports it (placed on the last provider for display)")
-    from .notes import unchecked_note
-    note = unchecked_note(p, n)
-    if note:
-        lines.append("note: " + note)
-    return lines
 
 
 def _op_counts(plan, part) -> Counter:

@@ -70,7 +70,6 @@ def cell(col: str, v) -> tuple[str, str | None, tuple[str, ...]]:
     if isinstance(v, dict):
         return "; ".join(f"{k}: {x}" for k, x in v.items()), None, ()
     if isinstance(v, tuple) and col == "shape":
-        from .graph import fmt_shape
         return fmt_shape(v), None, ()
     if isinstance(v, (list, tuple, set, frozenset)):
         return ", ".join(str(x) for x in v), None, ()
@@ -198,3 +197,10 @@ def kv_table(rows, css: str = "") -> str:
         out.append(f"<tr><th>{esc(k)}</th><td>{v if raw else esc(v)}</td></tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def fmt_shape(shape) -> str:
+    """``[1,3,?]``: a shape as the views print it."""
+    if shape is None:
+        return "[?]"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"

@@ -18,6 +18,8 @@ from collections import Counter
 
 from ..ir.units import human_bytes
 from .colors import TRANSFER_COLORS, darker
+from .dotparts import (MAX_LISTED, SCOPE_BOXES, _io_lines, _label, _node_lines, _node_tooltip, _pos, _tooltip,
+                       dot_text)
 
 
 def node_scope(name: str) -> tuple[str, ...]:
@@ -53,7 +55,6 @@ class ScopeView:
     (see :func:`.graph.plan_to_graphviz`)."""
 
     def __init__(self, plan, expand=(), depth: int | None = None, max_boxes: int | None = None):
-        from .graph import SCOPE_BOXES
 
         self.plan = plan
         graph = plan.graph
@@ -166,7 +167,6 @@ class ScopeView:
 
     # -- layout and drawing -------------------------------------------------------------------
     def _box_lines(self, box, max_label) -> list[str]:
-        from .graph import _node_lines, dot_text
         if box[0] == "n":
             return _node_lines(self.plan.graph.nodes[box[1]], max_label)
         name = scope_name(box[1])
@@ -177,7 +177,6 @@ class ScopeView:
     def positions(self, max_label, rankdir="TB"):
         """``(pos, bb)`` for :func:`.graph.plan_to_graphviz` (the layered layout)."""
         from . import layout as L
-        from .graph import _io_lines
 
         graph = self.plan.graph
         lr = rankdir == "LR"
@@ -212,7 +211,6 @@ class ScopeView:
                 {b.key: L.dot_bb(b, rankdir) for b in L.groups(root)})
 
     def _scope_tooltip(self, path) -> list[str]:
-        from .graph import MAX_LISTED
         plan = self.plan
         nodes = [n for n in plan.graph.nodes if self.box_of[n.id] == ("s", path)]
         provs = Counter(plan.provider_of(n.id).name for n in nodes)
@@ -231,7 +229,6 @@ class ScopeView:
         return lines
 
     def draw(self, g, colors, max_label, pos, bbs) -> None:
-        from .graph import _label, _node_tooltip, _pos, _tooltip, dot_text
 
         plan = self.plan
         graph = plan.graph
