@@ -297,7 +297,11 @@ def test_the_app_offers_every_provider_family_and_policy(app, monkeypatch):
     for name in ("nnapi", "coreml", "tensorrt", "qnn", "cuda"):
         assert name in values, name
     assert "gpu" not in values and "cpu" not in values              # already in the list
-    assert list(app.picker.policy.options) == ["priority", "min-transfer"]
+    policies = list(app.picker.policy.options)
+    assert policies[:2] == ["priority", "min-transfer"]
+    from hetero_explore.providers.ort import device_policies
+    assert policies[2:] == list(device_policies())                 # ONNX Runtime's, after the placement ones
+    assert "ort:cpu" in values                                     # the ort: family, from this machine's ORT
     monkeypatch.setitem(P.PROVIDERS, "ort:examplenpu", lambda: P.virtual_gpu("ort:examplenpu"))
     app.picker.refresh()
     assert "ort:examplenpu" in [v for _l, v in app.picker.add_pick.options]
@@ -316,6 +320,13 @@ def test_the_app_switches_profiles_lists_and_policies_live(app):
     assert "coreml" in app.deny_selects and "gpu" not in app.deny_selects
     app.picker.policy.value = "min-transfer"
     assert ex.policy == "min-transfer" and ex.plan.policy == "min-transfer"
+    # ONNX Runtime's device policy: the devices it picks here become the list (on this CPU: its CPU EP)
+    app.picker.policy.value = "PREFER_CPU"
+    assert ex.policy == "PREFER_CPU" and ex.plan.policy == "priority" and ex.policy_note
+    assert ex.provider_names[0].startswith("ort:") and ex.plan.providers[0].name == ex.provider_names[0]
+    app.picker.list_text.value = "coreml,cpu"
+    app.picker.use_button.click()
+    assert ex.policy == "priority" and ex.provider_names == ["coreml", "cpu"]   # a list of one's own again
     app.order_select.value = "coreml"
     app.picker.remove_button.click()
     assert ex.provider_names == ["cpu"]

@@ -208,7 +208,7 @@ def test_the_cli_prints_compile_progress_on_stderr(capsys, tmp_path, monkeypatch
     calls = []
 
     def run_with_a_cold_kernel(self, inputs, **kw):
-        if self.kind != "heterogeneous":
+        if self.kind != "heterogeneous" or "progress" not in kw:   # the reference, or a warm run
             return real(self, inputs, **kw)
         calls.append(kw)
         relu = _fresh_jit_relu()

@@ -321,10 +321,14 @@ def test_demo_optimised_matches_onnxruntime_and_report_lists_the_rewrites(tmp_pa
 def test_cli_no_optimize_flag(capsys):
     from hetero_explore.cli.main import main
     path = os.path.join(os.path.dirname(he.__file__), "data", "demo.onnx")
+    def summary(out: str) -> str:   # the summary paragraph (wrapped to the terminal's width), as one line
+        return " ".join(out.split("\n\n")[0].split())
+
     assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--providers", "cpu"]) == 0
-    on = capsys.readouterr().out.splitlines()[0]
+    on = summary(capsys.readouterr().out)
     assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--providers", "cpu", "--no-optimize"]) == 0
-    off = capsys.readouterr().out.splitlines()[0]
+    off = summary(capsys.readouterr().out)
+    assert on.startswith("1 partition(s)") and off.startswith("1 partition(s)")
     assert "optimised: 1 Conv+BN folded" in on and "optimised" not in off
     assert main(["plan", path, "--input-shape", "image=1,3,16,16", "--providers", "cpu", "--json"]) == 0
     import json

@@ -50,36 +50,40 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
         reference: the provider (or its name) of the reference run.
         blame: trace every differing output to the first step that made it differ
             (:func:`~.compare.first_divergence`; it re-runs both only when something differs).
-        warm_runs: after the first run, up to this many more on the same executor (its constants
-            and programs held), timed one by one (:func:`.timing.warm_samples`: at least three,
-            then until ``warm_budget_seconds`` have passed) into ``timings``.
+        warm_runs: after the comparison, up to this many more runs on the same executor (its
+            constants and programs held), timed one by one (:func:`.timing.warm_samples`: at least
+            three, then until ``warm_budget_seconds`` have passed) into ``timings``.
         executor: the executor to run with (default: a new one for ``plan``, closed afterwards).
         reference_run: the reference run when the caller has it already (a cache), or a function
             of the validated inputs that returns it.
         progress / reference_progress: the executors' compile-progress callbacks.
-        on_stage: ``on_stage(stage, run)`` with ``"reference"`` before the reference runs and
-            ``"compare"`` before the comparison (a progress bar's next stages).
+        on_stage: ``on_stage(stage, run)`` with ``"reference"`` before the reference runs,
+            ``"compare"`` before the comparison and ``"timing"`` before the warm runs (a progress
+            bar's next stages).
     """
     own = executor is None
     ex = executor if executor is not None else HeterogeneousExecutor(plan, keep_constants=warm_runs > 0)
     try:
         run = ex.run(inputs, progress=progress)
+        if on_stage is not None:
+            on_stage("reference", run)
+        if isinstance(reference_run, RunResult):
+            ref = reference_run
+        elif reference_run is not None:
+            ref = reference_run(run.inputs)
+        else:
+            from ..execution.executor import execute_reference
+            ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress)
+        if on_stage is not None:
+            on_stage("compare", run)
+        diff = compare(run, ref, blame=blame)
         timings = None
         if warm_runs:
+            if on_stage is not None:
+                on_stage("timing", run)
             timings = summarize(warm_samples(ex, run.inputs, n=warm_runs, budget_seconds=warm_budget_seconds),
                                 first_seconds=run.wall_seconds, compile_seconds=run.compile_seconds)
     finally:
         if own:
             ex.close()
-    if on_stage is not None:
-        on_stage("reference", run)
-    if isinstance(reference_run, RunResult):
-        ref = reference_run
-    elif reference_run is not None:
-        ref = reference_run(run.inputs)
-    else:
-        from ..execution.executor import execute_reference
-        ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress)
-    if on_stage is not None:
-        on_stage("compare", run)
-    return CheckedRun(run, ref, compare(run, ref, blame=blame), timings)
+    return CheckedRun(run, ref, diff, timings)

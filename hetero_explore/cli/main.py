@@ -521,9 +521,9 @@ def _execute(p, inputs=None, seed=0, bar: Progress | None = None, runs: int = 0)
             prog.done(run.compile_seconds)
             if bar is not None:
                 bar.stage("cpu reference run")
+        elif name == "timing" and bar is not None:
+            bar.stage(f"timing up to {runs} warm run(s)")
 
-    if runs > 0 and bar is not None:
-        bar.stage(f"executing {len(p.partitions):,} partition(s), then timing up to {runs} warm run(s)")
     checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage, warm_runs=runs)
     ref_prog.done(checked.reference.compile_seconds)
     return checked.run, checked.diff, checked.timings

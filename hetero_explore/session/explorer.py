@@ -222,6 +222,8 @@ class Explorer:
         #: provider name → {node name: reason}: nodes moved off a provider (see :meth:`move_failed`)
         self._moved: dict[str, dict] = {}
         self.policy_note: str | None = None
+        #: ONNX Runtime's device selection policy that chose the provider list (set_policy), or None
+        self._device_policy: str | None = None
         """With ``explore(..., policy="PREFER_NPU")`` (an ONNX Runtime device policy): the devices ORT
         saw and what it chose; else None."""
         self.compile_seconds = 0.0
@@ -395,6 +397,7 @@ class Explorer:
             self._enabled[n] = True
             self._denied[n] = frozenset()
         self._order = list(names)
+        self._device_policy = None   # a list of the caller's own, not a device policy's choice
         return self
 
     def remove_provider(self, name: str) -> "Explorer":
@@ -409,16 +412,29 @@ class Explorer:
 
     def set_policy(self, name: str) -> "Explorer":
         """What if placement used policy ``name`` (``"priority"``, the default, or
-        ``"min-transfer"``)? :meth:`compare_plans` then shows what it moved and saved."""
+        ``"min-transfer"``)? :meth:`compare_plans` then shows what it moved and saved.
+
+        ``name`` may also be one of ONNX Runtime's device selection policies (``"PREFER_NPU"``,
+        ``"PREFER_GPU"`` ...): the EP devices that policy picks for this model here become the
+        provider list (as :meth:`set_providers`), placement stays first-fit by priority, and
+        :attr:`policy_note` says which devices ORT saw and what it chose."""
         from ..planner.policies import get_policy
+        from ..providers.ort import is_device_policy
+        if is_device_policy(name):
+            from ..providers.ort import graph_digest, policy_choice
+            choice = policy_choice(graph_digest(self.graph)[1], name)
+            self.set_providers(list(choice.providers))
+            self._policy, self._device_policy, self.policy_note = "priority", name, choice.note
+            return self
         get_policy(name)
-        self._policy = name
+        self._policy, self._device_policy = name, None
         return self
 
     @property
     def policy(self) -> str:
-        """The placement policy of the current configuration."""
-        return self._policy
+        """The policy of the current configuration: ONNX Runtime's device policy when one chose the
+        providers (:meth:`set_policy`), else the placement policy."""
+        return self._device_policy or self._policy
 
     # -- planning ----------------------------------------------------------------------
     def _key(self) -> tuple:
@@ -660,7 +676,7 @@ class Explorer:
                       "compare": (n + 2, "comparing, then timing warm runs")}
             try:
                 checked = run_and_compare(plan, feeds, executor=runner, reference_run=self._reference_run,
-                                          on_stage=lambda s, _run: watch.tick(*stages[s]))
+                                          on_stage=lambda s, _run: watch.tick(*stages[s]) if s in stages else None)
             finally:  # the run result keeps its executor (for rerun): without our hooks
                 runner.parts = [getattr(r, "inner", r) for r in runner.parts]
         run, ref, diff = checked.run, checked.reference, checked.diff
@@ -968,4 +984,6 @@ def explore(model, providers=None, input_shapes=None, reference=None, *, dim_val
     ex.policy_note = note
     if policy is not None and note is None:
         ex.set_policy(policy)
+    elif note is not None:
+        ex._device_policy = policy
     return ex
