@@ -12,7 +12,8 @@ How they run
 ------------
 * Host only (``targets=("cpu",)``): these are data-dependent walks (trees) and
   small dense products that GPU runtimes also keep on the host. The code is
-  numpy on host arrays; nothing here is a numba kernel, so no compile.
+  numpy on host arrays, except the tree walks (compiled loops per row and tree
+  over flat node arrays, :mod:`.forest`) and the row-wise post transforms.
 * **One fixed accumulation order.** Dot products accumulate feature by feature
   in ascending index, starting from the intercept / rho (never BLAS, whose
   order depends on the library and the machine); trees are visited in
@@ -50,6 +51,7 @@ import numpy as np
 from numba import njit
 
 from ..ir.errors import ExecutionError, KernelError
+from .forest import FlatForest
 from .opdef import OpList
 from .pmath import exp_f32, log_f32, sqrt_f32
 
@@ -236,22 +238,44 @@ class _Forest:
                 raise ExecutionError("tree walk did not reach a leaf (the tree has a cycle)")
         return idx
 
+    def _flat(self):
+        """The compiled walk's arrays (:class:`.forest.FlatForest`), built on first use; None
+        for a forest with BRANCH_MEMBER sets (those walk in numpy)."""
+        if self.members:
+            return None
+        if getattr(self, "_flat_forest", None) is None:
+            self._flat_forest = FlatForest(self.feat, self.thr, self.mode, self.tnext, self.fnext, self.miss,
+                                           self.roots, self.leafw)
+        return self._flat_forest
+
     def aggregate(self, x: np.ndarray, n_targets: int, agg: str, base) -> np.ndarray:
-        """Aggregate the trees' leaf weights over the trees in order; then base values."""
+        """Aggregate the trees' leaf weights over the trees in order; then base values. The
+        walks are compiled (:mod:`.forest`: per row, the trees in order, each target's sum
+        ``acc + w`` in that order, as the numpy loop below adds them)."""
         dt = self.leafw.dtype
         n = x.shape[0]
+        flat = self._flat()
         if agg in ("SUM", "AVERAGE"):
-            acc = np.zeros((n, n_targets), dt)
-            for r in self.roots:
-                acc += self.leafw[self.leaves(x, r)]
+            if flat is not None:
+                acc, bad = flat.sum(x)
+                if bad >= 0:
+                    raise ExecutionError(f"tree walk of row {bad} did not reach a leaf (the tree has a cycle)")
+            else:
+                acc = np.zeros((n, n_targets), dt)
+                for r in self.roots:
+                    acc += self.leafw[self.leaves(x, r)]
             if agg == "AVERAGE" and len(self.roots):
                 acc /= dt.type(len(self.roots))
         else:
             acc = np.zeros((n, n_targets), dt)
             seen = np.zeros((n, n_targets), bool)
             pick = np.minimum if agg == "MIN" else np.maximum
-            for r in self.roots:
-                lf = self.leaves(x, r)
+            if flat is not None:
+                leaves, bad = flat.leaves(x)
+                if bad >= 0:
+                    raise ExecutionError(f"tree walk of row {bad} did not reach a leaf (the tree has a cycle)")
+            for t, r in enumerate(self.roots):
+                lf = leaves[:, t] if flat is not None else self.leaves(x, r)
                 w, h = self.leafw[lf], self.leafhas[lf]
                 acc = np.where(h, np.where(seen, pick(acc, w), w), acc)
                 seen |= h
