@@ -71,7 +71,7 @@ import numba.cuda.compiler as cc
 from hetero_explore.kernels.common import _retarget
 from hetero_explore.kernels.target import own_compilation
 
-_FMA_CALL = re.compile(r"@llvm\.fma\.f32\b")
+_FMA_CALL = re.compile(r'@"?llvm\.fma\.f32\b"?')
 _FMA_DECL = re.compile(r"^declare[^\n]*@__he_fma_marker\([^\n]*$", re.M)
 # what an explicit fma becomes when counting strays: two subtractions (no product, so nothing a
 # compiler could contract into an fma)
