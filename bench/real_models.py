@@ -14,8 +14,9 @@ file's model code):
   InstanceNormalization).
 * transformer: a BERT-base-shaped encoder (transformers ``BertModel``: hidden 768, 12 heads,
   FFN 3072, 2 layers, sequence 128); a Qwen2-style decoder step with a KV cache
-  (``Qwen2ForCausalLM``: hidden 256, 8 query / 2 key-value heads, 4 layers; one new token
-  after 127 cached ones).
+  (hidden 256, 8 query / 2 key-value heads, 4 layers, RMSNorm, rotary, SwiGLU; one new token
+  after 127 cached ones; written with torch.nn: transformers' Qwen2 with its KV cache does not
+  pass the TorchScript exporter).
 * audio: transformers wav2vec2 (the convolutional feature encoder with GroupNorm, 2 encoder
   layers of width 256; 1 s at 16 kHz) and the Whisper-tiny encoder (80 x 3000 log-mel
   frames); a Silero-style streaming VAD (TorchScript-scripted: an ``If`` on the sample rate
@@ -61,6 +62,26 @@ ROWS = 64   # classic-ML batch
 
 
 # -- torch models ------------------------------------------------------------------------------
+_TV_LIB = None
+
+
+def _torchvision_ops():
+    """torchvision's PyPI wheel is built for CUDA torch: beside the CPU torch its compiled ops do not
+    load, and importing torchvision (which timm and transformers do) fails registering fake
+    kernels for ``torchvision::nms``/``qnms``. Define those two schemas first (no model here calls
+    them; detection models would need real kernels)."""
+    global _TV_LIB
+    import torch
+    try:
+        torch.ops.torchvision.nms
+        return
+    except (AttributeError, RuntimeError):
+        pass
+    _TV_LIB = torch.library.Library("torchvision", "DEF")
+    for op in ("nms", "qnms"):
+        _TV_LIB.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+
+
 def _seed_norms(model):
     """Non-trivial BatchNorm statistics, as in a trained model."""
     import torch
@@ -124,37 +145,78 @@ def _bert():
 
 
 def _qwen2():
+    """A Qwen2-style decoder step written with torch.nn (transformers' Qwen2 with a DynamicCache
+    does not go through the TorchScript exporter: "unordered_map::at"): RMSNorm, rotary
+    position embedding, grouped-query attention over the cached keys and values plus the new
+    token's, a SwiGLU MLP, tied LM head; the new keys and values are outputs."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    from transformers.cache_utils import DynamicCache
-    L, P, KV, HD = 4, 127, 2, 32
-    cfg = Qwen2Config(vocab_size=8000, hidden_size=256, intermediate_size=704, num_hidden_layers=L,
-                      num_attention_heads=8, num_key_value_heads=KV, max_position_embeddings=512,
-                      attn_implementation="eager", use_cache=True)
-    model = Qwen2ForCausalLM(cfg)
+    from torch import nn
+    L, P, H, KV, HD, D, FF, V = 4, 127, 8, 2, 32, 256, 704, 8000
 
-    class Step(torch.nn.Module):
+    class RMSNorm(nn.Module):
         def __init__(self):
             super().__init__()
-            self.m = model
+            self.w = nn.Parameter(torch.ones(D) + 0.1 * torch.randn(D))
 
-        def forward(self, ids, mask, pos, *past):
-            cache = DynamicCache()
-            for i in range(L):
-                cache.update(past[2 * i], past[2 * i + 1], i)
-            out = self.m(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                         use_cache=True, return_dict=True)
+        def forward(self, x):
+            return self.w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., :HD // 2], x[..., HD // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = RMSNorm(), RMSNorm()
+            self.q = nn.Linear(D, H * HD)
+            self.k = nn.Linear(D, KV * HD)
+            self.v = nn.Linear(D, KV * HD)
+            self.o = nn.Linear(H * HD, D, bias=False)
+            self.gate = nn.Linear(D, FF, bias=False)
+            self.up = nn.Linear(D, FF, bias=False)
+            self.down = nn.Linear(FF, D, bias=False)
+
+        def forward(self, x, cos, sin, pk, pv):
+            B, S, _ = x.shape
+            h = self.n1(x)
+            q = rotate(self.q(h).view(B, S, H, HD).transpose(1, 2), cos, sin)
+            k = rotate(self.k(h).view(B, S, KV, HD).transpose(1, 2), cos, sin)
+            v = self.v(h).view(B, S, KV, HD).transpose(1, 2)
+            k = torch.cat([pk, k], 2)
+            v = torch.cat([pv, v], 2)
+            kr = k.repeat_interleave(H // KV, 1)
+            vr = v.repeat_interleave(H // KV, 1)
+            a = torch.softmax((q @ kr.transpose(-1, -2)) * (HD ** -0.5), -1) @ vr
+            x = x + self.o(a.transpose(1, 2).reshape(B, S, H * HD))
+            h = self.n2(x)
+            return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h)), k, v
+
+    class Step(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(V, D)
+            self.layers = nn.ModuleList([Layer() for _ in range(L)])
+            self.norm = RMSNorm()
+            inv = 1.0 / (10000 ** (torch.arange(0, HD, 2).float() / HD))
+            self.register_buffer("inv", inv)
+
+        def forward(self, ids, pos, *past):
+            x = self.emb(ids)
+            f = pos.float()[..., None] * self.inv
+            ang = torch.cat([f, f], -1)[:, None]
+            cos, sin = ang.cos(), ang.sin()
             kv = []
-            for i in range(L):
-                kv += [out.past_key_values.layers[i].keys, out.past_key_values.layers[i].values] \
-                    if hasattr(out.past_key_values, "layers") else list(out.past_key_values[i])
-            return (out.logits, *kv)
+            for i, layer in enumerate(self.layers):
+                x, k, v = layer(x, cos, sin, past[2 * i], past[2 * i + 1])
+                kv += [k, v]
+            return (self.norm(x) @ self.emb.weight.t(), *kv)
 
     g = torch.Generator().manual_seed(1)
     past = [torch.randn(1, KV, P, HD, generator=g) for _ in range(2 * L)]
-    ids = torch.randint(0, 8000, (1, 1), generator=g)
-    names = ["input_ids", "attention_mask", "position_ids"] + [f"past_{k}_{i}" for i in range(L) for k in "kv"]
-    return Step(), (ids, torch.ones(1, P + 1, dtype=torch.int64), torch.tensor([[P]]), *past), names
+    ids = torch.randint(0, V, (1, 1), generator=g)
+    names = ["input_ids", "position_ids"] + [f"past_{k}_{i}" for i in range(L) for k in "kv"]
+    return Step(), (ids, torch.tensor([[P]]), *past), names
 
 
 def _wav2vec2():
@@ -328,6 +390,7 @@ def export(name: str) -> tuple[Path, dict]:
     else:
         import onnx
         import torch
+        _torchvision_ops()
         torch.manual_seed(0)
         model, inputs, names = make()
         if not isinstance(model, torch.jit.ScriptModule):
