@@ -7,7 +7,7 @@
 
 Models (seeded random weights, never downloaded; exported once and cached under
 ``bench/results/models/``, which git ignores, keyed by the library versions and a hash of this
-file's model code):
+family's model code):
 
 * CNN: torchvision ResNet-50 at 224 (1x3x224x224); ultralytics YOLOv8n built from its yaml,
   at 320 and 640; timm ConvNeXt-Atto (224) and MobileViTv2-0.5 (256; GroupNorm(1) exported as
@@ -377,7 +377,8 @@ def _versions() -> str:
 def export(name: str) -> tuple[Path, dict]:
     """The family's ONNX file (exported once, cached under bench/results/models/) and its feeds."""
     group, make = FAMILIES[name]
-    key = hashlib.sha256((inspect.getsource(sys.modules[__name__]) + _versions() + name).encode()).hexdigest()[:12]
+    src = "".join(inspect.getsource(f) for f in (make, _ml_data, _seed_norms, export))
+    key = hashlib.sha256((src + _versions() + name + str(OPSET) + str(ROWS)).encode()).hexdigest()[:12]
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"{name}-{key}.onnx"
     feeds_path = path.with_suffix(".npz")
