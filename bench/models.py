@@ -370,7 +370,8 @@ def bench_family(name, threads, repeat, budget_s):
     from hetero_explore.providers import cpu
 
     path, feeds = export(name)
-    graph = he.load_model(str(path))
+    # the feeds' shapes bind the model's symbolic dims (a classifier's batch), as a user would
+    graph = he.load_model(str(path), input_shapes={k: np.shape(v) for k, v in feeds.items()})
     plan = he.plan(graph, [cpu()])
     row = dict(family=name, nodes=len(graph.nodes), threads=threads)
     if plan.execution_blockers:
