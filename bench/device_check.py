@@ -24,7 +24,9 @@ step       what it does                                                 budget (
 ptx        lowers every generated elementwise kernel (154) to sm_90 PTX  240 from t=0
            in a background worker, through NVVM as tests/ptx_tools.py
            does (no driver needed, so the rehearsal runs it too), and
-           checks it has no ``fma``, ``.approx``/``div.full``, ``.ftz``,
+           checks the explicit-FMA contract on MatMul and Conv
+           (``fma.rn.f32`` present, no stray contracted fma) and that the
+           elementwise kernels have no ``fma``, ``.approx``/``div.full``, ``.ftz``,
            nor ``.f64`` outside float64 kernels (on the 2-core dev box
            at load 6: 0.3-60 s per kernel, the pmath transcendentals
            the slow ones)
@@ -325,9 +327,29 @@ def ptx_main(limit: int, path: str, index: int = 0, count: int = 1) -> int:
     from hetero_explore.kernels.common import _retarget
     from hetero_explore.kernels.elementwise import elementwise_ops, launch_signature
     pairs = [(d, pair) for d in elementwise_ops() for pair in d.kernels][:limit or None][index::count]
+    contract = env.get("contract")
+    fma_kernels = fma_contract_kernels() if index == 0 else []
     with open(path, "w") as f:
-        f.write(json.dumps({"of": len(pairs), "how": how}) + "\n")
+        f.write(json.dumps({"of": len(pairs) + len(fma_kernels), "how": how}) + "\n")
         f.flush()
+        # the explicit-FMA contract first (two kernels): fma.rn.f32 where the kernel writes fma, and
+        # no stray (contracted) fma -- counted on the PTX with the explicit fmas replaced by a
+        # product-free marker (ptx_tools.contract); the driver's path can only count fma.rn
+        for name, fn, sig in fma_kernels:
+            row = {"kernel": name, "fma_contract": True}
+            try:
+                if contract is not None:
+                    c = contract(fn, sig)
+                    row.update(chars=0, stats=c["stats"], fma_rn=c["fma_rn"], written=c["written"])
+                else:
+                    text = ptx_of(fn, sig)
+                    st = stats(text)
+                    row.update(chars=len(text), fma_rn=st.pop("fma"), written=True, stats=st,
+                               stray="not separable on the driver's path")
+            except Exception as e:  # noqa: BLE001 - one kernel's failure is a finding
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+            f.write(json.dumps(row, default=to_json) + "\n")
+            f.flush()
         for d, pair in pairs:
             row = {"kernel": pair.name}
             try:
@@ -338,6 +360,21 @@ def ptx_main(limit: int, path: str, index: int = 0, count: int = 1) -> int:
             f.write(json.dumps(row, default=to_json) + "\n")
             f.flush()
     return 0
+
+
+def fma_contract_kernels() -> list:
+    """(name, CUDA kernel function, numba signature) of the kernels whose multiply-accumulates
+    the contract makes explicit fmas (MatMul/Gemm, Conv): their PTX must show fma.rn.f32."""
+    from numba import types
+    from hetero_explore.kernels import nn
+    from hetero_explore.kernels.common import _retarget
+    A = types.Array(types.float32, 1, "C")
+    IA = types.Array(types.int64, 1, "C")
+    i64, f32 = types.int64, types.float32
+    mm = (A, A, A, A) + (i64,) * 7 + (IA, IA, IA) + (i64,) * 3 + (f32, f32)
+    conv = (A, A, A, types.boolean, IA, A)
+    return [("_mm_cuda", _retarget(nn._MM.cuda.py, "cuda"), mm),
+            ("_conv_cuda", _retarget(nn._CONV.cuda.py, "cuda"), conv)]
 
 
 def step_ptx(part, ctx):
@@ -365,6 +402,11 @@ def step_ptx(part, ctx):
                 part["kernels"] += 1
                 part["ptx_chars"] += row["chars"]
                 bad = dict(row["stats"])
+                if row.get("fma_contract"):
+                    part.setdefault("fma_contract", {})[row["kernel"]] = {
+                        "fma_rn": row["fma_rn"], "stray_fma": row.get("stray", bad.get("fma", 0))}
+                    if not row["fma_rn"]:
+                        bad["fma_missing"] = 1   # the contract's explicit fma did not become fma.rn
                 if row["kernel"].endswith("_f64"):
                     bad["f64"] = 0          # a float64 kernel computes in double on the CPU too
                 if any(bad.values()):
@@ -711,6 +753,8 @@ def markdown(res) -> str:
                "|---|---|---|---|---|",
                f"| {p['kernels']} | {p.get('of')} | {p['ptx_chars']} | {len(p['forbidden'])} | {len(p['compile_errors'])} |",
                "", f"lowered with: {p.get('how', '')}"]
+        for k, v in p.get("fma_contract", {}).items():
+            md.append(f"- explicit-FMA contract `{k}`: {v['fma_rn']} fma.rn.f32, stray fma: {v['stray_fma']}")
         for k, v in list(p["forbidden"].items())[:20]:
             md.append(f"- `{k}`: {v}")
         for k, v in list(p["compile_errors"].items())[:20]:

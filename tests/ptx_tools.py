@@ -23,7 +23,12 @@ Names the prelude defines for the script body:
 * ``stats(ptx_text)``: counts of instructions that break the kernel contract:
   ``fma`` (a*b+c contracted into one rounding), ``f64`` (any ``.f64``
   instruction), ``approx`` (``.approx`` or ``div.full``: non-IEEE division, sqrt,
-  transcendentals), ``ftz`` (subnormals flushed to zero).
+  transcendentals), ``ftz`` (subnormals flushed to zero);
+* ``contract(fn, args)``: the explicit-FMA contract of a kernel -- ``stats`` of its PTX
+  with every explicit fma (``llvm.fma.f32``, written as ``fma(a, b, c)`` in the kernel)
+  replaced by a product-free marker, so that ``stats["fma"]`` counts only *stray* fmas
+  (contraction), ``written`` (the kernel's IR calls ``llvm.fma.f32``) and ``fma_rn`` (the
+  ``fma.rn.f32`` instructions of the real PTX: more than 0 exactly when ``written``).
 """
 
 from __future__ import annotations
@@ -66,11 +71,37 @@ import numba.cuda.compiler as cc
 from hetero_explore.kernels.common import _retarget
 from hetero_explore.kernels.target import own_compilation
 
-def ptx(fn, args, **opts):
-    cres = cc.compile_cuda(fn, types.void, args, fastmath=False, cc=(9, 0))
+_FMA_CALL = re.compile(r'@"?llvm\.fma\.f32\b"?')
+_FMA_DECL = re.compile(r"^declare[^\n]*@__he_fma_marker\([^\n]*$", re.M)
+# what an explicit fma becomes when counting strays: two subtractions (no product, so nothing a
+# compiler could contract into an fma)
+_MARKER = ("define internal float @__he_fma_marker(float %a, float %b, float %c) {\n"
+           "  %m = fsub float %a, %b\n  %r = fsub float %m, %c\n  ret float %r\n}")
+
+def _llvm(fn, args):
+    return list(cc.compile_cuda(fn, types.void, args, fastmath=False, cc=(9, 0)).library.llvm_strs)
+
+def _nvvm(strs, **opts):
     with own_compilation():   # this project's compilations: NVVM gets -fma=0 (see target.py)
-        p = nvvm.compile_ir(cres.library.llvm_strs, arch="compute_90", opt=3, fastmath=False, **opts)
+        p = nvvm.compile_ir(strs, arch="compute_90", opt=3, fastmath=False, **opts)
     return p.decode() if isinstance(p, bytes) else p
+
+def ptx(fn, args, **opts):
+    return _nvvm(_llvm(fn, args), **opts)
+
+def contract(fn, args, **opts):
+    """The fma contract of kernel ``fn``: ``stats`` of its PTX with every explicit fma (a call
+    of ``llvm.fma.f32``: hetero_explore.kernels.fmadd.fma) replaced by a marker without a
+    product -- so its ``fma`` counts *stray* fmas, contracted by the compiler --, ``written``
+    (the kernel calls fma) and ``fma_rn`` (fma.rn.f32 in the real PTX)."""
+    strs = _llvm(fn, args)
+    written = any(_FMA_CALL.search(s) for s in strs)
+    if not written:
+        p = _nvvm(strs, **opts)
+        return {"stats": stats(p), "written": False, "fma_rn": p.count("fma.rn.f32")}
+    real = _nvvm(strs, **opts)
+    marked = [_FMA_DECL.sub(_MARKER, _FMA_CALL.sub("@__he_fma_marker", s)) for s in strs]
+    return {"stats": stats(_nvvm(marked, **opts)), "written": True, "fma_rn": real.count("fma.rn.f32")}
 
 def stats(p):
     ops = re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z]+(?:\.[a-z0-9]+)*)", p, re.M)

@@ -562,7 +562,28 @@ def case_erf(rng):
     same("Erf", [rnd(rng, 1, 37, 512) * F(0.4)])    # the GELU shape
 
 
-CASES = {"mm": case_mm, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
+def case_norms(rng):
+    """InstanceNormalization (many and few channels, 1-3 spatial dims), GroupNormalization (one
+    group: the GroupNorm(1) of MobileViT; several), RMS, MeanVariance and Lp normalisations:
+    the statistics in fours or per group, the apply step per run (with and without scale and
+    bias, Lp's zero rows), serial and in parallel blocks."""
+    for shape in ((1, 3, 5), (2, 7, 4, 3), (1, 70, 9, 8), (1, 5, 2, 3, 4), (1, 2, 300, 240)):
+        C = shape[1]
+        same("InstanceNormalization", [rnd(rng, *shape) * F(3), rnd(rng, C), rnd(rng, C)], const_inputs=(1, 2),
+             epsilon=1e-3)
+    for shape, G in (((1, 8, 6, 5), 1), ((2, 12, 7, 3), 4), ((1, 16, 40, 40), 1)):
+        same("GroupNormalization", [rnd(rng, *shape), rnd(rng, shape[1]), rnd(rng, shape[1])], const_inputs=(1, 2),
+             opset=21, num_groups=G)
+    same("RMSNormalization", [rnd(rng, 3, 5, 16), rnd(rng, 16)], const_inputs=(1,), opset=23, axis=-1)
+    same("MeanVarianceNormalization", [rnd(rng, 2, 3, 4, 5)], opset=13)
+    x = rnd(rng, 6, 9)
+    x[2] = 0
+    for p in (1, 2):
+        same("LpNormalization", [x], axis=1, p=p)
+        same("LpNormalization", [rnd(rng, 4, 5, 3)], axis=1, p=p)
+
+
+CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
          "Erf_f32": case_erf}

@@ -17,9 +17,11 @@ provider) passes every simulator test. This test:
    launches whether or not they go through ``Target.launch``;
 2. compiles each distinct (kernel, signature) for sm_90 with the simulator off
    (``ptx_tools``; skipped where libNVVM/libdevice is missing) through the
-   project's NVVM options (target.py asks for ``fma=False``), and counts
-   forbidden PTX instructions: ``fma``, any ``.f64``, ``.approx``/``div.full``,
-   ``.ftz``.
+   project's NVVM options (target.py asks for ``fma=False``), and checks the
+   explicit-FMA contract: ``fma.rn.f32`` exactly where a kernel writes ``fma(a, b, c)``
+   (``kernels.fmadd``; MatMul/Gemm and Conv must), no *stray* ``fma`` (a contracted
+   ``a*b + c``: counted on the PTX compiled with the explicit fmas replaced by a
+   product-free marker), no ``.f64``, ``.approx``/``div.full`` or ``.ftz``.
 
 The demo model cannot run on the CUDA provider alone (its ``Clip`` has a bound
 computed at run time, which the CUDA kernel declines; see demo.py), so it runs on
@@ -113,8 +115,9 @@ for module, name, sig, _models in json.loads(sys.stdin.read()):
         mod = importlib.import_module(module)     # generates its kernels into GENERATED
         k = GENERATED.get(name) or getattr(mod, name)
         assert isinstance(k, LazyKernel) and k.target == "cuda", f"{module}.{name} is not a CUDA kernel"
-        s = stats(ptx(_retarget(k.py, "cuda"), tuple(numba_type(t) for t in sig)))
-        res[key] = {"kernel": f"{module}.{name}", "stats": s}
+        c = contract(_retarget(k.py, "cuda"), tuple(numba_type(t) for t in sig))
+        res[key] = {"kernel": f"{module}.{name}", "stats": c["stats"], "fma_written": c["written"],
+                    "fma_rn": c["fma_rn"]}
     except Exception as e:
         res[key] = {"kernel": f"{module}.{name}", "error": f"{type(e).__name__}: {str(e)[:1500]}"}
     res[key]["seconds"] = round(time.perf_counter() - t0, 2)
@@ -164,9 +167,26 @@ def test_every_launched_kernel_compiles_for_sm90():
         pytest.xfail("; ".join(f"{r['kernel']}: {KNOWN_FAILURES[r['kernel']]}" for r in known.values()))
 
 
+#: kernels whose contract says fma (their multiply-accumulates): their PTX must show fma.rn.f32
+MUST_FMA = ("_mm_cuda", "_conv_cuda")
+
+
+@pytest.mark.slow
+def test_explicit_fma_becomes_fma_rn_exactly_where_written():
+    res = _compiled()["kernels"]
+    ok = {k: r for k, r in res.items() if "stats" in r}
+    for name in MUST_FMA:
+        hits = [r for r in ok.values() if r["kernel"].endswith("." + name)]
+        assert hits and all(r["fma_written"] and r["fma_rn"] > 0 for r in hits), (name, hits)
+    wrong = {k: (r["fma_written"], r["fma_rn"]) for k, r in ok.items() if r["fma_written"] != (r["fma_rn"] > 0)}
+    assert not wrong, "fma.rn.f32 where no fma is written, or a written fma lost (written, fma.rn count):\n" + \
+        "\n".join(f"  {k}: {v}" for k, v in wrong.items())
+
+
 @pytest.mark.slow
 def test_launched_kernels_are_float32_ieee_without_fma():
-    # fma: a*b+c in one rounding (the CPU rounds twice); .f64: double arithmetic where the
+    # stray fma: a*b+c contracted into one rounding where the kernel wrote two (explicit
+    # fma(a, b, c) calls are replaced by a product-free marker before counting); .f64: double arithmetic where the
     # CPU computes in float32; .approx/div.full: non-IEEE division, sqrt, transcendentals;
     # .ftz: subnormals flushed to zero. Any of these breaks bitwise CPU == GPU.
     res = _compiled()["kernels"]

@@ -221,3 +221,104 @@ def test_feature_vectorizer():
     a = np.float32([[1, 2], [3, 4]])
     b = np.float32([[5, 6], [7, 8]])
     np.testing.assert_array_equal(_run(m, {"A": a, "B": b})["Y"], np.float32([[1, 2, 5, 6, 0], [3, 4, 7, 8, 0]]))
+
+
+# -- the compiled walks and row loops against the numpy code they replace -----------------------
+def _random_forest(rng, n_trees=7, depth=4, n_feat=5, nt=3, dt=np.float32):
+    """A forest of full binary trees in ml._Forest's layout (internal nodes, then leaves, per tree),
+    every mode but BRANCH_MEMBER, some missing-value tracks, dense leaf rows (some targets unnamed)."""
+    from hetero_explore.kernels import ml
+    feat, thr, mode, tn, fn, miss, roots = [], [], [], [], [], [], []
+    for _ in range(n_trees):
+        base = len(feat)
+        roots.append(base)
+        n_in = 2 ** depth - 1
+        for i in range(2 ** (depth + 1) - 1):
+            leaf = i >= n_in
+            feat.append(0 if leaf else int(rng.integers(0, n_feat)))
+            thr.append(0.0 if leaf else float(rng.standard_normal()))
+            mode.append(ml.LEAF if leaf else int(rng.integers(0, 6)))
+            tn.append(base + 2 * i + 1 if not leaf else 0)
+            fn.append(base + 2 * i + 2 if not leaf else 0)
+            miss.append(bool(rng.integers(0, 2)) and not leaf)
+    n = len(feat)
+    leafw = (rng.standard_normal((n, nt)) * (rng.random((n, nt)) > 0.3)).astype(dt)
+    leafw[np.asarray(mode) != ml.LEAF] = 0
+    leafhas = leafw != 0
+    return ml._Forest(np.asarray(feat, np.int64), np.asarray(thr, dt), np.asarray(mode, np.int64),
+                      np.asarray(tn, np.int64), np.asarray(fn, np.int64), np.asarray(miss), roots, leafw, leafhas)
+
+
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_compiled_tree_walk_is_bitwise_the_numpy_walk(agg, dt):
+    rng = np.random.default_rng(3)
+    forest = _random_forest(rng, dt=dt)
+    x = rng.standard_normal((300, 5)).astype(np.float32)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    x[:, 2] = np.round(x[:, 2])          # ties for BRANCH_EQ / NEQ
+    forest.thr[forest.feat == 2] = np.round(forest.thr[forest.feat == 2])
+    base = np.asarray([0.5, -0.25, 0.125], dt)
+    got = forest.aggregate(x, 3, agg, base)
+    forest.members = {-1: None}           # any member set sends aggregate down the numpy walk
+    want = forest.aggregate(x, 3, agg, base)
+    assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_compiled_tree_walk_reports_a_cycle():
+    from hetero_explore.kernels import ml
+    f = ml._Forest(np.zeros(2, np.int64), np.zeros(2, np.float32), np.zeros(2, np.int64), np.array([1, 0]),
+                   np.array([1, 0]), np.zeros(2, bool), [0], np.zeros((2, 1), np.float32), np.zeros((2, 1), bool))
+    with pytest.raises(ExecutionError, match="cycle"):
+        f.aggregate(np.zeros((3, 1), np.float32), 1, "SUM", None)
+
+
+@pytest.mark.parametrize("kind", ["LINEAR", "POLY", "RBF", "SIGMOID"])
+def test_compiled_svm_rows_are_bitwise_the_numpy_formulas(kind):
+    """kernels.mlrows against the numpy code ml.py ran before: sums over ascending features in
+    float32 numpy arrays (one rounding per elementwise op), pmath's exp, one-vs-one votes."""
+    from hetero_explore.kernels import mlrows
+    from hetero_explore.kernels.pmath import exp_f32
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((17, 6)).astype(np.float32)
+    sv = rng.standard_normal((11, 6)).astype(np.float32)
+    g, c0, deg = np.float32(0.3), np.float32(0.5), 3
+    acc = np.zeros((17, 11), np.float32)
+    if kind == "RBF":
+        for k in range(6):
+            d = x[:, k:k + 1] - sv[None, :, k]
+            acc += d * d
+        want = np.vectorize(exp_f32, otypes=[np.float32])(-g * acc)
+    else:
+        for k in range(6):
+            acc += x[:, k:k + 1] * sv[None, :, k]
+        base = g * acc + c0
+        if kind == "LINEAR":
+            want = acc
+        elif kind == "POLY":
+            want = np.ones_like(base)
+            for _ in range(deg):
+                want = want * base
+        else:
+            e = np.vectorize(exp_f32, otypes=[np.float32])(np.float32(-2.0) * np.abs(base))
+            t = (np.float32(1.0) - e) / (np.float32(1.0) + e)
+            want = np.where(base >= 0, t, -t).astype(np.float32)
+    kern = mlrows.kernel_matrix(x, sv, mlrows.KERNELS[kind], g, c0, deg)
+    assert np.array_equal(kern.view(np.uint32), want.view(np.uint32))
+    vpc = np.array([4, 3, 4], np.int64)
+    start = np.array([0, 4, 7], np.int64)
+    coefs = rng.standard_normal((2, 11)).astype(np.float32)
+    rho = rng.standard_normal(3).astype(np.float32)
+    scores, votes = mlrows.svc_votes(kern, coefs, rho, start, vpc)
+    e = 0
+    for i in range(3):
+        for j in range(i + 1, 3):
+            s = np.full(17, rho[e], np.float32)
+            for v in range(vpc[i]):
+                s = s + coefs[j - 1, start[i] + v] * kern[:, start[i] + v]
+            for v in range(vpc[j]):
+                s = s + coefs[i, start[j] + v] * kern[:, start[j] + v]
+            assert np.array_equal(scores[:, e].view(np.uint32), s.view(np.uint32))
+            assert np.array_equal(votes[:, i] + votes[:, j] >= 0, np.ones(17, bool))
+            e += 1
+    assert np.array_equal(votes.sum(axis=1), np.full(17, 3.0, np.float32))

@@ -17,6 +17,7 @@ from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from hetero_explore.kernels import activation, resize
 from hetero_explore.kernels.cpu_fast import gemm as fast_gemm, rows as fast_rows
+from hetero_explore.kernels.fmadd import fma_emulated
 from support.bits import bits_equal
 from support.harness import reference as support_reference, run_both as support_run_both, run_node, supports
 
@@ -91,17 +92,17 @@ def test_matmul_cpu_larger_matches_sequential_dot():
         for j in range(9):
             acc = np.float32(0)
             for k in range(33):
-                acc = np.float32(acc + np.float32(a[i, k] * b[k, j]))
+                acc = np.float32(fma_emulated(a[i, k], b[k, j], acc))
             want[i, j] = acc
     assert bits_equal(got, want)
 
 
 def _sequential_matmul(a, b):
-    """k ascending from 0.0f, each product and sum rounded to float32 (numpy float32
-    arrays: one rounding per elementwise op, as the per-element loop)."""
+    """k ascending from 0.0f, acc = fma(a, b, acc) (the exact product plus acc, rounded once
+    to float32: kernels.fmadd's emulation, vectorised over the elements)."""
     acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
     for k in range(a.shape[1]):
-        acc = acc + a[:, k:k + 1] * b[k:k + 1, :]
+        acc = fma_emulated(a[:, k:k + 1], b[k:k + 1, :], acc)
     return acc
 
 
@@ -224,8 +225,8 @@ def test_conv_cpu_bigger_vs_reference():
 
 
 def test_conv_bits_follow_documented_order():
-    """Per output element: acc = 0, acc += w * x over (c, kh, kw) ascending with x = 0
-    in the zero padding, then + bias, each step rounded to float32."""
+    """Per output element: acc = 0, acc = fma(w, x, acc) over (c, kh, kw) ascending with x = 0
+    in the zero padding, then + bias, each step rounded to float32 (fma: once)."""
     x, w, b = f32(1, 2, 4, 3, scale=100.0), f32(2, 2, 3, 2), f32(2)
     pads, strides = [1, 0, 1, 1], [1, 2]
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=pads, strides=strides)
@@ -236,13 +237,13 @@ def test_conv_bits_follow_documented_order():
         for c, kh, kw in np.ndindex(2, 3, 2):
             ih, iw = oh * strides[0] - pads[0] + kh, ow * strides[1] - pads[1] + kw
             xv = x[0, c, ih, iw] if 0 <= ih < 4 and 0 <= iw < 3 else np.float32(0)
-            acc = np.float32(acc + np.float32(w[m, c, kh, kw] * xv))
+            acc = np.float32(fma_emulated(w[m, c, kh, kw], xv, acc))
         want[0, m, oh, ow] = np.float32(acc + b[m])
     assert bits_equal(got, want)
 
 
 def _conv_documented_order(x, w, b, strides, pads, dil):
-    """Vectorised over output positions: acc = 0, acc = acc + w * xv over (c, kh, kw)
+    """Vectorised over output positions: acc = 0, acc = fma(w, xv, acc) over (c, kh, kw)
     ascending (xv = 0 in the padding), then + bias, each op rounded to float32 (group 1)."""
     N, C, H, W = x.shape
     M, _, KH, KW = w.shape
@@ -256,7 +257,7 @@ def _conv_documented_order(x, w, b, strides, pads, dil):
         acc = np.zeros((N, OH, OW), np.float32)
         for c, kh, kw in np.ndindex(C, KH, KW):
             xv = xp[:, c, kh * dh:kh * dh + sh * OH:sh, kw * dw:kw * dw + sw * OW:sw][:, :OH, :OW]
-            acc = acc + w[m, c, kh, kw] * xv
+            acc = fma_emulated(w[m, c, kh, kw], xv, acc)
         out[:, m] = acc + b[m]
     return out
 
@@ -298,7 +299,7 @@ def test_conv_cpu_register_tiles_follow_documented_order(xs, ws, pads, group):
 
 def test_conv_transpose_bits_follow_documented_order():
     """Per output element: acc = 0; per tap (kh, kw) ascending: part = sum_c w * x
-    (c ascending from 0), acc += part; then + bias."""
+    (c ascending from 0, part = fma(w, x, part)), acc += part; then + bias."""
     x, w, b = f32(1, 3, 3, 2, scale=100.0), f32(3, 2, 3, 2), f32(2)
     s_, p_ = [2, 1], [1, 0, 0, 1]
     node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=s_, pads=p_)
@@ -312,7 +313,7 @@ def test_conv_transpose_bits_follow_documented_order():
                 continue
             part = np.float32(0)
             for c in range(3):
-                part = np.float32(part + np.float32(w[c, m, kh, kw] * x[0, c, th // s_[0], tw // s_[1]]))
+                part = np.float32(fma_emulated(w[c, m, kh, kw], x[0, c, th // s_[0], tw // s_[1]], part))
             acc = np.float32(acc + part)
         want[0, m, oh, ow] = np.float32(acc + b[m])
     assert bits_equal(got, want)

@@ -293,7 +293,8 @@ print(json.dumps([json.loads(k) + [["mine"]] for k in launches]))
 @pytest.mark.slow
 def test_new_kernels_compile_for_sm90_float32_ieee_without_fma():
     """The recurrent, quantisation, signal and random kernels compile for a real GPU (sm_90
-    PTX) without fma, approximate or flush-to-zero instructions; .f64 only where the op
+    PTX) without stray fma (the gates' explicit fmas are fma.rn.f32; nothing else is
+    contracted: ptx_tools.contract), approximate or flush-to-zero instructions; .f64 only where the op
     computes in float64 on every target (float64 random outputs, Bernoulli's float64 compare)."""
     import json
     import subprocess

@@ -152,3 +152,37 @@ def test_cpu_kernels_release_the_gil():
     fast = [overrides.rule(key, "cpu").run for key in ("mm", "conv", "pool", "softmax", "ln")]
     for k in cpu + fast:
         assert k.compiled.targetoptions.get("nogil") is True, k
+
+
+def test_tree_walk_rows_identical_for_any_thread_count(restore_threads):
+    """The compiled tree ensemble walk (kernels.forest) runs blocks of rows in parallel above
+    PAR_ROWS_WORK rows x trees; the sums do not depend on the thread count."""
+    from hetero_explore.kernels import forest
+    from test_kernels_ml import _random_forest
+    rng = np.random.default_rng(2)
+    f = _random_forest(rng, n_trees=40, depth=5)
+    x = rng.standard_normal((forest.PAR_ROWS_WORK // 40 + 50, 5)).astype(F)
+    flat = forest.FlatForest(f.feat, f.thr, f.mode, f.tnext, f.fnext, f.miss, f.roots, f.leafw)
+    got = []
+    for t in sorted({1, 2, MAX_THREADS}):
+        numba.set_num_threads(t)
+        s, bad = flat.sum(x)
+        lv, bad2 = flat.leaves(x)
+        assert bad == bad2 == -1
+        got.append((canon(s), lv))
+    assert all(np.array_equal(g[0], got[0][0]) and np.array_equal(g[1], got[0][1]) for g in got[1:])
+
+
+def test_parallel_kernels_run_on_tbb_when_it_is_installed():
+    """With the tbb wheel installed (a dependency), kernels.target loads its library so that numba's
+    TBB layer runs the parallel loops (the calling thread takes the blocks no worker took)."""
+    import importlib.metadata as md
+    try:
+        md.version("tbb")
+    except md.PackageNotFoundError:
+        pytest.skip("the tbb package is not installed: numba uses OpenMP or its workqueue")
+    if os.environ.get("NUMBA_THREADING_LAYER", "default") != "default":
+        pytest.skip("NUMBA_THREADING_LAYER chooses the layer here")
+    from hetero_explore.kernels import target
+    _run(CPU, *next(iter(_cases(np.random.default_rng(0)))))
+    assert target.TBB and numba.threading_layer() == "tbb"

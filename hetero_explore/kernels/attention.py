@@ -42,6 +42,9 @@ Attention, per output row (batch b, query head h, query i), one item:
    ``softmax_precision`` = float computes this step without half roundings;
 4. ``y[dv] = rnd(sum_j p_j * v[j, dv])`` over ascending j.
 
+Both sums (steps 1 and 4) are the kernel contract's multiply-accumulate: ``acc = fma(a, b,
+acc)`` in float32 (:func:`.fmadd.fma`, the exact product plus acc rounded once).
+
 ``qk_matmul_output`` is s (modes 0 and 1, as onnx's reference), x (mode 2) or p
 (mode 3). GQA maps query head h to key head ``h // (q_heads / kv_heads)``.
 Every step is a fixed sequence of float32 operations with pmath's exp/tanh,
@@ -65,6 +68,7 @@ from numba import njit
 
 from ..ir.errors import ExecutionError
 from .common import attr_str, broadcast_strides, dual, flat, kernel_pair, node_error as _err
+from .fmadd import fma
 from .elementwise import HALF, half_build
 from .opdef import OpList
 from .pmath import exp_f32, sigmoid_f32, tanh_f32
@@ -165,8 +169,8 @@ def _attn_row(r, q, pk, pv, maskf, maskb, nonpad, y, qk, S, meta, c, cap):
         ko = (kb + j) * D
         acc = np.float32(0)
         for d in range(D):
-            acc += round_to(q[qo + d * meta[10]] * c, rd) * round_to(pk[ko + d] * c, rd)
-        s = round_to(acc, rd)
+            acc = fma(round_to(q[qo + d * meta[10]] * c, rd), round_to(pk[ko + d] * c, rd), acc)
+        s = round_to(np.float32(acc), rd)
         if cap > np.float32(0):
             s = tanh_f32(s / cap) * cap
         bias = np.float32(0)
@@ -227,8 +231,8 @@ def _attn_row(r, q, pk, pv, maskf, maskb, nonpad, y, qk, S, meta, c, cap):
     for dv in range(Dv):
         acc = np.float32(0)
         for j in range(Lkv):
-            acc += S[so + j] * pv[(vb + j) * Dv + dv]
-        y[yo + dv * meta[14]] = round_to(acc, rd)
+            acc = fma(S[so + j], pv[(vb + j) * Dv + dv], acc)
+        y[yo + dv * meta[14]] = round_to(np.float32(acc), rd)
 
 
 _ATTN = kernel_pair("attention_row", "q, pk, pv, maskf, maskb, nonpad, y, qk, S, meta, c, cap, rows",

@@ -12,7 +12,8 @@ How they run
 ------------
 * Host only (``targets=("cpu",)``): these are data-dependent walks (trees) and
   small dense products that GPU runtimes also keep on the host. The code is
-  numpy on host arrays; nothing here is a numba kernel, so no compile.
+  numpy on host arrays, except the tree walks (compiled loops per row and tree
+  over flat node arrays, :mod:`.forest`) and the row-wise post transforms.
 * **One fixed accumulation order.** Dot products accumulate feature by feature
   in ascending index, starting from the intercept / rho (never BLAS, whose
   order depends on the library and the machine); trees are visited in
@@ -50,6 +51,8 @@ import numpy as np
 from numba import njit
 
 from ..ir.errors import ExecutionError, KernelError
+from . import mlrows
+from .forest import FlatForest
 from .opdef import OpList
 from .pmath import exp_f32, log_f32, sqrt_f32
 
@@ -176,12 +179,10 @@ def post_transform(scores: np.ndarray, code: int) -> np.ndarray:
 
 
 def _dot_rows(x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """out[n, c] = bias[c] + Σ_k x[n, k] · w[c, k], accumulated over ascending k in float32."""
-    out = np.empty((x.shape[0], w.shape[0]), F32)
-    out[...] = bias[None, :]
-    for k in range(x.shape[1]):
-        out += x[:, k:k + 1] * w[None, :, k]
-    return out
+    """out[n, c] = bias[c] + Σ_k x[n, k] · w[c, k], accumulated over ascending k in float32
+    (compiled: :func:`.mlrows.dot_rows`)."""
+    return mlrows.dot_rows(np.ascontiguousarray(x, F32), np.ascontiguousarray(w, F32),
+                           np.ascontiguousarray(bias, F32))
 
 
 def _argmax_labels(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -236,22 +237,44 @@ class _Forest:
                 raise ExecutionError("tree walk did not reach a leaf (the tree has a cycle)")
         return idx
 
+    def _flat(self):
+        """The compiled walk's arrays (:class:`.forest.FlatForest`), built on first use; None
+        for a forest with BRANCH_MEMBER sets (those walk in numpy)."""
+        if self.members:
+            return None
+        if getattr(self, "_flat_forest", None) is None:
+            self._flat_forest = FlatForest(self.feat, self.thr, self.mode, self.tnext, self.fnext, self.miss,
+                                           self.roots, self.leafw)
+        return self._flat_forest
+
     def aggregate(self, x: np.ndarray, n_targets: int, agg: str, base) -> np.ndarray:
-        """Aggregate the trees' leaf weights over the trees in order; then base values."""
+        """Aggregate the trees' leaf weights over the trees in order; then base values. The
+        walks are compiled (:mod:`.forest`: per row, the trees in order, each target's sum
+        ``acc + w`` in that order, as the numpy loop below adds them)."""
         dt = self.leafw.dtype
         n = x.shape[0]
+        flat = self._flat()
         if agg in ("SUM", "AVERAGE"):
-            acc = np.zeros((n, n_targets), dt)
-            for r in self.roots:
-                acc += self.leafw[self.leaves(x, r)]
+            if flat is not None:
+                acc, bad = flat.sum(x)
+                if bad >= 0:
+                    raise ExecutionError(f"tree walk of row {bad} did not reach a leaf (the tree has a cycle)")
+            else:
+                acc = np.zeros((n, n_targets), dt)
+                for r in self.roots:
+                    acc += self.leafw[self.leaves(x, r)]
             if agg == "AVERAGE" and len(self.roots):
                 acc /= dt.type(len(self.roots))
         else:
             acc = np.zeros((n, n_targets), dt)
             seen = np.zeros((n, n_targets), bool)
             pick = np.minimum if agg == "MIN" else np.maximum
-            for r in self.roots:
-                lf = self.leaves(x, r)
+            if flat is not None:
+                leaves, bad = flat.leaves(x)
+                if bad >= 0:
+                    raise ExecutionError(f"tree walk of row {bad} did not reach a leaf (the tree has a cycle)")
+            for t, r in enumerate(self.roots):
+                lf = leaves[:, t] if flat is not None else self.leaves(x, r)
                 w, h = self.leafw[lf], self.leafhas[lf]
                 acc = np.where(h, np.where(seen, pick(acc, w), w), acc)
                 seen |= h
@@ -613,45 +636,11 @@ def _build_linear_regressor(ctx, target):
 _KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
 
 
-@njit(cache=True, error_model="numpy")
-def _exp_matrix(a):
-    out = np.empty_like(a)
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            out[i, j] = exp_f32(a[i, j])
-    return out
-
-
-@njit(cache=True, error_model="numpy")
-def _tanh_matrix(a):
-    out = np.empty_like(a)
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            e = exp_f32(np.float32(-2.0) * abs(a[i, j]))
-            t = (np.float32(1.0) - e) / (np.float32(1.0) + e)
-            out[i, j] = t if a[i, j] >= np.float32(0.0) else -t
-    return out
-
-
 def _kernel_matrix(x, sv, kind, gamma, coef0, degree):
-    n, nf = x.shape
-    acc = np.zeros((n, sv.shape[0]), F32)
-    if kind == "RBF":
-        for k in range(nf):
-            d = x[:, k:k + 1] - sv[None, :, k]
-            acc += d * d
-        return _exp_matrix(np.ascontiguousarray(-gamma * acc))
-    for k in range(nf):
-        acc += x[:, k:k + 1] * sv[None, :, k]
-    if kind == "LINEAR":
-        return acc
-    base = gamma * acc + coef0
-    if kind == "POLY":
-        out = np.ones_like(base)
-        for _ in range(int(degree)):
-            out = out * base
-        return out
-    return _tanh_matrix(np.ascontiguousarray(base))
+    """The SVM kernel of each row with each support vector (compiled: :func:`.mlrows.kernel_matrix`,
+    sums over ascending features in float32)."""
+    return mlrows.kernel_matrix(np.ascontiguousarray(x, F32), np.ascontiguousarray(sv, F32),
+                                mlrows.KERNELS[kind], F32(gamma), F32(coef0), int(degree))
 
 
 def _svm_params(ctx):
@@ -723,23 +712,8 @@ def _build_svc(ctx, target):
         n = x.shape[0]
         if nv:
             kern = _kernel_matrix(x, sv, kind, gamma, coef0, degree)
-            votes = np.zeros((n, nc), F32)
-            pairs = []
-            e = 0
-            for i in range(nc):
-                si, ci = start[i], vpc[i]
-                for j in range(i + 1, nc):
-                    sj, cj = start[j], vpc[j]
-                    s = np.full(n, rho[e], F32)
-                    for v in range(ci):   # ascending vectors: class i's, then class j's
-                        s = s + coefs[j - 1, si + v] * kern[:, si + v]
-                    for v in range(cj):
-                        s = s + coefs[i, sj + v] * kern[:, sj + v]
-                    pairs.append(s)
-                    votes[s > 0, i] += F32(1.0)
-                    votes[~(s > 0), j] += F32(1.0)
-                    e += 1
-            scores = np.stack(pairs, axis=1).astype(F32)
+            # per pair (i, j): rho + coef * k over class i's vectors, then class j's, ascending
+            scores, votes = mlrows.svc_votes(kern, coefs, rho, start, vpc)
             if nc == 2:   # one pair: onnxruntime writes [-s, s] and labels by the vote
                 lab = (np.full(n, labels[1]) if all_pos
                        else np.where(scores[:, 0] > 0, labels[0], labels[1]))

@@ -11,8 +11,12 @@ row of accumulators for MatMul and Conv) as long as each output element sees
 exactly the same sequence of float32 operations: that is bitwise the same
 result; the tests check them bit for bit against the generated kernels.
 
-On a real GPU the contract also needs FMA contraction off: NVVM contracts
-``a*b + c`` by default (``-fma=1``) unless the compile options say otherwise.
+Multiply-accumulates are explicit fused multiply-adds (:func:`.fmadd.fma`: the exact
+product plus the accumulator, rounded once; ``llvm.fma`` on the CPU, ``fma.rn.f32`` on
+CUDA), which IEEE 754 defines to the bit, so they are as portable as a multiply or an add.
+Everything else rounds every operation: a compiler contracting ``a*b + c`` on its own is
+not portable, so contraction stays off (no fast-math; NVVM gets ``-fma=0``, see
+:mod:`.target`).
 
 Transcendental functions come from :mod:`.pmath` (portable, IEEE-exact
 building blocks) -- never ``math.exp`` and friends, which differ between
@@ -35,6 +39,7 @@ from numba import njit
 from ..ir.errors import KernelError
 from .common import node_error as _err, prod as _prod  # noqa: F401
 from .common import bcast_offset, broadcast_strides, dual, flat, kernel_pair, replayable, shape_array, to_target
+from .fmadd import fma
 from .opdef import OpList
 
 OPS = OpList()
@@ -69,13 +74,13 @@ def _div(a, b):
 
 # =============================================================================
 # MatMul / Gemm
-# Order: per output element, acc = 0.0f, then acc = acc + a[k] * b[k] for
-# k = 0 .. K-1 (product rounded to float32, then the sum rounded); no FMA.
+# Order: per output element, acc = 0.0f, then acc = fma(a[k], b[k], acc) for
+# k = 0 .. K-1 (the exact product plus acc, rounded once to float32).
 # Gemm then computes y = alpha * acc, and y = y + beta * c when C is given.
 # CPU (cpu_fast/gemm.py, _gemm_rows_cpu): a register-blocked GEMM. The bulk (rows in blocks of
 # _MK_R, columns in panels of _MK_W) runs a micro-kernel (_mk_tile) that
 # holds an _MK_R x _MK_W block of accumulators in vector registers and
-# updates it k by k, ascending (a vector fmul, then a vector fadd: no FMA);
+# updates it k by k, ascending (one vector fma per step);
 # K is split into blocks of _MK_KC, and a block after the first resumes from
 # the float32 partial sums it stored in ``out`` (storing and reloading a
 # float32 changes no bit). Panels of B (and, for row strides that alias in
@@ -111,7 +116,7 @@ def _gemm_epilogue(acc, epi, alpha, beta, cv):
 def _dot(a, a0, sak, b, b0, sbk, K):
     acc = np.float32(0)
     for k in range(K):
-        acc += a[a0 + k * sak] * b[b0 + k * sbk]
+        acc = fma(a[a0 + k * sak], b[b0 + k * sbk], acc)
     return acc
 
 
@@ -183,7 +188,7 @@ def _build_matmul(ctx, target):
 
 
 register("MatMul", dtypes=F32, since=9, check=_check_matmul,
-         note="per element: k ascending from 0.0f, no FMA")(_build_matmul)
+         note="per element: acc = fma(a, b, acc), k ascending from 0.0f")(_build_matmul)
 
 
 def _check_gemm(ctx, target):
@@ -240,16 +245,16 @@ def _build_gemm(ctx, target):
 
 
 register("Gemm", dtypes=F32, since=7, check=_check_gemm,
-         note="per element: k ascending from 0.0f; then alpha*acc (+ beta*C); no FMA")(_build_gemm)
+         note="per element: acc = fma(a, b, acc), k ascending from 0.0f; then alpha*acc (+ beta*C)")(_build_gemm)
 
 
 # =============================================================================
 # Conv (1-, 2- and 3-D; every rank runs as 3-D with the missing leading
 # spatial dims of size 1, so 1-D and 2-D run exactly the 2-D sequence)
-# Order: per output element, acc = 0.0f, then acc = acc + w * xv over input
+# Order: per output element, acc = 0.0f, then acc = fma(w, xv, acc) over input
 # channel c (of the group), kernel taps kd, kh, kw, all ascending,
 # where xv is the input value, or 0.0f for a tap in the zero padding (as the
-# ONNX spec pads with zeros; a padded tap still adds w * 0.0f); then
+# ONNX spec pads with zeros; a padded tap still takes fma(w, 0.0f, acc)); then
 # acc + bias[m].
 # CPU (2-D, and 1-D as 2-D; cpu_fast/conv*.py): a k x k kernel runs as an indirect
 # GEMM on the zero-padded input split in stride phases (every tap (c, kh, kw)
@@ -314,7 +319,8 @@ def _conv_item(i, x, w, bias, has_b, p):
                     xv = np.float32(0)
                     if o >= 0:
                         xv = x[o]
-                    acc += w[wb + (kd * KH + kh) * KW + kw] * xv
+                    acc = fma(w[wb + (kd * KH + kh) * KW + kw], xv, acc)
+    acc = np.float32(acc)   # the simulator's fma returns a Python float: keep float32 arithmetic
     if has_b:
         acc = acc + bias[m]
     return acc
@@ -468,19 +474,19 @@ def _conv_like_run(target, pair, p, has_b):
 
 
 register("Conv", dtypes=F32, since=11, until=28, check=_check_conv,
-         note="1-3 spatial dims; per element: (c, kd, kh, kw) ascending from 0.0f, zero-padding taps add "
-              "w*0, then + bias")(_build_conv)
+         note="1-3 spatial dims; per element: acc = fma(w, x, acc), (c, kd, kh, kw) ascending from 0.0f, "
+              "zero-padding taps take fma(w, 0, acc), then + bias")(_build_conv)
 
 
 # =============================================================================
 # ConvTranspose (1-, 2- and 3-D, as Conv: run as 3-D)
 # Order: per output element, acc = 0.0f; for each kernel tap (kd, kh, kw)
 # ascending that maps an input position (id, ih, iw) onto this output
-# position: part = 0.0f, part = part + w * x over the input channels c of the
+# position: part = 0.0f, part = fma(w, x, part) over the input channels c of the
 # group ascending, then acc = acc + part; finally acc + bias[m].
 # CPU (1-D, 2-D): a GEMM (cols[(mm, kh, kw), (ih, iw)] = sum_c w * x, c
 # ascending) and a col2im scatter in (kh, kw) order; each output element
-# receives at most one part per tap, in the same order. 3-D on the CPU and
+# receives at most one part per tap, in the same order (the GEMM's fma steps). 3-D on the CPU and
 # CUDA: one output element per item.
 # =============================================================================
 
@@ -514,8 +520,8 @@ def _convt_item(i, x, w, bias, has_b, p):
                             wo = (g * Cg * Mg + mm) * KK + (kd * KH + kh) * KW + kw
                             part = np.float32(0)
                             for c in range(Cg):
-                                part += w[wo + c * Mg * KK] * x[xo + c * DHW]
-                            acc = acc + part
+                                part = fma(w[wo + c * Mg * KK], x[xo + c * DHW], part)
+                            acc = acc + np.float32(part)   # float32 in the simulator too
     if has_b:
         acc = acc + bias[m]
     return acc

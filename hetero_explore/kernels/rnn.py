@@ -23,7 +23,8 @@ the second the new state.
 Accumulation order (the same on every target; one thread per item on CUDA, a
 loop over the items on the CPU): each gate's pre-activation is
 ``(dot(x_t, W_row) + dot(h_{t-1}, R_row)) + (Wb + Rb)``, each dot product
-``acc = 0.0f; acc = acc + a[k] * b[k]`` for ``k`` ascending, no FMA; absent
+``acc = 0.0f; acc = fma(a[k], b[k], acc)`` for ``k`` ascending (:func:`.fmadd.fma`: the
+exact product plus acc, rounded once; the kernel contract's explicit fma); absent
 ``B`` is zeros. Then, in float32 steps:
 
 * RNN: ``H = f(clip(pre))``.
@@ -57,6 +58,7 @@ from numba import njit
 
 from ..ir.errors import ExecutionError
 from .common import dual, flat, kernel_pair, node_error
+from .fmadd import fma
 from .opdef import OpList
 from .pmath import exp_f32, sigmoid_f32, softplus_f32, tanh_f32
 
@@ -134,19 +136,20 @@ def _pre(x, x0, w, w0, n_in, h, h0, r, r0, n_h, bias, wb, rb):
     """One gate's pre-activation: (dot(x, W row) + dot(h, R row)) + (Wb + Rb)."""
     ax = np.float32(0)
     for k in range(n_in):
-        ax += x[x0 + k] * w[w0 + k]
+        ax = fma(x[x0 + k], w[w0 + k], ax)
     ah = np.float32(0)
     for k in range(n_h):
-        ah += h[h0 + k] * r[r0 + k]
-    return (ax + ah) + (bias[wb] + bias[rb])
+        ah = fma(h[h0 + k], r[r0 + k], ah)
+    # float32 sums in the simulator too (its fma returns a Python float)
+    return (np.float32(ax) + np.float32(ah)) + (bias[wb] + bias[rb])
 
 
 @dual
 def _dotf(a, a0, b, b0, n):
     acc = np.float32(0)
     for k in range(n):
-        acc += a[a0 + k] * b[b0 + k]
-    return acc
+        acc = fma(a[a0 + k], b[b0 + k], acc)
+    return np.float32(acc)
 
 
 # Common parameters of the step kernels: s (step), rev0 (direction 0 runs reversed), lens (per
@@ -447,7 +450,7 @@ def _build(ctx, target):
 
 
 _NOTE = ("float32; sequential time loop (one launch per step), gates as fixed-order dot products "
-         "(x.W then h.R, k ascending, no FMA), portable activations; all attributes; "
+         "(x.W then h.R, k ascending, acc = fma(a, b, acc)), portable activations; all attributes; "
          "sequence_lens checked (0..T)")
 for _op in ("RNN", "GRU", "LSTM"):
     OPS.add(_op, _build, since=7, until=22, check=_check, note=_NOTE,

@@ -30,10 +30,16 @@ Three process-wide concerns (the first two kept to this project's own code):
   host-value ops have no numba code) are cached with a stamp that is the hash
   of *all* kernel sources instead: any edit to any kernel source recompiles
   every kernel, and nobody deletes ``__pycache__`` by hand.
-* **Threads that sleep when idle.** The CPU fast paths run large kernels with
+* **Threads that pay.** The CPU fast paths run large kernels with
   ``prange`` (numba's threading layer; ``numba.set_num_threads`` or
   ``NUMBA_NUM_THREADS`` choose how many; results are the same bits for any
-  count). With the OpenMP layer's default (active) wait policy, a parallel
+  count). With the ``tbb`` package installed (the project depends on it), numba's TBB
+  layer runs them: the calling thread executes every block that no worker has taken, so a
+  region on a machine whose other cores are busy costs what one thread costs instead of
+  waiting for a worker to be scheduled (OpenMP's static blocks wait for every thread). This
+  module loads TBB's library from the environment's ``lib/`` (where pip puts it, off the
+  loader's path) unless ``NUMBA_THREADING_LAYER`` names a layer. Without TBB numba uses
+  OpenMP: with its default (active) wait policy, a parallel
   region on a machine whose cores are busy with other processes took 10-25 ms
   instead of 0.1-0.5 ms (measured here, 2 cores, load ~12); with
   ``OMP_WAIT_POLICY=PASSIVE`` it costs what one thread costs. So this module
@@ -61,6 +67,36 @@ from numba import njit
 from . import overrides
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see the module docs: threads that sleep when idle
+
+
+def _load_tbb() -> bool:
+    """Make numba's TBB threading layer loadable when the ``tbb`` wheel is installed (see the
+    module docs: the calling thread runs every block no worker has taken, so a parallel region
+    never waits for a thread that is not running). pip puts ``libtbb.so.12`` in the
+    environment's ``lib/``, which the dynamic loader does not search; loading it by path
+    first lets numba's ``tbbpool`` find it. Only when the user has not chosen a layer
+    (``NUMBA_THREADING_LAYER``); True when TBB's library is loaded."""
+    if os.environ.get("NUMBA_THREADING_LAYER", "default") != "default" or os.name != "posix":
+        return False
+    import ctypes
+    import sys
+    for lib in ("libtbb.so.12", "libtbb.12.dylib"):
+        try:
+            ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)     # already on the loader's path
+            return True
+        except OSError:
+            pass
+        p = Path(sys.prefix) / "lib" / lib
+        if p.exists():
+            try:
+                ctypes.CDLL(str(p), mode=ctypes.RTLD_GLOBAL)
+                return True
+            except OSError:
+                return False
+    return False
+
+
+TBB = _load_tbb()
 
 THREADS_PER_BLOCK = 128
 KERNEL_DIR = Path(__file__).resolve().parent

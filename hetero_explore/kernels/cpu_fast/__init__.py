@@ -11,7 +11,9 @@ plain loop over it is slow on a CPU, a function here computes the same values fa
   register-blocked (indirect) GEMMs: pixel tiles x channel panels, pointwise row blocks x
   pixel panels, depthwise 8 pixels x 8 channels in an interleaved copy, padded phases or
   im2col where those do not fit; ConvTranspose as a GEMM and a scatter), :mod:`.pools`
-  (rows of accumulators for AveragePool, shared row maxima for MaxPool), :mod:`.rows`
+  (rows of accumulators for AveragePool, shared row maxima for MaxPool), :mod:`.norms`
+  (InstanceNormalization/GroupNormalization & co.: statistics of four groups side by side,
+  the apply step per run of constant group, scale and bias), :mod:`.rows`
   (row-wise BatchNormalization/Softmax/LayerNormalization, Erf from its near range's
   formulas where every element of a block lies there) and :mod:`.movement` (row-wise
   Resize/Pad, strided copies coalesced into contiguous rows or tiled transposes, gathers);
@@ -34,11 +36,11 @@ when the target's ``fast_paths`` is on; the same test covers them.)
 
 from __future__ import annotations
 
-from . import conv, gemm, movement, pools, rows
+from . import conv, gemm, movement, norms, pools, rows
 
 
 def register() -> None:
     """Register every CPU fast path in :mod:`..overrides` (called by
     :func:`..registry.build_registry`; importing this package registers nothing)."""
-    for family in (gemm, conv, pools, rows, movement):
+    for family in (gemm, conv, pools, rows, norms, movement):
         family.register()

@@ -4,8 +4,8 @@ phases, a GEMV for small maps), the dispatcher, and the "conv" prepare rule that
 constant weight for the packed paths of :mod:`.conv_packed`.
 
 Every output element gets the generated kernel's sequence (``nn._CONV``): acc = 0.0f; acc =
-acc + w*x per tap (c, kh, kw) ascending, fmul then fadd, each rounded to float32 (a padding
-tap multiplies 0.0f); then acc + bias. Paths differ only in which elements they compute
+fma(w, x, acc) per tap (c, kh, kw) ascending, the exact product plus acc rounded once to
+float32 (:func:`..fmadd.fma`; a padding tap multiplies 0.0f); then acc + bias. Paths differ only in which elements they compute
 when.
 """
 
@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..common import cpu_kernel, flat, replayable
+from ..fmadd import fma
 from ..nn import _CONV, _CONVT, _conv_item, _convt_item
 from ..overrides import override
 from .base import JIT, PAR, PAR_WORK
@@ -140,7 +141,7 @@ def _conv_direct_plane(q, x, w, bias, has_b, p, out):
                 off = ((r0 % sh) * sw + c0 % sw) * PQ + (r0 // sh) * Wq + c0 // sw
                 src = xq[off:off + na]
                 for j in range(na):
-                    acc[j] += wv * src[j]
+                    acc[j] = fma(wv, src[j], acc[j])
     _plane_out(out, q, OH, OW, acc, Wq, has_b, bias, m)
 
 
@@ -157,8 +158,8 @@ def _conv_direct_cpu(x, w, bias, has_b, p, out):
     (n, m) run in parallel when the Conv is large (PAR_WORK). Each input plane is first copied into zero-padded scratch, split
     into sh x sw phases (row r, column c of the padded plane go to phase (r % sh, c % sw) at
     (r // sh, c // sw)), so that every tap reads one phase contiguously; a tap in the padding
-    multiplies 0.0f as _conv_item's ``xv`` does (w * 0.0f is added, as there). For each tap
-    (c, kh, kw) ascending every output element of the plane takes ``acc += w * xv``, then
+    multiplies 0.0f as _conv_item's ``xv`` does (fma(w, 0.0f, acc), as there). For each tap
+    (c, kh, kw) ascending every output element of the plane takes ``acc = fma(w, xv, acc)``, then
     + bias: the generated sequence per element. Planes are walked "wide" (Wq columns per
     output row; the extra columns are discarded), one contiguous loop per tap."""
     N, C, H, W, M, KH, KW, OH = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
@@ -310,8 +311,8 @@ _CW_WASTE = 1.5
 
 def _emit_ix(ir, a, ao, sam, sak, b, bo, koff, ko, K, out, oo, som, resume, R):
     """CPU only, compiled inline: _mk_tile's micro-kernel (gemm.emit_tile_rows: R rows x _MK_W
-    columns of accumulators in registers, acc = acc + a*b step by step with k ascending: fmul
-    then fadd, each rounded, no FMA), except that B's row k starts at b[bo + koff[ko + k]] (an
+    columns of accumulators in registers, acc = fma(a, b, acc) step by step with k ascending),
+    except that B's row k starts at b[bo + koff[ko + k]] (an
     indirect GEMM: Conv taps read straight from the padded input)."""
     emit_tile_rows(ir, R, a, ao, sam, sak, b, lambda k: ir.add(bo, ir.load(koff, ir.add(ko, k))), K, out, oo, som,
                    resume)
@@ -501,14 +502,14 @@ def _conv_gemv_block(b, x, w, bias, has_b, p, out):
         r7 = w[w0 + 7 * Cg:w0 + 8 * Cg]
         for k in range(Cg):
             xv = xs[k]
-            a0 += r0[k] * xv
-            a1 += r1[k] * xv
-            a2 += r2[k] * xv
-            a3 += r3[k] * xv
-            a4 += r4[k] * xv
-            a5 += r5[k] * xv
-            a6 += r6[k] * xv
-            a7 += r7[k] * xv
+            a0 = fma(r0[k], xv, a0)
+            a1 = fma(r1[k], xv, a1)
+            a2 = fma(r2[k], xv, a2)
+            a3 = fma(r3[k], xv, a3)
+            a4 = fma(r4[k], xv, a4)
+            a5 = fma(r5[k], xv, a5)
+            a6 = fma(r6[k], xv, a6)
+            a7 = fma(r7[k], xv, a7)
         if has_b:
             a0 = a0 + bias[m]
             a1 = a1 + bias[m + 1]
@@ -532,7 +533,7 @@ def _conv_gemv_block(b, x, w, bias, has_b, p, out):
             w0 = (m + r) * Cg
             rr = w[w0:w0 + Cg]
             for k in range(Cg):
-                a += rr[k] * xs[k]
+                a = fma(rr[k], xs[k], a)
             if has_b:
                 a = a + bias[m + r]
             out[ob + r * NN] = a

@@ -4,9 +4,9 @@ and 1x1 on a one-pixel map (gemvT).
 
 The weights come packed by :func:`.conv.conv_pack` (once per node when the weight is an
 initializer, else per call in :func:`.conv._conv_cpu`). Each output element still gets the
-generated kernel's sequence: acc = 0.0f; acc = acc + w*x per tap (c, kh, kw) ascending,
-fmul then fadd, each rounded to float32 (LLVM fuses neither without fast-math flags);
-padding taps multiply a 0.0f of a zero-padded copy; then acc + bias. The vectors run across
+generated kernel's sequence: acc = 0.0f; acc = fma(w, x, acc) per tap (c, kh, kw)
+ascending (``llvm.fma`` on vectors: the exact product plus acc, rounded once to float32, lane
+for lane the scalar :func:`..fmadd.fma`); padding taps multiply a 0.0f of a zero-padded copy; then acc + bias. The vectors run across
 output elements (pixels or channels); none splits or reorders a sum.
 """
 
@@ -37,7 +37,7 @@ def _emit_dw8(ir, xs, pofs, po, toff, T, w8, wo, bias8, bo, has_b, out, oo, ost,
     holds the channels' zero-padded planes interleaved (8 floats per position, one per
     channel); pixel r's window starts at xs[pofs[po + r]], tap t at toff[t] from it, and
     w8[wo + 8t : +8] are the 8 channels' weights of tap t. For each pixel, in registers:
-    acc = 0.0f, then acc = acc + w*x for t ascending (an fmul, then an fadd), then + bias
+    acc = 0.0f, then acc = fma(w, x, acc) for t ascending, then + bias
     (bias8[bo : +8]) when has_b. The 8 x 8 block is transposed in registers and channel i's 8
     pixels are stored at out[oo + i*ost : +8], for i < nv."""
     bases = [ir.at(xs, ir.load(pofs, ir.add(po, ir.c64(r)))) for r in range(8)]
@@ -218,8 +218,8 @@ def _conv_dw8(x, w8, bias, has_b, p, out):
 def _emit_mkr(ir, a, ao, b, bo, sbk, K, out, oo, som, resume, bias, bo2, fin, R, NW):
     """CPU only, compiled inline: for r < R, j < NW,
     out[oo + r*som + j] = acc + sum_k a[ao + k*R + r] * b[bo + k*sbk + j], k ascending, the
-    sum taken step by step in registers (acc = acc + a*b: fmul then fadd, each rounded; no
-    FMA); acc = 0.0f, or out's value when ``resume`` != 0 (a later k block); then, when
+    sum taken step by step in registers (acc = fma(a, b, acc), one rounding per step);
+    acc = 0.0f, or out's value when ``resume`` != 0 (a later k block); then, when
     ``fin`` != 0, acc + bias[bo2 + r] (the Conv's bias, after the last k block). A is packed
     R rows at a time, k-major (conv_pack), so its broadcasts read one stream."""
     vt = vec(NW)
@@ -368,8 +368,8 @@ def _emit_mkpx(ir, x, xo, pofs, po, koff, ko, K, b, bo, acc, ao, resume, fin, bi
     indirect GEMM with the pixels as rows. Pixel r's tap k is the input value
     x[xo + pofs[po + r] + koff[ko + k]] (broadcast), channel j's weight of tap k is
     b[bo + k*NW + j] (packed by conv_pack); in registers, acc = 0.0f (or the partial sums at
-    acc[ao + r*NW : +NW] when ``resume`` != 0), acc = acc + w*x per k ascending (fmul then
-    fadd, each rounded; no FMA; the generated kernel's operand order). When ``fin`` != 0 (the
+    acc[ao + r*NW : +NW] when ``resume`` != 0), acc = fma(w, x, acc) per k ascending (the
+    generated kernel's sequence). When ``fin`` != 0 (the
     last k block), + bias[bo2 + j] (when has_b), and the tile is transposed in registers and
     stored to the output planes: out[oo + j*P + r]; else the partial sums go back to ``acc``.
     R <= 8, NW a multiple of 8."""
@@ -565,7 +565,7 @@ def _conv_px(x, bp, bias, has_b, p, out):
 
 def _emit_gemvt(ir, x, xo, K, wt, wo, ld, bias, bo, has_b, out, oo, NW):
     """CPU only, compiled inline: out[oo + j] = sum_k wt[wo + k*ld + j] * x[xo + k] (k
-    ascending from 0.0f, acc = acc + w*x in registers: fmul then fadd), then + bias[bo + j]
+    ascending from 0.0f, acc = fma(w, x, acc) in registers), then + bias[bo + j]
     when has_b, for j < NW (W^T packed by conv_pack: output channels contiguous)."""
     vt = vec(NW)
     xp = ir.at(x, xo)

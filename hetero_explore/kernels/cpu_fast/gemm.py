@@ -1,8 +1,8 @@
 """MatMul/Gemm on the CPU: a register-blocked GEMM, and the packed-B path for a constant B.
 
 Every output element gets the generated kernel's sequence (``nn._MM``): acc = 0.0f, then
-acc = acc + a[k]*b[k] for k ascending (each product rounded to float32, then the sum), then
-the Gemm epilogue. The bulk runs the register micro-kernel (:func:`_mk_tile`: _MK_R rows x
+acc = fma(a[k], b[k], acc) for k ascending (:func:`..fmadd.fma`: the exact product plus acc,
+rounded once to float32), then the Gemm epilogue. The bulk runs the register micro-kernel (:func:`_mk_tile`: _MK_R rows x
 _MK_W columns of accumulators in vector registers); edges run rows of accumulators in
 memory (:func:`_gemm_rowacc_cpu`); a constant B is packed into the micro-kernel's panels
 once when the node is built (the "mm" prepare rule, :func:`mm_prepare`). Blocking and
@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..common import bcast_offset, cpu_kernel, flat, replayable
+from ..fmadd import fma
 from ..nn import _MM, _gemm_epilogue
 from ..overrides import override
 from .base import JIT, PAR, PAR_WORK
@@ -30,8 +31,8 @@ def _gemm_rowacc_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
     """CPU only: out[o0 + m*som + n] = sum_k a[a0 + m*sam + k*sak] * b[b0 + k*sbk + n]
     (k ascending from 0.0f), for m < M, n < N; B rows contiguous. ``acc`` is
     the scratch from _gemm_scratch. Columns go in tiles, rows four at a
-    time, k two at a time: ``acc = (acc + a_k*b_k) + a_k1*b_k1`` is exactly
-    two sequential steps (no FMA, no reassociation without fastmath). Slices
+    time, k two at a time: ``acc = fma(a_k1, b_k1, fma(a_k, b_k, acc))`` is exactly
+    two sequential steps (no reassociation without fastmath). Slices
     keep the inner loops free of negative-index checks so that LLVM
     vectorizes them over n, which does not reorder any element's sum."""
     T = acc.shape[1] - _GEMM_PAD
@@ -67,10 +68,10 @@ def _gemm_rowacc_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
                     for n in range(nt):
                         x0 = bk0[n]
                         x1 = bk1[n]
-                        r0[n] = (r0[n] + v00 * x0) + v01 * x1
-                        r1[n] = (r1[n] + v10 * x0) + v11 * x1
-                        r2[n] = (r2[n] + v20 * x0) + v21 * x1
-                        r3[n] = (r3[n] + v30 * x0) + v31 * x1
+                        r0[n] = fma(v01, x1, fma(v00, x0, r0[n]))
+                        r1[n] = fma(v11, x1, fma(v10, x0, r1[n]))
+                        r2[n] = fma(v21, x1, fma(v20, x0, r2[n]))
+                        r3[n] = fma(v31, x1, fma(v30, x0, r3[n]))
                     k += 2
                 if k < K:
                     ak = ab + k * sak
@@ -82,10 +83,10 @@ def _gemm_rowacc_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
                     bk0 = b[st:st + nt]
                     for n in range(nt):
                         x0 = bk0[n]
-                        r0[n] = r0[n] + v00 * x0
-                        r1[n] = r1[n] + v10 * x0
-                        r2[n] = r2[n] + v20 * x0
-                        r3[n] = r3[n] + v30 * x0
+                        r0[n] = fma(v00, x0, r0[n])
+                        r1[n] = fma(v10, x0, r1[n])
+                        r2[n] = fma(v20, x0, r2[n])
+                        r3[n] = fma(v30, x0, r3[n])
                 for r in range(4):
                     o = o0 + (m + r) * som + n0
                     out[o:o + nt] = acc[r, :nt]
@@ -102,14 +103,14 @@ def _gemm_rowacc_cpu(a, a0, sam, sak, b, b0, sbk, M, K, N, out, o0, som, acc):
                     bk0 = b[st:st + nt]
                     bk1 = b[st + sbk:st + sbk + nt]
                     for n in range(nt):
-                        r0[n] = (r0[n] + v00 * bk0[n]) + v01 * bk1[n]
+                        r0[n] = fma(v01, bk1[n], fma(v00, bk0[n], r0[n]))
                     k += 2
                 if k < K:
                     v00 = a[ab + k * sak]
                     st = b0 + k * sbk + n0
                     bk0 = b[st:st + nt]
                     for n in range(nt):
-                        r0[n] = r0[n] + v00 * bk0[n]
+                        r0[n] = fma(v00, bk0[n], r0[n])
                 o = o0 + m * som + n0
                 out[o:o + nt] = r0
                 m += 1
@@ -132,8 +133,8 @@ _MK_KC = 256  # k block: a packed B panel (_MK_KC x _MK_W floats, 16 KiB) stays 
 def emit_tile_rows(ir, R, a, ao, sam, sak, b, b_row, K, out, oo, som, resume):
     """The register micro-kernel: for r < R, j < _MK_W,
     out[oo + r*som + j] = acc + sum_k a[ao + r*sam + k*sak] * b[b_row(k) + j]
-    with k ascending and the sum taken step by step (acc = acc + a*b: fmul, then fadd, each
-    rounded to float32; no FMA); acc = 0.0f, or the value already in out when ``resume`` != 0
+    with k ascending and the sum taken step by step (acc = fma(a, b, acc): one rounding to
+    float32 per step); acc = 0.0f, or the value already in out when ``resume`` != 0
     (a later k block). The R x _MK_W accumulators live in registers for the whole k loop;
     ``b_row(k)`` is where B's row k starts (strided: _mk_tile; a table of offsets: the Conv's
     indirect GEMM)."""

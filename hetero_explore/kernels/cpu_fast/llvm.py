@@ -7,11 +7,14 @@ into such an intrinsic; the emitter gets the arguments as LLVM values, array arg
 pointers to their first element. :class:`IR` holds what the emitters share: vector types,
 pointer arithmetic, splats, zeroed accumulator slots and the multiply-add step.
 
-The arithmetic rule of every micro-kernel: ``acc = acc + a*b`` is an ``fmul`` then an
-``fadd``, each rounded to float32. LLVM contracts neither into an FMA without fast-math or
-``contract`` flags, which these builders never set; vectors run across output elements, so
-no element's sequence is split or reordered. No bounds checks: the callers guarantee the
-ranges.
+The arithmetic rule of every micro-kernel: a multiply-accumulate ``acc = fma(a, b, acc)``
+is one call of LLVM's ``llvm.fma.v<n>f32`` intrinsic (``vfmadd*ps``: the exact product plus
+the accumulator, rounded once), lane for lane the scalar :func:`..fmadd.fma` of the
+generated kernels (IEEE fma is correctly rounded, so a vector lane and a scalar call give
+the same bits). Every other ``fmul``/``fadd`` stays two roundings: LLVM contracts nothing
+without fast-math or ``contract`` flags, which these builders never set. Vectors run across
+output elements, so no element's sequence is split or reordered. No bounds checks: the
+callers guarantee the ranges.
 """
 
 from __future__ import annotations
@@ -111,9 +114,17 @@ class IR:
             slots.append(slot)
         return slots
 
+    def fma(self, a, b, c):
+        """``fma(a, b, c)`` lane by lane (``llvm.fma``: exact a*b + c, rounded once), for
+        scalars or vectors of float."""
+        t = a.type
+        name = f"llvm.fma.v{t.count}f32" if isinstance(t, llvm_ir.VectorType) else "llvm.fma.f32"
+        fn = cgutils.get_or_insert_function(self.b.module, llvm_ir.FunctionType(t, [t, t, t]), name)
+        return self.b.call(fn, [a, b, c])
+
     def mac(self, slot, a, b) -> None:
-        """``slot = slot + a*b``: an fmul, then an fadd (each rounded; no contraction, no FMA)."""
-        self.b.store(self.b.fadd(self.b.load(slot), self.b.fmul(a, b)), slot)
+        """``slot = fma(a, b, slot)``: the kernel contract's multiply-accumulate (one rounding)."""
+        self.b.store(self.fma(a, b, self.b.load(slot)), slot)
 
     def add_to(self, slot, v) -> None:
         """``slot = slot + v``."""
@@ -122,8 +133,8 @@ class IR:
     def register_tile(self, R: int, vt, K, a_of, b_of, out, orow, resume, finish=None) -> None:
         """The register tile the GEMM-like micro-kernels share: R accumulator vectors of type
         ``vt``, 0.0f or (``resume`` != 0: a later k block) loaded from ``out`` at ``orow(r)``;
-        for k = 0 .. K-1 ascending, acc[r] = acc[r] + splat(a(r)) * b with ``b = b_of(k)`` (a
-        vector) and ``a = a_of(k)`` (row r's scalar of step k), an fmul then an fadd each;
+        for k = 0 .. K-1 ascending, acc[r] = fma(splat(a(r)), b, acc[r]) with ``b = b_of(k)`` (a
+        vector) and ``a = a_of(k)`` (row r's scalar of step k), one fma each;
         then ``finish(accs)`` (a bias, say) and the stores back to ``orow(r)``."""
         accs = self.accumulators(vt, R)
         with self.b.if_then(self.nonzero(resume)):
