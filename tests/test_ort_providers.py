@@ -273,7 +273,7 @@ def test_ort_device_policy_picks_the_providers():
     ex = he.explore(g, policy="PREFER_CPU")
     assert ex.provider_names == ["ort:cpu"]
     assert "CPUExecutionProvider" in ex.policy_note and "PREFER_CPU" in ex.policy_note
-    assert ex.policy == "priority"            # the placement policy is untouched
+    assert ex.policy == "PREFER_CPU" and ex.plan.policy == "priority"   # placement stays first-fit
     assert ex.plan.placement_counts() == {"ort:cpu": len(g.nodes)}
     npu = he.explore(g, policy="ort:PREFER_NPU")
     assert npu.provider_names[0].startswith("ort:") and npu.policy_note.startswith("ORT's PREFER_NPU policy saw")
