@@ -19,7 +19,11 @@ from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, s
 # their edits do not change the kernel-source hash (see target.py)
 MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
            "rnn", "quant", "signal", "random", "select", "einsum", "dynamic", "image", "training",
-           "attention", "hetero_explore.kernels.host.sequences", "hetero_explore.kernels.host.control", "hetero_explore.kernels.host.image_decoder")
+           "attention", "hetero_explore.kernels.host.sequences", "hetero_explore.kernels.host.control", "hetero_explore.kernels.host.image_decoder",
+           # onnxruntime's contrib ops (com.microsoft), one module per family
+           "hetero_explore.kernels.contrib.norms", "hetero_explore.kernels.contrib.activations",
+           "hetero_explore.kernels.contrib.matmul", "hetero_explore.kernels.contrib.attention",
+           )
 
 
 def build_registry() -> tuple[OpDef, ...]:

@@ -9,7 +9,7 @@ from onnx import helper, shape_inference
 
 from ..ir.context import KernelContext
 from ..ir.errors import HeteroExploreError, InvalidModelError, ShapeConflictError
-from ..ir.graph import Node, onnx_to_np_dtype, outer_names
+from ..ir.graph import Node, np_to_onnx_dtype, onnx_to_np_dtype, outer_names
 from ..ir.graph import fmt_type as _fmt_type
 from ..kernels import registry as reg   # the op definitions (no provider state)
 from .bind import _check_value_dims
@@ -136,7 +136,7 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
 
 #: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
 #: definitions' own ``shape`` functions give them
-_SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
+_SHAPE_FN_DOMAINS = ("ai.onnx.ml", "com.microsoft")
 #: ops of other domains whose outputs onnx's inference leaves unknown (GroupNormalization: its
 #: function body is not inferred; GatherND: a scalar result): their kernel definitions' ``shape``
 #: functions give them too
@@ -165,6 +165,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     for _ in range(sum(1 for n in g.node if _completed_by_op_shapes(n)) + 1):
         types = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
         inits = {t.name: list(t.dims) for t in g.initializer}
+        init_types = {t.name: t.data_type for t in g.initializer}
 
         def static(name):
             if name in inits:
@@ -177,6 +178,8 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
 
         def elem(name):
             vi = types.get(name)
+            if vi is None and name in init_types:
+                return onnx_to_np_dtype(init_types[name])
             return onnx_to_np_dtype(vi.type.tensor_type.elem_type) if vi is not None and vi.type.HasField(
                 "tensor_type") else None
 
@@ -193,9 +196,13 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             ctx = KernelContext(Node(i, n, opset), opset, ins, [elem(x) if x else None for x in n.input])
             try:
                 shapes = defs[0].shape(ctx)
+                # a definition whose run-time shape function reads no input values gives the
+                # element types too (contrib ops: int32 mask_index, float from uint8 ...)
+                typed = (defs[0].infer(ctx, [None] * len(n.input))
+                         if defs[0].infer is not None and defs[0].shape_inputs == () else None)
             except Exception:  # the kernel's check will explain what is wrong with the node
                 continue
-            for o, shp in zip(n.output, shapes):
+            for k, (o, shp) in enumerate(zip(n.output, shapes)):
                 if not o or static(o) is not None or shp is None:
                     continue
                 vi = types.get(o)
@@ -204,7 +211,9 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
                     vi.name = o
                     types[o] = vi
                 tt = vi.type.tensor_type
-                et = tt.elem_type or (types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
+                own = typed[k][1] if typed and k < len(typed) and typed[k] is not None else None
+                et = tt.elem_type or (np_to_onnx_dtype(own) if own is not None else
+                                      types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
                 tt.ClearField("shape")
                 tt.elem_type = et
                 for d in shp:

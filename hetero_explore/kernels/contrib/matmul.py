@@ -1,0 +1,395 @@
+"""onnxruntime's matrix-product contrib ops, as compositions of standard ops (:mod:`.compose`).
+
+* FusedMatMul(A, B; alpha, transA, transB): Transpose (the last two axes, where asked), MatMul,
+  then Mul by alpha (when alpha != 1): ``alpha * (A . B)``, the product rounded first as
+  onnxruntime's GEMM scales its sum. ``transBatchA``/``transBatchB`` are not supported.
+* MatMulIntegerToFloat(A, B, a_scale, b_scale[, a_zp, b_zp, bias]):
+  ``float32(MatMulInteger(A, B, a_zp, b_zp)) * (a_scale * b_scale) (+ bias)`` -- onnxruntime's
+  order (the scale product first, then one multiply per element, then the bias): MatMulInteger,
+  Cast, Mul, Mul, Add.
+* DynamicQuantizeMatMul(A, B, b_scale[, b_zp, bias]): DynamicQuantizeLinear(A) (uint8, the
+  standard op's scale and zero point), then MatMulIntegerToFloat's steps.
+* QGemm(A, a_scale, a_zp, B, b_scale, b_zp[, C, y_scale, y_zp]; alpha, transA, transB): the
+  exact int32 product of (A - a_zp)(B - b_zp) (Transpose, MatMulInteger), plus the int32 C,
+  as float32 times ``(a_scale * b_scale) * alpha``; with ``y_scale``, QuantizeLinear to
+  ``y_zp``'s type. onnxruntime requantises with one combined multiplier, so a quantised
+  output may differ from its by one unit where the product sits on a rounding boundary.
+* MatMulNBits(A, B, scales[, zero_points, g_idx, bias]; K, N, bits, block_size): B's
+  ``bits``-bit codes (low bits first in each byte; (N, blocks, bytes per block)) dequantised
+  once, when the node is built, to the float32 matrix ``float32(q - zp) * scale`` (K, N) --
+  each element one exact subtraction and one correctly rounded multiply, the same bits on
+  every target -- then the standard MatMul (+ Add bias). The default zero point is
+  ``2**(bits - 1)``; uint8 zero points are packed like the codes. onnxruntime's
+  ``accuracy_level`` 4 quantises A to int8 blocks before multiplying (its own approximation
+  of this product): a model written with it agrees with onnxruntime within that quantisation.
+  ``g_idx`` and float zero points are not supported.
+* GatherBlockQuantized(data, indices, scales[, zero_points]; gather_axis, quantize_axis,
+  block_size, bits): the table dequantised once at build time as onnxruntime's CPU kernel does
+  (``float32(q - zp) * scale`` per block along ``quantize_axis``; uint8 data holds 8/bits codes
+  per byte, low first, with default zero point ``2**(bits - 1)``; int4/uint4 data default to
+  0), then the standard Gather. An index out of range is an error here (onnxruntime writes
+  zeros for it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import MS
+from ..opdef import OpList
+from .compose import Flow, flow_op
+from .norms import _dt, _types
+
+OPS = OpList()
+F32 = np.dtype(np.float32)
+_Q8 = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def _swap_last(f, name, tag):
+    s = f.shape(name)
+    perm = list(range(len(s)))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    t = f.temp(tag, tuple(s[p] for p in perm), f.dtype(name))
+    f.step("Transpose", [name], [t], perm=perm)
+    return t
+
+
+# -- FusedMatMul ----------------------------------------------------------------------------
+def _fmm_attrs(ctx):
+    return {k: int(ctx.attrs.get(k, 0)) for k in ("transA", "transB", "transBatchA", "transBatchB")}
+
+
+def _fmm_types(ctx):
+    a, b = ctx.in_shapes[0], ctx.in_shapes[1]
+    if a is None or b is None:
+        return [None]
+    t = _fmm_attrs(ctx)
+    if t["transA"] and len(a) >= 2:
+        a = tuple(a[:-2]) + (a[-1], a[-2])
+    if t["transB"] and len(b) >= 2:
+        b = tuple(b[:-2]) + (b[-1], b[-2])
+    s = matmul_shape(a, b)
+    return [None if s is None else (s, _dt(ctx, 0))]
+
+
+def _fmm_plan(ctx):
+    t = _fmm_attrs(ctx)
+    if t["transBatchA"] or t["transBatchB"]:
+        return "FusedMatMul: transBatchA/transBatchB are not supported"
+    if _dt(ctx, 0) != F32 or _dt(ctx, 1) != F32:
+        return "FusedMatMul: A and B must be float32"
+    f = Flow(ctx)
+    if not (f.has("in0") and f.has("in1") and f.has("out0")):
+        return "FusedMatMul: A, B and Y need known shapes"
+    a, b = "in0", "in1"
+    if t["transA"] or t["transB"]:
+        if (t["transA"] and len(f.shape(a)) < 2) or (t["transB"] and len(f.shape(b)) < 2):
+            return "FusedMatMul: a transposed operand must have rank >= 2"
+        a = _swap_last(f, a, "at") if t["transA"] else a
+        b = _swap_last(f, b, "bt") if t["transB"] else b
+    alpha = np.float32(ctx.attrs.get("alpha", 1.0))
+    if alpha == 1:
+        f.step("MatMul", [a, b], ["out0"])
+    else:
+        p = f.temp("prod", f.shape("out0"))
+        f.step("MatMul", [a, b], [p])
+        f.step("Mul", [p, f.const("alpha", alpha)], ["out0"])
+    return f
+
+
+_c, _b = flow_op(_fmm_plan)
+OPS.add("FusedMatMul", _b, domain=MS, since=1, until=1, check=_c, **_types(_fmm_types),
+        note="Transpose (transA/transB), MatMul, Mul(alpha): alpha * (A . B)")
+
+
+# -- MatMulIntegerToFloat / DynamicQuantizeMatMul ---------------------------------------------
+def matmul_shape(a, b):
+    """numpy's matmul result shape of shapes ``a`` and ``b`` (None when they do not multiply)."""
+    if a is None or b is None or not len(a) or not len(b):
+        return None
+    a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    if a2[-1] != b2[-2]:
+        return None
+    try:
+        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    except ValueError:
+        return None
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def _float_types(ctx):
+    s = matmul_shape(ctx.in_shapes[0], ctx.in_shapes[1])
+    return [None if s is None else (s, F32)]
+
+
+def _scaled_product(f, op, a, b, azp, bzp, a_scale, b_scale, bias, out, extra=None):
+    """``float32(MatMulInteger(a, b, azp, bzp) [+ extra]) * (a_scale * b_scale) [+ bias]`` into out."""
+    ys = f.shape(out)
+    acc = f.temp("acc", ys, np.int32)
+    f.step("MatMulInteger", [a, b, azp or "", bzp or ""], [acc])
+    if extra is not None:
+        acc2 = f.temp("acc_c", ys, np.int32)
+        f.step("Add", [acc, extra], [acc2])
+        acc = acc2
+    af = f.temp("acc_f", ys)
+    f.step("Cast", [acc], [af], to=1)
+    ss = tuple(np.broadcast_shapes(f.shape(a_scale), f.shape(b_scale)))
+    mult = f.temp("mult", ss)
+    f.step("Mul", [a_scale, b_scale], [mult])
+    if bias:
+        y = f.temp("scaled", ys)
+        f.step("Mul", [af, mult], [y])
+        f.step("Add", [y, bias], [out])
+    else:
+        f.step("Mul", [af, mult], [out])
+
+
+def _mmif_plan(ctx):
+    op = ctx.node.op_type
+    f = Flow(ctx)
+    dyn = op == "DynamicQuantizeMatMul"
+    need = (0, 1, 2) if dyn else (0, 1, 2, 3)
+    if not all(f.has(f"in{i}") for i in need) or not f.has("out0"):
+        return f"{op}: inputs {list(need)} and the output need known shapes"
+    if dyn:
+        if f.dtype("in0") != F32:
+            return f"{op}: A must be float32"
+        b, bs = "in1", "in2"
+        bzp = "in3" if f.has("in3") else ""
+        bias = "in4" if f.has("in4") else ""
+        ash = f.shape("in0")
+        qa = f.temp("qa", ash, np.uint8)
+        a_scale = f.temp("a_scale", ())
+        azp = f.temp("a_zp", (), np.uint8)
+        f.step("DynamicQuantizeLinear", ["in0"], [qa, a_scale, azp])
+        a = qa
+    else:
+        a, b, a_scale, bs = "in0", "in1", "in2", "in3"
+        azp = "in4" if f.has("in4") else ""
+        bzp = "in5" if f.has("in5") else ""
+        bias = "in6" if f.has("in6") else ""
+        if f.dtype(a) not in _Q8:
+            return f"{op}: A must be uint8 or int8, got {f.dtype(a)}"
+    if f.dtype(b) not in _Q8:
+        return f"{op}: B must be uint8 or int8, got {f.dtype(b)}"
+    for s in (a_scale, bs) + ((bias,) if bias else ()):
+        if f.dtype(s) != F32:
+            return f"{op}: scales and bias must be float32"
+    _scaled_product(f, op, a, b, azp, bzp, a_scale, bs, bias, "out0")
+    return f
+
+
+_c, _b = flow_op(_mmif_plan)
+OPS.add("MatMulIntegerToFloat", _b, domain=MS, since=1, until=1, dtypes=("uint8", "int8"), check=_c,
+        **_types(_float_types),
+        note="float32(MatMulInteger) * (a_scale * b_scale) + bias: MatMulInteger, Cast, Mul, Mul, Add")
+OPS.add("DynamicQuantizeMatMul", _b, domain=MS, since=1, until=1, dtypes=("float32",), check=_c,
+        **_types(_float_types),
+        note="DynamicQuantizeLinear(A), then float32(MatMulInteger) * (a_scale * b_scale) + bias")
+
+
+# -- QGemm ----------------------------------------------------------------------------------
+def _qgemm_types(ctx):
+    a, b = ctx.in_shapes[0], ctx.in_shapes[3]
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return [None]
+    M = a[1] if int(ctx.attrs.get("transA", 0)) else a[0]
+    N = b[0] if int(ctx.attrs.get("transB", 0)) else b[1]
+    dt = _dt(ctx, 8) if ctx.has_input(8) else (_dt(ctx, 0) if ctx.has_input(7) else F32)
+    return [((M, N), dt)]
+
+
+def _qgemm_plan(ctx):
+    f = Flow(ctx)
+    if not all(f.has(f"in{i}") for i in (0, 1, 2, 3, 4, 5)) or not f.has("out0"):
+        return "QGemm: A, B, their scales and zero points, and Y need known shapes"
+    if f.dtype("in0") not in _Q8 or f.dtype("in3") not in _Q8:
+        return "QGemm: A and B must be uint8 or int8"
+    if len(f.shape("in0")) != 2 or len(f.shape("in3")) != 2:
+        return "QGemm: A and B must be 2-D"
+    a = _swap_last(f, "in0", "at") if int(ctx.attrs.get("transA", 0)) else "in0"
+    b = _swap_last(f, "in3", "bt") if int(ctx.attrs.get("transB", 0)) else "in3"
+    ys = f.shape("out0")
+    c = "in6" if f.has("in6") else None
+    if c is not None and f.dtype(c) != np.int32:
+        return "QGemm: C must be int32"
+    alpha = np.float32(ctx.attrs.get("alpha", 1.0))
+    bs = "in4"
+    if alpha != 1:
+        bs = f.temp("b_scale_alpha", f.shape("in4"))
+        f.step("Mul", ["in4", f.const("alpha", alpha)], [bs])
+    quantised = f.has("in7")
+    yf = f.temp("y_f", ys) if quantised else "out0"
+    _scaled_product(f, "QGemm", a, b, "in2", "in5", "in1", bs, "", yf, extra=c)
+    if quantised:
+        f.step("QuantizeLinear", [yf, "in7", "in8" if f.has("in8") else ""], ["out0"])
+    return f
+
+
+_c, _b = flow_op(_qgemm_plan)
+OPS.add("QGemm", _b, domain=MS, since=1, until=1, dtypes=("uint8", "int8"), check=_c, **_types(_qgemm_types),
+        note="int32 (A - a_zp)(B - b_zp) + C, as float32 * ((a_scale * b_scale * alpha)), "
+             "QuantizeLinear(y_scale, y_zp) when given")
+
+
+# -- MatMulNBits ----------------------------------------------------------------------------
+def _codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The first ``count`` ``bits``-bit codes of each row of ``packed`` (uint8, low bits first)."""
+    p = np.asarray(packed, np.uint8)
+    per = 8 // bits
+    shifts = (np.arange(per, dtype=np.uint8) * bits).astype(np.uint8)
+    q = (p[..., :, None] >> shifts) & np.uint8((1 << bits) - 1)
+    return q.reshape(p.shape[:-1] + (p.shape[-1] * per,))[..., :count].astype(np.int32)
+
+
+def _nbits_table(ctx):
+    """The dequantised B (K, N) float32, or a reason."""
+    a = ctx.attrs
+    K, N = int(a.get("K", 0)), int(a.get("N", 0))
+    bits, bs = int(a.get("bits", 4)), int(a.get("block_size", 0))
+    if bits not in (2, 4, 8):
+        return f"MatMulNBits: bits={bits} not supported (2, 4, 8)"
+    if bs < 16 or bs & (bs - 1):
+        return f"MatMulNBits: block_size={bs} must be a power of 2 and >= 16"
+    if ctx.has_input(4):
+        return "MatMulNBits: g_idx (act-order) is not supported"
+    B, scales = ctx.const(1), ctx.const(2)
+    if B is None or scales is None:
+        return "MatMulNBits: B and scales must be constants (initializers)"
+    blocks = -(-K // bs)
+    if B.dtype != np.uint8 or B.shape != (N, blocks, bs * bits // 8):
+        return f"MatMulNBits: B must be uint8 ({N}, {blocks}, {bs * bits // 8}), got {B.dtype} {B.shape}"
+    sc = np.asarray(scales)
+    if sc.dtype != np.float32 or sc.size != N * blocks:
+        return f"MatMulNBits: scales must be float32 with {N * blocks} elements, got {sc.dtype} {sc.shape}"
+    sc = sc.reshape(N, blocks)
+    if ctx.has_input(3):
+        zp = ctx.const(3)
+        if zp is None:
+            return "MatMulNBits: zero_points must be a constant"
+        if zp.dtype != np.uint8:
+            return "MatMulNBits: float zero points are not supported (uint8 ones are)"
+        zps = _codes(zp.reshape(N, -1), bits, blocks)
+    else:
+        zps = np.full((N, blocks), 1 << (bits - 1), np.int32)
+    q = _codes(B.reshape(N, blocks, -1), bits, bs)                  # (N, blocks, bs)
+    w = (q - zps[:, :, None]).astype(np.float32) * sc[:, :, None]   # exact difference, one rounding
+    return np.ascontiguousarray(w.reshape(N, blocks * bs)[:, :K].T)
+
+
+def _nbits_types(ctx):
+    a = ctx.in_shapes[0]
+    if a is None or len(a) < 1:
+        return [None]
+    return [(tuple(a[:-1]) + (int(ctx.attrs.get("N", 0)),), _dt(ctx, 0))]
+
+
+def _nbits_plan(ctx):
+    if _dt(ctx, 0) != F32:
+        return f"MatMulNBits: A dtype {_dt(ctx, 0)} not supported (float32)"
+    K = int(ctx.attrs.get("K", 0))
+    if ctx.in_shapes[0] is None or ctx.in_shapes[0][-1] != K:
+        return f"MatMulNBits: A's last dim must be K={K}"
+    w = _nbits_table(ctx)
+    if isinstance(w, str):
+        return w
+    f = Flow(ctx)
+    if not f.has("out0"):
+        return "MatMulNBits: output shape unknown"
+    W = f.const("W", w)
+    if f.has("in5"):
+        p = f.temp("prod", f.shape("out0"))
+        f.step("MatMul", ["in0", W], [p])
+        f.step("Add", [p, "in5"], ["out0"])
+    else:
+        f.step("MatMul", ["in0", W], ["out0"])
+    return f
+
+
+_c, _b = flow_op(_nbits_plan)
+OPS.add("MatMulNBits", _b, domain=MS, since=1, until=1, check=_c, **_types(_nbits_types),
+        note="B dequantised once at build (float32(q - zp) * scale, exact per element), then MatMul (+ bias)")
+
+
+# -- GatherBlockQuantized -------------------------------------------------------------------
+def _gbq_table(ctx):
+    a = ctx.attrs
+    data, scales = ctx.const(0), ctx.const(2)
+    if data is None or scales is None:
+        return "GatherBlockQuantized: data and scales must be constants (initializers)"
+    bits, bs = int(a.get("bits", 4)), int(a.get("block_size", 128))
+    if bs < 16 or bs & (bs - 1):
+        return f"GatherBlockQuantized: block_size={bs} must be a power of 2 and >= 16"
+    rank = data.ndim
+    gax = int(a.get("gather_axis", 0)) % max(rank, 1)
+    qax = int(a.get("quantize_axis", 1)) % max(rank, 1)
+    dname = np.dtype(data.dtype).name
+    zp = ctx.const(3) if ctx.has_input(3) else None
+    if ctx.has_input(3) and zp is None:
+        return "GatherBlockQuantized: zero_points must be a constant"
+    sc = np.asarray(scales)
+    if sc.dtype != np.float32:
+        return "GatherBlockQuantized: scales must be float32"
+    if dname == "uint8":
+        if bits not in (2, 4, 8) or gax != 0 or qax != rank - 1:
+            return "GatherBlockQuantized: uint8 data needs bits 2/4/8, gather_axis 0 and the last quantize_axis"
+        per = 8 // bits
+        q = _codes(data, bits, data.shape[-1] * per)
+        nq = q.shape[-1]
+        nb = -(-nq // bs)
+        if sc.shape != q.shape[:-1] + (nb,):
+            return f"GatherBlockQuantized: scales must be {q.shape[:-1] + (nb,)}, got {sc.shape}"
+        z = (_codes(zp, bits, nb) if zp is not None else np.full(sc.shape, 1 << (bits - 1), np.int32))
+        blk = np.arange(nq) // bs
+        return (q - z[..., blk]).astype(np.float32) * sc[..., blk], gax
+    if dname in ("int4", "uint4"):
+        if bits != 4:
+            return "GatherBlockQuantized: int4/uint4 data needs bits=4"
+        q = np.asarray(data).astype(np.int32)
+        nq = q.shape[qax]
+        nb = -(-nq // bs)
+        want = q.shape[:qax] + (nb,) + q.shape[qax + 1:]
+        if sc.shape != want:
+            return f"GatherBlockQuantized: scales must be {want}, got {sc.shape}"
+        z = np.asarray(zp).astype(np.int32) if zp is not None else np.zeros(sc.shape, np.int32)
+        blk = np.arange(nq) // bs
+        zq = np.take(z, blk, axis=qax)
+        sq = np.take(sc, blk, axis=qax)
+        return (q - zq).astype(np.float32) * sq, gax
+    return f"GatherBlockQuantized: data dtype {dname} not supported (uint8, int4, uint4)"
+
+
+def _gbq_types(ctx):
+    data, idx = ctx.in_shapes[0], ctx.in_shapes[1]
+    if data is None or idx is None:
+        return [None]
+    rank = len(data)
+    gax = int(ctx.attrs.get("gather_axis", 0)) % max(rank, 1)
+    out = list(data[:gax]) + list(idx) + list(data[gax + 1:])
+    if _dt(ctx, 0) == np.uint8 and out:
+        out[-1] *= 8 // int(ctx.attrs.get("bits", 4))
+    return [(tuple(out), _dt(ctx, 2))]
+
+
+def _gbq_plan(ctx):
+    r = _gbq_table(ctx)
+    if isinstance(r, str):
+        return r
+    table, gax = r
+    f = Flow(ctx)
+    if not f.has("in1") or not f.has("out0"):
+        return "GatherBlockQuantized: indices and the output need known shapes"
+    f.step("Gather", [f.const("table", table), "in1"], ["out0"], axis=gax)
+    return f
+
+
+_c, _b = flow_op(_gbq_plan)
+OPS.add("GatherBlockQuantized", _b, domain=MS, since=1, until=1, dtypes=("uint8", "int4", "uint4"), check=_c,
+        **_types(_gbq_types),
+        note="the table dequantised once at build (float32(q - zp) * scale per block), then Gather")
