@@ -19,9 +19,10 @@
   once, when the node is built, to the float32 matrix ``float32(q - zp) * scale`` (K, N) --
   each element one exact subtraction and one correctly rounded multiply, the same bits on
   every target -- then the standard MatMul (+ Add bias). The default zero point is
-  ``2**(bits - 1)``; uint8 zero points are packed like the codes. onnxruntime's
-  ``accuracy_level`` 4 quantises A to int8 blocks before multiplying (its own approximation
-  of this product): a model written with it agrees with onnxruntime within that quantisation.
+  ``2**(bits - 1)``; uint8 zero points are packed like the codes. With ``accuracy_level`` 4
+  onnxruntime's CPU kernel (MLAS CompInt8, on x86) first quantises A to int8 per block of
+  ``block_size`` along K; so does this one (:func:`_int8_blocks`, standard ops: then A's
+  quantisation is onnxruntime's, and only the order of the float sums differs).
   ``g_idx`` and float zero points are not supported.
 * GatherBlockQuantized(data, indices, scales[, zero_points]; gather_axis, quantize_axis,
   block_size, bits): the table dequantised once at build time as onnxruntime's CPU kernel does
@@ -303,13 +304,56 @@ def _nbits_plan(ctx):
     if not f.has("out0"):
         return "MatMulNBits: output shape unknown"
     W = f.const("W", w)
+    a = "in0"
+    if int(ctx.attrs.get("accuracy_level", 0)) == 4:
+        a = _int8_blocks(f, "in0", int(ctx.attrs.get("block_size", 0)))
+        if a is None:
+            return "MatMulNBits: accuracy_level 4 needs K to be a multiple of block_size"
     if f.has("in5"):
         p = f.temp("prod", f.shape("out0"))
-        f.step("MatMul", ["in0", W], [p])
+        f.step("MatMul", [a, W], [p])
         f.step("Add", [p, "in5"], ["out0"])
     else:
-        f.step("MatMul", ["in0", W], ["out0"])
+        f.step("MatMul", [a, W], ["out0"])
     return f
+
+
+def _int8_blocks(f, a, bs):
+    """``a`` (.., K) as onnxruntime's MLAS quantises it for ``accuracy_level`` 4 (CompInt8), per
+    block of ``bs`` along K: ``amax = max |a|``, ``scale = amax / 127``, ``q = round_half_even(a *
+    (127 / amax))`` (0 where amax is 0), saturated to int8 -- and back, ``q * scale``: the
+    product with the dequantised B is then onnxruntime's blockwise int8 product up to the
+    order of its float sums. Abs, ReduceMax, Div, Equal, Where, Mul, Round, Clip, Mul."""
+    s = f.shape(a)
+    K = s[-1]
+    if K % bs:
+        return None
+    blocks = tuple(s[:-1]) + (K // bs, bs)
+    stat = tuple(s[:-1]) + (K // bs, 1)
+    x = f.view("a_blocks", a, 0, blocks)
+    ab = f.temp("a_abs", blocks)
+    f.step("Abs", [x], [ab])
+    amax = f.temp("a_amax", stat)
+    f.step("ReduceMax", [ab, f.const("last_axis", np.array([-1], np.int64))], [amax], opset=18, keepdims=1)
+    c127 = f.const("c127", np.float32(127))
+    scale = f.temp("a_scale", stat)
+    f.step("Div", [amax, c127], [scale])
+    inv0 = f.temp("a_inv0", stat)
+    f.step("Div", [c127, amax], [inv0])
+    zero = f.const("f_zero", np.float32(0))
+    is0 = f.temp("a_is0", stat, np.bool_)
+    f.step("Equal", [amax, zero], [is0])
+    inv = f.temp("a_inv", stat)
+    f.step("Where", [is0, zero, inv0], [inv])
+    t = f.temp("a_t", blocks)
+    f.step("Mul", [x, inv], [t])
+    r = f.temp("a_r", blocks)
+    f.step("Round", [t], [r])
+    q = f.temp("a_q", blocks)
+    f.step("Clip", [r, f.const("q_lo", np.float32(-128)), f.const("q_hi", np.float32(127))], [q])
+    d = f.temp("a_deq", blocks)
+    f.step("Mul", [q, scale], [d])
+    return f.view("a_int8", d, 0, s)
 
 
 _c, _b = flow_op(_nbits_plan)
