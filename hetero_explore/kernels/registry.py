@@ -23,6 +23,7 @@ MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "leg
            # onnxruntime's contrib ops (com.microsoft), one module per family
            "hetero_explore.kernels.contrib.norms", "hetero_explore.kernels.contrib.activations",
            "hetero_explore.kernels.contrib.matmul", "hetero_explore.kernels.contrib.attention",
+           "hetero_explore.kernels.contrib.qlinear", "hetero_explore.kernels.contrib.rnn",
            )
 
 
