@@ -25,8 +25,9 @@ attention per item, :mod:`..attention`), composed with standard steps (:mod:`.co
   onnxruntime's CPU kernel does (zeros, the first ``past_b`` positions of the past, the new
   keys after them: a copy kernel of this module), and the standard Attention over the present
   with a boolean mask (this module's kernel): query ``i`` of batch ``b`` sees key ``j`` when
-  ``j <= past_b + i`` and, with ``local_window_size`` > 0, ``j >= past_b + i -
-  local_window_size``; ``past_b`` is 0 in a first prompt (``S == total_sequence_length``), else
+  ``j <= past_b + i`` and, with ``local_window_size`` > 0, ``j > past_b + i -
+  local_window_size`` (the window holds that many keys, the query's own included, as onnxruntime
+  1.32's CPU kernel counts it); ``past_b`` is 0 in a first prompt (``S == total_sequence_length``), else
   ``seqlens_k[b] + 1 - S``. ``softcap`` is the standard one. ``smooth_softmax``,
   ``attention_bias``, ``head_sink``, ``position_ids`` and the qk output are not supported.
 * RotaryEmbedding (com.microsoft 1): the standard RotaryEmbedding (opset 23) with the inputs
@@ -342,7 +343,7 @@ b = i // (T * S)
 pb = 0 if first == 1 else seqk[b] + 1 - S
 c = pb + s
 ok = j <= c
-if win > 0 and j < c - win:
+if win > 0 and j <= c - win:
     ok = False
 out[i] = ok
 """, module=__name__)

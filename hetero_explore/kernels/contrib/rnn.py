@@ -6,6 +6,10 @@ LSTM).
 onnxruntime's CPU kernel quantises the *activations* too: X for all steps at once, and h
 before every step, to uint8 with a range that includes 0 (DynamicQuantizeLinear's rule), and
 multiplies them with the int8 weights exactly, scaling the int32 sums by ``x_scale * w_scale``.
+It partitions the batch rows over its threads and quantises each partition's h on its own, so
+its results for a batch depend on its thread count; here each row's h is quantised on its own
+(onnxruntime's result with at least as many threads as rows, and a row's result never depends
+on the other rows).
 For one direction forward with the default activations and no peepholes, clip or
 sequence_lens, the kernel here is that computation unrolled over the (static) sequence, in
 standard ops: DynamicQuantizeLinear, MatMulInteger, Cast, Mul for ``X.W`` once; per step
@@ -117,16 +121,23 @@ def _unrolled_plan(ctx):
     c = f.view("c0", "in6", 0, (B, H)) if f.has("in6") else f.const("c_zero", np.zeros((B, H), np.float32))
     split = f.const("gate_split", np.full(4, H, np.int64))
     for t in range(L):
-        qh, sh, zh = f.temp(f"qh{t}", (B, H), np.uint8), f.temp(f"sh{t}", ()), f.temp(f"zh{t}", (), np.uint8)
-        f.step("DynamicQuantizeLinear", [h], [qh, sh, zh])
+        # h quantised row by row (onnxruntime partitions the batch rows over its threads and
+        # quantises each partition on its own: with as many threads as rows, row by row)
         hr_i = f.temp(f"hr_i{t}", (B, G), np.int32)
-        f.step("MatMulInteger", [qh, R, zh, rz], [hr_i])
+        for b in range(B):
+            qh, sh, zh = f.temp(f"qh{t}_{b}", (1, H), np.uint8), f.temp(f"sh{t}_{b}", ()), f.temp(f"zh{t}_{b}", (), np.uint8)
+            f.step("DynamicQuantizeLinear", [f.view(f"h{t}_{b}", h, b * H, (1, H))], [qh, sh, zh])
+            f.step("MatMulInteger", [qh, R, zh, rz], [f.view(f"hr_i{t}_{b}", hr_i, b * G, (1, G))])
+            mh = f.temp(f"hr_mult{t}_{b}", f.shape(rs))
+            f.step("Mul", [sh, rs], [mh])
+            if b == 0:
+                mult = f.temp(f"hr_mults{t}", (B,) + f.shape(rs))
+            f.step("Identity", [mh], [f.view(f"hr_mult{t}_{b}v", mult, b * int(np.prod(f.shape(rs), dtype=np.int64)),
+                                            f.shape(rs))])
         hr_f = f.temp(f"hr_f{t}", (B, G))
         f.step("Cast", [hr_i], [hr_f], to=1)
-        mh = f.temp(f"hr_mult{t}", f.shape(rs))
-        f.step("Mul", [sh, rs], [mh])
         hr = f.temp(f"hr{t}", (B, G))
-        f.step("Mul", [hr_f, mh], [hr])
+        f.step("Mul", [hr_f, mult if f.shape(rs) == (G,) else f.view(f"hr_mults{t}c", mult, 0, (B, 1))], [hr])
         gates = f.temp(f"pre{t}", (B, G))
         f.step("Add", [hr, f.view(f"xw{t}", xw, t * B * G, (B, G))], [gates])
         if bias is not None:
