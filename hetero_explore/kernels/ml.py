@@ -1014,32 +1014,42 @@ def _build_le(ctx, target):
 
 def _check_ohe(ctx, target):
     a = ctx.attrs
-    if a.get("cats_strings"):
-        return "OneHotEncoder: string categories (string tensors are not supported)"
-    if not a.get("cats_int64s"):
-        return "OneHotEncoder: no cats_int64s"
+    strings = reg_dtype(ctx) == "object"
+    if strings and not a.get("cats_strings"):
+        return "OneHotEncoder: a string input needs cats_strings"
+    if not strings and not a.get("cats_int64s"):
+        return "OneHotEncoder: a numeric input needs cats_int64s"
     if ctx.in_shapes[0] is None:
         return "OneHotEncoder: the input shape is unknown"
     return None
 
 
-@register("OneHotEncoder", domain=ML, since=1, until=5, dtypes=("int64", "int32", "float32", "float64"),
+def _ohe_cats(ctx):
+    a = ctx.attrs
+    if reg_dtype(ctx) == "object":
+        return np.asarray([c.decode("utf-8") if isinstance(c, bytes) else str(c) for c in a["cats_strings"]], object)
+    return np.asarray(a["cats_int64s"], np.int64)
+
+
+@register("OneHotEncoder", domain=ML, since=1, until=5, dtypes=("int64", "int32", "float32", "float64", "object"),
           targets=("cpu",), check=_check_ohe,
-          shape=lambda ctx: [tuple(ctx.in_shapes[0]) + (len(ctx.attrs["cats_int64s"]),)],
-          note="float32 one-hot over cats_int64s (float input truncated to int64, as onnxruntime does); "
-               "unknown with zeros=0 is an ExecutionError")
+          shape=lambda ctx: [tuple(ctx.in_shapes[0]) + (len(_ohe_cats(ctx)),)],
+          note="float32 one-hot over cats_int64s (float input truncated to int64, as onnxruntime does) or "
+               "cats_strings (string input, exact str equality); unknown with zeros=0 is an ExecutionError")
 def _build_ohe(ctx, target):
-    cats = np.asarray(ctx.attrs["cats_int64s"], np.int64)
+    from .strings import _strings as _check_strings   # every element a str (else ExecutionError)
+    cats = _ohe_cats(ctx)
+    strings = cats.dtype == object
     zeros = int(ctx.attrs.get("zeros", 1))
     where = _where(ctx)
 
     def run(inputs, outputs):
         x = np.asarray(inputs[0])
-        xi = x.astype(np.int64)
+        xi = _check_strings(where, x) if strings else x.astype(np.int64)
         eq = xi[..., None] == cats
         if not zeros and not eq.any(axis=-1).all():
             bad = xi[~eq.any(axis=-1)].ravel()[0]
-            raise ExecutionError(f"{where}: value {int(bad)} is not one of the categories and zeros=0")
+            raise ExecutionError(f"{where}: value {bad!r} is not one of the categories and zeros=0")
         outputs[0][...] = eq.astype(F32)
 
     return run

@@ -20,10 +20,12 @@ from .opdef import ALL, FLOAT, INDEX, MAX_VERSION, NUMERIC, OpDef, dtype_name, s
 MODULES = ("elementwise", "reduce", "nn", "norm", "data", "movement", "ml", "legacy", "strings",
            "rnn", "quant", "signal", "random", "select", "einsum", "dynamic", "image", "training",
            "attention", "hetero_explore.kernels.host.sequences", "hetero_explore.kernels.host.control", "hetero_explore.kernels.host.image_decoder",
+           "hetero_explore.kernels.host.string_moves",
            # onnxruntime's contrib ops (com.microsoft), one module per family
            "hetero_explore.kernels.contrib.norms", "hetero_explore.kernels.contrib.activations",
            "hetero_explore.kernels.contrib.matmul", "hetero_explore.kernels.contrib.attention",
            "hetero_explore.kernels.contrib.qlinear", "hetero_explore.kernels.contrib.rnn",
+           "hetero_explore.kernels.contrib.text",
            )
 
 

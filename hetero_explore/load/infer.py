@@ -191,18 +191,30 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             defs = [d for d in reg.registry() if d.domain == n.domain and d.op_type == n.op_type
                     and d.shape is not None and d.claims(opset)]
             ins = [static(x) if x else None for x in n.input]
-            if not defs or any(x and s is None for x, s in zip(n.input, ins)):
+            partial = any(x and s is None for x, s in zip(n.input, ins))
+            # a definition with a run-time shape function (the contrib ops') gives the element
+            # types from the input types alone (int32 mask_index, float from uint8, strings from
+            # Tokenizer ...), with None for what only the data or unknown shapes decide
+            if not defs or (partial and defs[0].infer is None):
                 continue
             ctx = KernelContext(Node(i, n, opset), opset, ins, [elem(x) if x else None for x in n.input])
             try:
                 shapes = defs[0].shape(ctx)
-                # a definition whose run-time shape function reads no input values gives the
-                # element types too (contrib ops: int32 mask_index, float from uint8 ...)
-                typed = (defs[0].infer(ctx, [None] * len(n.input))
-                         if defs[0].infer is not None and defs[0].shape_inputs == () else None)
+                typed = defs[0].infer(ctx, [None] * len(n.input)) if defs[0].infer is not None else None
             except Exception:  # the kernel's check will explain what is wrong with the node
                 continue
             for k, (o, shp) in enumerate(zip(n.output, shapes)):
+                own = typed[k][1] if typed and k < len(typed) and typed[k] is not None else None
+                if o and shp is None and own is not None and static(o) is None:
+                    vi = types.get(o)   # the element type alone
+                    if vi is None or not vi.type.tensor_type.elem_type:
+                        if vi is None:
+                            vi = g.value_info.add()
+                            vi.name = o
+                            types[o] = vi
+                        vi.type.tensor_type.elem_type = np_to_onnx_dtype(own)
+                        changed = True
+                    continue
                 if not o or static(o) is not None or shp is None:
                     continue
                 vi = types.get(o)
@@ -211,14 +223,16 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
                     vi.name = o
                     types[o] = vi
                 tt = vi.type.tensor_type
-                own = typed[k][1] if typed and k < len(typed) and typed[k] is not None else None
+                before = tt.SerializeToString()
                 et = tt.elem_type or (np_to_onnx_dtype(own) if own is not None else
                                       types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
                 tt.ClearField("shape")
                 tt.elem_type = et
                 for d in shp:
-                    tt.shape.dim.add().dim_value = int(d)
-                changed = True
+                    dim = tt.shape.dim.add()
+                    if d is not None:   # None: a dim only the run knows (a data-dependent size)
+                        dim.dim_value = int(d)
+                changed = changed or tt.SerializeToString() != before
         if not changed:
             break
         m = infer_shapes(m)
