@@ -205,6 +205,20 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
                 continue
             for k, (o, shp) in enumerate(zip(n.output, shapes)):
                 own = typed[k][1] if typed and k < len(typed) and typed[k] is not None else None
+                declared = static(o) if o else None
+                if (declared is not None and shp is not None and all(d is not None for d in shp)
+                        and declared != tuple(int(d) for d in shp)):
+                    # a declaration the op contradicts (onnxmltools declares LightGBM's label [1] for
+                    # any batch): the computed shape is used, as onnxruntime uses its own and only
+                    # warns, so that every label of the batch is produced
+                    import warnings
+                    warnings.warn(f"output {o!r} of node {n.name or n.op_type!r} ({n.op_type}) is declared "
+                                  f"{declared} but the op computes {tuple(shp)} from its inputs: the computed "
+                                  "shape is used", stacklevel=2)
+                    for vi in list(g.value_info) + list(g.output):
+                        if vi.name == o:
+                            vi.type.tensor_type.ClearField("shape")
+                    declared = None
                 if o and shp is None and own is not None and static(o) is None:
                     vi = types.get(o)   # the element type alone
                     if vi is None or not vi.type.tensor_type.elem_type:
@@ -215,7 +229,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
                         vi.type.tensor_type.elem_type = np_to_onnx_dtype(own)
                         changed = True
                     continue
-                if not o or static(o) is not None or shp is None:
+                if not o or declared is not None or shp is None:
                     continue
                 vi = types.get(o)
                 if vi is None:
@@ -237,7 +251,58 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             break
         m = infer_shapes(m)
         g = m.graph
-    return m
+    return _overrule_declared_outputs(m)
+
+
+def _static_dims(t: onnx.TypeProto):
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    dims = t.tensor_type.shape.dim
+    return tuple(int(d.dim_value) for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+
+
+def _overrule_declared_outputs(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Graph outputs whose declared static shape contradicts what the completed
+    shapes give downstream (onnxmltools declares a LightGBM classifier's ``label`` [1] whatever
+    the batch; the label reaches the output through an Identity): the computed shape is used, as
+    onnxruntime runs such a model with its own shapes (it only warns), so that every label of
+    the batch is produced -- with a warning naming the declaration. A static declaration that
+    cannot be checked at load (symbolic shapes above it) is not trusted either: its dims are
+    left to the run. The earlier check
+    (:func:`infer_checked`) could not see these conflicts: onnx's inference alone does not know
+    the ml ops' output shapes."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    # the graph outputs that onnx's inference computes (not those of the completed ops themselves,
+    # whose declarations the completion already checked)
+    own = {o for n in m.graph.node if _completed_by_op_shapes(n) for o in n.output}
+    declared = {vi.name: _static_dims(vi.type) for vi in probe.graph.output if vi.name not in own}
+    for vi in probe.graph.output:
+        if declared.get(vi.name) is not None:
+            vi.type.tensor_type.ClearField("shape")
+    probe = infer_shapes(probe)
+    computed = {vi.name: _static_dims(vi.type) for vi in probe.graph.output}
+    wrong = {n: (d, computed[n]) for n, d in declared.items()
+             if d is not None and computed.get(n) is not None and computed[n] != d}
+    # a static declaration nothing can check at load (the shapes above it are symbolic): left to
+    # the run, which computes it from the actual inputs (a batch of 10 gets 10 labels)
+    unchecked = [n for n, d in declared.items() if d is not None and computed.get(n) is None]
+    if not wrong and not unchecked:
+        return m
+    import warnings
+    for name, (d, c) in wrong.items():
+        warnings.warn(f"value {name!r} is declared with shape {d}, but the model computes {c} for these inputs: "
+                      "the computed shape is used (the declaration is wrong; onnxruntime also runs with its own)",
+                      stacklevel=3)
+    for vi in m.graph.output:
+        if vi.name in wrong:
+            vi.type.tensor_type.ClearField("shape")
+            for dim in wrong[vi.name][1]:
+                vi.type.tensor_type.shape.dim.add().dim_value = int(dim)
+        elif vi.name in unchecked:
+            for dim in vi.type.tensor_type.shape.dim:
+                dim.Clear()   # the rank stays; every dim is computed at run time
+    return infer_shapes(m)
 
 
 def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:

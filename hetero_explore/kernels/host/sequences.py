@@ -364,7 +364,8 @@ def _ml_reg(op, **kw):
     return _reg(op, since=1, until=1, domain="ai.onnx.ml", **kw)
 
 
-@_ml_reg("ZipMap", note="one dict per row: class label -> score (float32 values)")
+@_ml_reg("ZipMap", note="one dict per row: class label -> score (float32 values)", shape_inputs=(),
+         infer=lambda ctx, arrays: [((), np.dtype(HOST_DTYPE))])   # a host value: its rows come with it
 def _zipmap(ctx, target):
     ints = ctx.attrs.get("classlabels_int64s")
     strs = ctx.attrs.get("classlabels_strings")
