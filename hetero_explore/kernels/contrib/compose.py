@@ -49,6 +49,23 @@ class _Local:
     build: object
 
 
+class _Lazy:
+    """A constant computed when first read (a dequantised weight table: planning asks every
+    provider about the node, and only a build needs the values)."""
+
+    def __init__(self, fn):
+        self._fn, self._value = fn, None
+
+    def __call__(self):
+        if self._value is None:
+            self._value = np.ascontiguousarray(self._fn())
+        return self._value
+
+
+def _value(v):
+    return v() if isinstance(v, _Lazy) else v
+
+
 class _Consts:
     """The stand-in graph of a step's context: its constant inputs (``ctx.const``)."""
 
@@ -59,7 +76,7 @@ class _Consts:
         return name in self._c
 
     def initializer(self, name):
-        return self._c[name]
+        return _value(self._c[name])
 
 
 @dataclass
@@ -109,6 +126,13 @@ class Flow:
         a = np.ascontiguousarray(array)
         self.vals[name] = (tuple(a.shape), a.dtype)
         self.kinds[name] = ("const", a)
+        return name
+
+    def lazy_const(self, name, shape, dtype, fn) -> str:
+        """A constant of ``shape``/``dtype`` whose values ``fn()`` computes when a build first
+        needs them (checks read only its shape)."""
+        self.vals[name] = (tuple(int(d) for d in shape), np.dtype(dtype))
+        self.kinds[name] = ("const", _Lazy(fn))
         return name
 
     def view(self, name, base, offset, shape) -> str:
@@ -184,7 +208,7 @@ class Flow:
             if d is None:
                 raise node_error(self.ctx, f"its {st.op} step: {c}")
             runs.append((d.build(c, target), st))
-        consts = {n: target.to_device(kd[1]) for n, kd in self.kinds.items() if kd[0] == "const"}
+        consts = {n: target.to_device(_value(kd[1])) for n, kd in self.kinds.items() if kd[0] == "const"}
         vals, kinds = dict(self.vals), dict(self.kinds)
         host = target.host
 

@@ -249,8 +249,9 @@ def _codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     return q.reshape(p.shape[:-1] + (p.shape[-1] * per,))[..., :count].astype(np.int32)
 
 
-def _nbits_table(ctx):
-    """The dequantised B (K, N) float32, or a reason."""
+def _nbits_layout(ctx):
+    """(K, N, bits, block size, blocks) or a reason: the shapes and types of B, scales and zero
+    points checked without reading their values."""
     a = ctx.attrs
     K, N = int(a.get("K", 0)), int(a.get("N", 0))
     bits, bs = int(a.get("bits", 4)), int(a.get("block_size", 0))
@@ -260,23 +261,25 @@ def _nbits_table(ctx):
         return f"MatMulNBits: block_size={bs} must be a power of 2 and >= 16"
     if ctx.has_input(4):
         return "MatMulNBits: g_idx (act-order) is not supported"
-    B, scales = ctx.const(1), ctx.const(2)
-    if B is None or scales is None:
-        return "MatMulNBits: B and scales must be constants (initializers)"
     blocks = -(-K // bs)
-    if B.dtype != np.uint8 or B.shape != (N, blocks, bs * bits // 8):
-        return f"MatMulNBits: B must be uint8 ({N}, {blocks}, {bs * bits // 8}), got {B.dtype} {B.shape}"
-    sc = np.asarray(scales)
-    if sc.dtype != np.float32 or sc.size != N * blocks:
-        return f"MatMulNBits: scales must be float32 with {N * blocks} elements, got {sc.dtype} {sc.shape}"
-    sc = sc.reshape(N, blocks)
+    shapes = {i: ctx.in_shapes[i] if i < len(ctx.in_shapes) else None for i in (1, 2, 3)}
+    if ctx.const(1) is None or ctx.const(2) is None or (ctx.has_input(3) and ctx.const(3) is None):
+        return "MatMulNBits: B, scales and zero_points must be constants (initializers)"
+    if np.dtype(ctx.in_dtypes[1]) != np.uint8 or tuple(shapes[1]) != (N, blocks, bs * bits // 8):
+        return f"MatMulNBits: B must be uint8 ({N}, {blocks}, {bs * bits // 8}), got {ctx.in_dtypes[1]} {shapes[1]}"
+    if np.dtype(ctx.in_dtypes[2]) != np.float32 or int(np.prod(shapes[2])) != N * blocks:
+        return f"MatMulNBits: scales must be float32 with {N * blocks} elements, got {ctx.in_dtypes[2]} {shapes[2]}"
+    if ctx.has_input(3) and np.dtype(ctx.in_dtypes[3]) != np.uint8:
+        return "MatMulNBits: float zero points are not supported (uint8 ones are)"
+    return K, N, bits, bs, blocks
+
+
+def _nbits_table(ctx, layout):
+    """The dequantised B (K, N) float32."""
+    K, N, bits, bs, blocks = layout
+    B, sc = np.asarray(ctx.const(1)), np.asarray(ctx.const(2)).reshape(N, blocks)
     if ctx.has_input(3):
-        zp = ctx.const(3)
-        if zp is None:
-            return "MatMulNBits: zero_points must be a constant"
-        if zp.dtype != np.uint8:
-            return "MatMulNBits: float zero points are not supported (uint8 ones are)"
-        zps = _codes(zp.reshape(N, -1), bits, blocks)
+        zps = _codes(np.asarray(ctx.const(3)).reshape(N, -1), bits, blocks)
     else:
         zps = np.full((N, blocks), 1 << (bits - 1), np.int32)
     q = _codes(B.reshape(N, blocks, -1), bits, bs)                  # (N, blocks, bs)
@@ -297,13 +300,13 @@ def _nbits_plan(ctx):
     K = int(ctx.attrs.get("K", 0))
     if ctx.in_shapes[0] is None or ctx.in_shapes[0][-1] != K:
         return f"MatMulNBits: A's last dim must be K={K}"
-    w = _nbits_table(ctx)
-    if isinstance(w, str):
-        return w
+    layout = _nbits_layout(ctx)
+    if isinstance(layout, str):
+        return layout
     f = Flow(ctx)
     if not f.has("out0"):
         return "MatMulNBits: output shape unknown"
-    W = f.const("W", w)
+    W = f.lazy_const("W", (K, layout[1]), np.float32, lambda: _nbits_table(ctx, layout))
     a = "in0"
     if int(ctx.attrs.get("accuracy_level", 0)) == 4:
         a = _int8_blocks(f, "in0", int(ctx.attrs.get("block_size", 0)))
@@ -362,51 +365,52 @@ OPS.add("MatMulNBits", _b, domain=MS, since=1, until=1, check=_c, **_types(_nbit
 
 
 # -- GatherBlockQuantized -------------------------------------------------------------------
-def _gbq_table(ctx):
+def _gbq_layout(ctx):
+    """(table shape, gather axis, quantize axis, bits, block) or a reason, from the shapes and
+    types alone (the table itself is computed when a build needs it)."""
     a = ctx.attrs
-    data, scales = ctx.const(0), ctx.const(2)
-    if data is None or scales is None:
-        return "GatherBlockQuantized: data and scales must be constants (initializers)"
+    if ctx.const(0) is None or ctx.const(2) is None or (ctx.has_input(3) and ctx.const(3) is None):
+        return "GatherBlockQuantized: data, scales and zero_points must be constants (initializers)"
     bits, bs = int(a.get("bits", 4)), int(a.get("block_size", 128))
     if bs < 16 or bs & (bs - 1):
         return f"GatherBlockQuantized: block_size={bs} must be a power of 2 and >= 16"
-    rank = data.ndim
+    ds, ss = tuple(ctx.in_shapes[0]), tuple(ctx.in_shapes[2])
+    rank = len(ds)
     gax = int(a.get("gather_axis", 0)) % max(rank, 1)
     qax = int(a.get("quantize_axis", 1)) % max(rank, 1)
-    dname = np.dtype(data.dtype).name
-    zp = ctx.const(3) if ctx.has_input(3) else None
-    if ctx.has_input(3) and zp is None:
-        return "GatherBlockQuantized: zero_points must be a constant"
-    sc = np.asarray(scales)
-    if sc.dtype != np.float32:
+    dname = np.dtype(ctx.in_dtypes[0]).name
+    if np.dtype(ctx.in_dtypes[2]) != np.float32:
         return "GatherBlockQuantized: scales must be float32"
     if dname == "uint8":
         if bits not in (2, 4, 8) or gax != 0 or qax != rank - 1:
             return "GatherBlockQuantized: uint8 data needs bits 2/4/8, gather_axis 0 and the last quantize_axis"
-        per = 8 // bits
-        q = _codes(data, bits, data.shape[-1] * per)
-        nq = q.shape[-1]
-        nb = -(-nq // bs)
-        if sc.shape != q.shape[:-1] + (nb,):
-            return f"GatherBlockQuantized: scales must be {q.shape[:-1] + (nb,)}, got {sc.shape}"
-        z = (_codes(zp, bits, nb) if zp is not None else np.full(sc.shape, 1 << (bits - 1), np.int32))
-        blk = np.arange(nq) // bs
-        return (q - z[..., blk]).astype(np.float32) * sc[..., blk], gax
-    if dname in ("int4", "uint4"):
+        table = ds[:-1] + (ds[-1] * (8 // bits),)
+    elif dname in ("int4", "uint4"):
         if bits != 4:
             return "GatherBlockQuantized: int4/uint4 data needs bits=4"
-        q = np.asarray(data).astype(np.int32)
-        nq = q.shape[qax]
-        nb = -(-nq // bs)
-        want = q.shape[:qax] + (nb,) + q.shape[qax + 1:]
-        if sc.shape != want:
-            return f"GatherBlockQuantized: scales must be {want}, got {sc.shape}"
+        table = ds
+    else:
+        return f"GatherBlockQuantized: data dtype {dname} not supported (uint8, int4, uint4)"
+    want = table[:qax] + (-(-table[qax] // bs),) + table[qax + 1:]
+    if ss != want:
+        return f"GatherBlockQuantized: scales must be {want}, got {ss}"
+    return table, gax, qax, bits, bs
+
+
+def _gbq_table(ctx, layout):
+    """The dequantised table, as onnxruntime's CPU kernel dequantises each gathered element."""
+    table, gax, qax, bits, bs = layout
+    data, sc = np.asarray(ctx.const(0)), np.asarray(ctx.const(2))
+    zp = ctx.const(3) if ctx.has_input(3) else None
+    nq = table[qax]
+    blk = np.arange(nq) // bs
+    if data.dtype == np.uint8:   # codes packed low bits first, default zero point 2**(bits - 1)
+        q = _codes(data, bits, nq)
+        z = _codes(zp, bits, sc.shape[-1]) if zp is not None else np.full(sc.shape, 1 << (bits - 1), np.int32)
+    else:
+        q = data.astype(np.int32)
         z = np.asarray(zp).astype(np.int32) if zp is not None else np.zeros(sc.shape, np.int32)
-        blk = np.arange(nq) // bs
-        zq = np.take(z, blk, axis=qax)
-        sq = np.take(sc, blk, axis=qax)
-        return (q - zq).astype(np.float32) * sq, gax
-    return f"GatherBlockQuantized: data dtype {dname} not supported (uint8, int4, uint4)"
+    return (q - np.take(z, blk, axis=qax)).astype(np.float32) * np.take(sc, blk, axis=qax)
 
 
 def _gbq_types(ctx):
@@ -422,14 +426,16 @@ def _gbq_types(ctx):
 
 
 def _gbq_plan(ctx):
-    r = _gbq_table(ctx)
-    if isinstance(r, str):
-        return r
-    table, gax = r
+    if any(ctx.in_shapes[i] is None for i in (0, 2)):
+        return "GatherBlockQuantized: data and scales need known shapes"
+    layout = _gbq_layout(ctx)
+    if isinstance(layout, str):
+        return layout
     f = Flow(ctx)
     if not f.has("in1") or not f.has("out0"):
         return "GatherBlockQuantized: indices and the output need known shapes"
-    f.step("Gather", [f.const("table", table), "in1"], ["out0"], axis=gax)
+    table = f.lazy_const("table", layout[0], np.float32, lambda: _gbq_table(ctx, layout))
+    f.step("Gather", [table, "in1"], ["out0"], axis=layout[1])
     return f
 
 
