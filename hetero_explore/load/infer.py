@@ -134,8 +134,8 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-#: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
-#: definitions' own ``shape`` functions give them
+#: domains whose ops onnx's shape inference mostly leaves without output shapes (or, for
+#: com.microsoft, knows nothing of); the kernel definitions' own ``shape`` functions give them
 _SHAPE_FN_DOMAINS = ("ai.onnx.ml", "com.microsoft")
 #: ops of other domains whose outputs onnx's inference leaves unknown (GroupNormalization: its
 #: function body is not inferred; GatherND: a scalar result): their kernel definitions' ``shape``
@@ -152,11 +152,14 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     """Output shapes that onnx's inference leaves unknown, from the op definitions.
 
     onnx infers only the element types of most ``ai.onnx.ml`` outputs
-    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...), and nothing of a
-    GroupNormalization's (its function body is not inferred); a kernel definition
-    that knows its output shapes (``OpDef.shape``) gives them (an unknown element type
-    is then input 0's), and inference runs again so that the nodes downstream see
-    them. Nothing changes for models without such nodes."""
+    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...), nothing of a
+    GroupNormalization's (its function body is not inferred) and nothing of onnxruntime's
+    ``com.microsoft`` ops (it has no schemas for them); a kernel definition that knows its
+    output shapes (``OpDef.shape``) gives them (the element type from its run-time shape
+    function when it has one, else input 0's; a contrib op whose sizes only the data decides
+    gets its element type and rank), and inference runs again so that the nodes downstream
+    see them. A declared graph-output shape the completed shapes contradict is overruled
+    (:func:`_overrule_declared_outputs`). Nothing changes for models without such nodes."""
     g = m.graph
     if not any(_completed_by_op_shapes(n) for n in g.node):
         return m
