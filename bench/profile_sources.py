@@ -17,8 +17,9 @@ How each table is read (nothing a table does not state is claimed):
   kernels each EP registers): an op is claimed for the schema versions of its
   rows (``13+``, ``[6, 12]``, ``13``), with the types of the type constraint of
   its first input in that row (``T`` of ``*in* X:**T**``), or that input's fixed
-  type. Only the ``ai.onnx`` and ``ai.onnx.ml`` domains are kept (contrib ops
-  have no kernels here).
+  type. Only the ``ai.onnx`` and ``ai.onnx.ml`` domains are read here; the CUDA and
+  DirectML tables' ``com.microsoft`` rows come from ``--contrib`` (a transcription of a later
+  copy of the same file, ``bench/profile_sources_contrib.md``) into ``profiles/contrib/``.
 * ``ep_notes`` (the ``|ai.onnx:Op|Note|`` tables of the CoreML, NNAPI and QNN
   EP docs): an op is claimed at every opset with any dtype — those tables state
   neither — under the conditions of its note. ``com.microsoft`` rows are left out.
