@@ -117,12 +117,18 @@ class Flow:
     def dtype(self, name) -> np.dtype:
         return self.vals[name][1]
 
+    def _new(self, name) -> None:
+        if name in self.vals:   # a composition names each value once
+            raise ValueError(f"{self.ctx.node.op_type} composition: value {name!r} is declared twice")
+
     def temp(self, name, shape, dtype=np.float32) -> str:
+        self._new(name)
         self.vals[name] = (tuple(int(d) for d in shape), np.dtype(dtype))
         self.kinds[name] = ("temp",)
         return name
 
     def const(self, name, array) -> str:
+        self._new(name)
         a = np.ascontiguousarray(array)
         self.vals[name] = (tuple(a.shape), a.dtype)
         self.kinds[name] = ("const", a)
@@ -131,12 +137,14 @@ class Flow:
     def lazy_const(self, name, shape, dtype, fn) -> str:
         """A constant of ``shape``/``dtype`` whose values ``fn()`` computes when a build first
         needs them (checks read only its shape)."""
+        self._new(name)
         self.vals[name] = (tuple(int(d) for d in shape), np.dtype(dtype))
         self.kinds[name] = ("const", _Lazy(fn))
         return name
 
     def view(self, name, base, offset, shape) -> str:
         """``name``: elements ``offset ..`` of ``base`` (flat), as ``shape``."""
+        self._new(name)
         self.vals[name] = (tuple(int(d) for d in shape), self.vals[base][1])
         self.kinds[name] = ("view", base, int(offset))
         return name
