@@ -144,6 +144,7 @@ def main(argv=None) -> int:
         print(pd.DataFrame(summary).to_string(index=False))
     if not args.no_folders:
         frames += _folders(args, runs, folder_manifest, folder_entries, run_folders, manifest_entry, FOLDERS, pd)
+    _contrib_claims()
     if args.write_manifest:
         write_manifest(args.manifest, entries, folder_entries)
         print(f"manifest written to {args.manifest}: " + ", ".join(
@@ -152,6 +153,17 @@ def main(argv=None) -> int:
         pd.concat(frames).to_csv(args.csv, index=False)
         print(f"rows written to {args.csv}")
     return 0
+
+
+def _contrib_claims() -> None:
+    """onnxruntime's contrib ops each provider's kernels claim (onnx generates no node cases for
+    them: tests/test_kernels_contrib.py holds them to onnxruntime, one node at a time)."""
+    from hetero_explore.kernels.registry import registry
+    print("\n== onnxruntime contrib ops (com.microsoft, and SimplifiedLayerNormalization) per provider")
+    for target in ("cpu", "cuda"):
+        ops = sorted({d.op_type for d in registry() if target in d.targets
+                      and (d.domain == "com.microsoft" or (d.domain, d.op_type) == ("", "SimplifiedLayerNormalization"))})
+        print(f"{target}: {len(ops)} op types: {', '.join(ops)}")
 
 
 def _folders(args, runs, manifest, entries, run_folders, manifest_entry, all_folders, pd) -> list:

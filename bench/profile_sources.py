@@ -3,6 +3,8 @@ their published sources.
 
     python bench/profile_sources.py --src DIR            # write the JSON profiles
     python bench/profile_sources.py --src DIR --check    # only compare with the files in the repo
+    python bench/profile_sources.py --contrib bench/profile_sources_contrib.md [--check]
+                                                  # the contrib rows of ort-cuda / directml
 
 ``DIR`` holds the source files named in ``SOURCES`` below (download each from its
 ``url`` at the recorded commit; for the pages of onnxruntime's gh-pages branch,
@@ -15,8 +17,9 @@ How each table is read (nothing a table does not state is claimed):
   kernels each EP registers): an op is claimed for the schema versions of its
   rows (``13+``, ``[6, 12]``, ``13``), with the types of the type constraint of
   its first input in that row (``T`` of ``*in* X:**T**``), or that input's fixed
-  type. Only the ``ai.onnx`` and ``ai.onnx.ml`` domains are kept (contrib ops
-  have no kernels here).
+  type. Only the ``ai.onnx`` and ``ai.onnx.ml`` domains are read here; the CUDA and
+  DirectML tables' ``com.microsoft`` rows come from ``--contrib`` (a transcription of a later
+  copy of the same file, ``bench/profile_sources_contrib.md``) into ``profiles/contrib/``.
 * ``ep_notes`` (the ``|ai.onnx:Op|Note|`` tables of the CoreML, NNAPI and QNN
   EP docs): an op is claimed at every opset with any dtype — those tables state
   neither — under the conditions of its note. ``com.microsoft`` rows are left out.
@@ -495,13 +498,72 @@ def build(name: str, src_dir: Path) -> dict:
     }
 
 
+# -- onnxruntime's contrib kernels (com.microsoft), transcribed --------------------------------
+CONTRIB_COMMIT = "001d12d2623fd411ce0f83d05abb5e82304a3389"
+#: transcription section -> (profile name, domain)
+CONTRIB_SECTIONS = {"CUDAExecutionProvider com.microsoft": ("ort-cuda", "com.microsoft"),
+                    "CUDAExecutionProvider ai.onnx": ("ort-cuda", ""),
+                    "DmlExecutionProvider com.microsoft": ("directml", "com.microsoft")}
+
+
+def build_contrib(path: Path) -> dict:
+    """``{profile name: contrib profile}`` from ``bench/profile_sources_contrib.md`` (the
+    com.microsoft rows of onnxruntime's OperatorKernels.md, transcribed; see that file)."""
+    text = path.read_text(encoding="utf-8")
+    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    out: dict = {}
+    section = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+            continue
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if section not in CONTRIB_SECTIONS or len(cells) != 4 or cells[0] in ("op", "---"):
+            continue
+        name, domain = CONTRIB_SECTIONS[section]
+        op, _first, ver, types = cells
+        vm = re.fullmatch(r"(\d+)\+", ver)
+        if vm is None:
+            raise SystemExit(f"{section} {op}: cannot read the versions {ver!r}")
+        dtypes = None if types == "not stated" else sorted(
+            {ORT_TYPES.get(t.strip(), t.strip()) for t in types.split(",")})
+        prof = out.setdefault(name, {
+            "name": name, "execution_provider": SOURCES[name]["ep"],
+            "source": {"repository": ORT, "path": "docs/OperatorKernels.md", "commit": CONTRIB_COMMIT,
+                       "url": f"https://github.com/{ORT}/blob/{CONTRIB_COMMIT}/docs/OperatorKernels.md",
+                       "file": path.name, "sha256": sha,
+                       "copy": "the com.microsoft rows (and CUDA's default-domain SimplifiedLayerNormalization) "
+                               "of the CUDA and DirectML sections, transcribed from a stored copy of that commit "
+                               "into bench/profile_sources_contrib.md"},
+            "version": f"onnxruntime main at commit {CONTRIB_COMMIT[:7]} (later than the ai.onnx rows' source)",
+            "ops": []})
+        prof["ops"].append({"op": op, "domain": domain,
+                            "versions": [{"since": int(vm.group(1)), "until": None, "dtypes": dtypes}],
+                            "note": "", "conditions": [], "unchecked": []})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--src", required=True, type=Path, help="folder holding the source files")
+    ap.add_argument("--src", type=Path, help="folder holding the source files")
+    ap.add_argument("--contrib", type=Path, help="the contrib transcription (bench/profile_sources_contrib.md)")
     ap.add_argument("--only", nargs="*", help="profile names to build (default: all)")
     ap.add_argument("--check", action="store_true", help="compare with the files in the repo, write nothing")
     args = ap.parse_args(argv)
+    if (args.src is None) == (args.contrib is None):
+        ap.error("give --src DIR (the profiles) or --contrib FILE (their contrib rows)")
     changed = 0
+    if args.contrib is not None:
+        for name, prof in build_contrib(args.contrib).items():
+            text = json.dumps(prof, indent=1, ensure_ascii=False) + "\n"
+            path = OUT / "contrib" / f"{name}.json"
+            old = path.read_text(encoding="utf-8") if path.exists() else None
+            changed += old != text
+            print(f"{name:18s} {len(prof['ops']):4d} contrib rows: {'same' if old == text else 'changed'}")
+            if not args.check:
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        return 1 if (args.check and changed) else 0
     for name in args.only or SOURCES:
         prof = build(name, args.src)
         text = json.dumps(prof, indent=1, ensure_ascii=False) + "\n"

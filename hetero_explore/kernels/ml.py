@@ -368,13 +368,19 @@ def _n_classes(ctx) -> int:
     return max(len(_int_labels(ctx)), len(ctx.attrs.get("classlabels_strings", []) or []))
 
 
+def _class_labels(ctx) -> np.ndarray:
+    """The class labels: int64, or ``classlabels_strings`` as a string tensor's elements."""
+    strs = ctx.attrs.get("classlabels_strings")
+    if strs:
+        return np.asarray([v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in strs], object)
+    return np.asarray(_int_labels(ctx), np.int64)
+
+
 def _check_tree_classifier(ctx, target):
     r = _rank2(ctx) or _check_post(ctx, target)
     if r:
         return r
-    if ctx.attrs.get("classlabels_strings"):
-        return "TreeEnsembleClassifier: string class labels (string tensors are not supported)"
-    if len(ctx.attrs.get("classlabels_int64s", []) or []) < 2:
+    if _n_classes(ctx) < 2:
         return "TreeEnsembleClassifier: fewer than two class labels"
     return None
 
@@ -388,10 +394,10 @@ def _shape_classifier(ctx, n_scores):
           check=_check_tree_classifier,
           shape=lambda ctx: _shape_classifier(ctx, _n_classes(ctx)),
           note="trees in ascending id, float32 sums (double thresholds compare in double); "
-               "binary: one class id -> [1-s, s] or [-s, s]; int64 labels only")
+               "binary: one class id -> [1-s, s] or [-s, s]; int64 or string labels")
 def _build_tree_classifier(ctx, target):
     a = ctx.attrs
-    labels = np.asarray(a["classlabels_int64s"], np.int64)
+    labels = _class_labels(ctx)
     nc = labels.shape[0]
     forest = _forest_v1(ctx, "class", "class_ids", nc)
     base = _attr_array(a, "base_values", F32)
@@ -557,49 +563,76 @@ def _build_tree5(ctx, target):
 
 
 # --- linear models ----------------------------------------------------------------------------
-def _linear_parts(ctx, n_rows_hint=None):
+def _features(ctx) -> int:
+    """X's feature count: its last dim (a 1-D X is one row, as onnxruntime reads it)."""
+    xs = ctx.in_shapes[0]
+    return int(xs[-1]) if len(xs) in (1, 2) else 0
+
+
+def _linear_parts(ctx, rows=None):
+    """(w [rows, features], b [rows]). onnxruntime's reading: the row count is the number of
+    intercepts (when given), the feature count X's, and the coefficients are read as the first
+    rows x features values, row by row (further values are not read; fewer are an error here,
+    where onnxruntime would read past them)."""
     a, where = ctx.attrs, _where(ctx)
-    nf = ctx.in_shapes[0][1]
+    nf = _features(ctx)
     coef = np.asarray(a.get("coefficients", []), F32)
-    if nf == 0 or coef.size % nf:
-        raise KernelError(f"{where}: {coef.size} coefficients do not split into rows of {nf} features")
-    w = coef.reshape(-1, nf)
-    b = np.asarray(a.get("intercepts", [0.0] * w.shape[0]), F32)
-    if b.size != w.shape[0]:
-        raise KernelError(f"{where}: {b.size} intercepts for {w.shape[0]} coefficient rows")
+    b = a.get("intercepts")
+    if rows is None:
+        rows = len(b) if b else (coef.size // nf if nf and coef.size % nf == 0 else 0)
+    if nf == 0 or rows == 0 or coef.size < rows * nf:
+        raise KernelError(f"{where}: {coef.size} coefficients are fewer than {rows} rows of {nf} features "
+                          "(rows: the intercepts' count; features: X's last dim)")
+    w = coef[:rows * nf].reshape(rows, nf)
+    b = np.asarray(b if b else [0.0] * rows, F32)
+    if b.size != rows:
+        raise KernelError(f"{where}: {b.size} intercepts for {rows} coefficient rows")
     return w, b
 
 
+def _lc_rows(ctx) -> int:
+    b = ctx.attrs.get("intercepts")
+    nf = _features(ctx)
+    return len(b) if b else len(ctx.attrs.get("coefficients", [])) // max(nf, 1)
+
+
 def _lc_n_scores(ctx) -> int:
-    nf = ctx.in_shapes[0][1]
-    rows = len(ctx.attrs.get("coefficients", [])) // max(nf, 1)
+    rows = _lc_rows(ctx)
     return 2 if rows == 1 and _n_classes(ctx) == 2 else rows
 
 
+def _lc_shape(ctx):
+    xs = ctx.in_shapes[0]
+    n = xs[0] if len(xs) == 2 else 1
+    return [(n,), (n, _lc_n_scores(ctx))]
+
+
 def _check_linear_classifier(ctx, target):
-    r = _rank2(ctx) or _check_post(ctx, target)
+    xs = ctx.in_shapes[0] if ctx.in_shapes else None
+    if xs is None or len(xs) not in (1, 2):
+        return "LinearClassifier: X must be [N, C] or [C] with a known shape"
+    r = _check_post(ctx, target)
     if r:
         return r
-    if ctx.attrs.get("classlabels_strings"):
-        return "LinearClassifier: string class labels (string tensors are not supported)"
-    if not _int_labels(ctx):
-        return "LinearClassifier: no classlabels_ints"
+    if not _n_classes(ctx):
+        return "LinearClassifier: no classlabels_ints or classlabels_strings"
     return None
 
 
 @register("LinearClassifier", domain=ML, since=1, until=5, dtypes=REAL_IN, targets=("cpu",),
-          check=_check_linear_classifier, shape=lambda ctx: _shape_classifier(ctx, _lc_n_scores(ctx)),
-          note="scores = intercept + Σ_k x_k·w_k (ascending k, float32); one row & two classes -> [-s, s]")
+          check=_check_linear_classifier, shape=_lc_shape,
+          note="scores = intercept + Σ_k x_k·w_k (ascending k, float32); one row & two classes -> [-s, s]; "
+               "rows = intercepts, features = X's (onnxruntime's reading); int64 or string labels")
 def _build_linear_classifier(ctx, target):
     w, b = _linear_parts(ctx)
-    labels = np.asarray(_int_labels(ctx), np.int64)
+    labels = _class_labels(ctx)
     code = _post_code(ctx)
     two = w.shape[0] == 1 and labels.shape[0] == 2
     if not two and w.shape[0] != labels.shape[0]:
         raise KernelError(f"{_where(ctx)}: {w.shape[0]} coefficient rows for {labels.shape[0]} classes")
 
     def run(inputs, outputs):
-        s = _dot_rows(_as_f32(inputs[0]), w, b)
+        s = _dot_rows(_as_f32(inputs[0]).reshape(-1, w.shape[1]), w, b)
         if two:
             s = np.ascontiguousarray(np.concatenate([-s, s], axis=1))
         post_transform(s, code)
@@ -618,8 +651,8 @@ def _check_linear_regressor(ctx, target):
           shape=lambda ctx: [(ctx.in_shapes[0][0], int(ctx.attrs.get("targets", 1)))],
           note="intercept + Σ_k x_k·w_k (ascending k, float32), then post_transform")
 def _build_linear_regressor(ctx, target):
-    w, b = _linear_parts(ctx)
     nt = int(ctx.attrs.get("targets", 1))
+    w, b = _linear_parts(ctx, rows=nt)
     if w.shape[0] != nt:
         raise KernelError(f"{_where(ctx)}: {w.shape[0]} coefficient rows for targets={nt}")
     code = _post_code(ctx)
@@ -659,7 +692,7 @@ def _svm_params(ctx):
 
 def _svc_n_scores(ctx) -> int:
     a = ctx.attrs
-    nc = max(len(_int_labels(ctx)), 1)
+    nc = max(_n_classes(ctx), 1)
     nv = int(sum(a.get("vectors_per_class", []) or []))
     k = nc * (nc - 1) // 2 if nv > 0 else nc
     return 2 if k == 1 else k
@@ -670,9 +703,7 @@ def _check_svc(ctx, target):
     if r:
         return r
     a = ctx.attrs
-    if a.get("classlabels_strings"):
-        return "SVMClassifier: string class labels (string tensors are not supported)"
-    if len(_int_labels(ctx)) < 2:
+    if _n_classes(ctx) < 2:
         return "SVMClassifier: fewer than two class labels"
     if not a.get("vectors_per_class"):
         return "SVMClassifier: the linear (no support vectors) mode is not implemented"
@@ -689,7 +720,7 @@ def _check_svc(ctx, target):
 def _build_svc(ctx, target):
     a, where = ctx.attrs, _where(ctx)
     kind, gamma, coef0, degree, sv = _svm_params(ctx)
-    labels = np.asarray(_int_labels(ctx), np.int64)
+    labels = _class_labels(ctx)
     nc = labels.shape[0]
     vpc = np.asarray(a.get("vectors_per_class", []), np.int64)
     nv = int(vpc.sum()) if vpc.size else 0
@@ -988,32 +1019,42 @@ def _build_le(ctx, target):
 
 def _check_ohe(ctx, target):
     a = ctx.attrs
-    if a.get("cats_strings"):
-        return "OneHotEncoder: string categories (string tensors are not supported)"
-    if not a.get("cats_int64s"):
-        return "OneHotEncoder: no cats_int64s"
+    strings = reg_dtype(ctx) == "object"
+    if strings and not a.get("cats_strings"):
+        return "OneHotEncoder: a string input needs cats_strings"
+    if not strings and not a.get("cats_int64s"):
+        return "OneHotEncoder: a numeric input needs cats_int64s"
     if ctx.in_shapes[0] is None:
         return "OneHotEncoder: the input shape is unknown"
     return None
 
 
-@register("OneHotEncoder", domain=ML, since=1, until=5, dtypes=("int64", "int32", "float32", "float64"),
+def _ohe_cats(ctx):
+    a = ctx.attrs
+    if reg_dtype(ctx) == "object":
+        return np.asarray([c.decode("utf-8") if isinstance(c, bytes) else str(c) for c in a["cats_strings"]], object)
+    return np.asarray(a["cats_int64s"], np.int64)
+
+
+@register("OneHotEncoder", domain=ML, since=1, until=5, dtypes=("int64", "int32", "float32", "float64", "object"),
           targets=("cpu",), check=_check_ohe,
-          shape=lambda ctx: [tuple(ctx.in_shapes[0]) + (len(ctx.attrs["cats_int64s"]),)],
-          note="float32 one-hot over cats_int64s (float input truncated to int64, as onnxruntime does); "
-               "unknown with zeros=0 is an ExecutionError")
+          shape=lambda ctx: [tuple(ctx.in_shapes[0]) + (len(_ohe_cats(ctx)),)],
+          note="float32 one-hot over cats_int64s (float input truncated to int64, as onnxruntime does) or "
+               "cats_strings (string input, exact str equality); unknown with zeros=0 is an ExecutionError")
 def _build_ohe(ctx, target):
-    cats = np.asarray(ctx.attrs["cats_int64s"], np.int64)
+    from .strings import _strings as _check_strings   # every element a str (else ExecutionError)
+    cats = _ohe_cats(ctx)
+    strings = cats.dtype == object
     zeros = int(ctx.attrs.get("zeros", 1))
     where = _where(ctx)
 
     def run(inputs, outputs):
         x = np.asarray(inputs[0])
-        xi = x.astype(np.int64)
+        xi = _check_strings(where, x) if strings else x.astype(np.int64)
         eq = xi[..., None] == cats
         if not zeros and not eq.any(axis=-1).all():
             bad = xi[~eq.any(axis=-1)].ravel()[0]
-            raise ExecutionError(f"{where}: value {int(bad)} is not one of the categories and zeros=0")
+            raise ExecutionError(f"{where}: value {bad!r} is not one of the categories and zeros=0")
         outputs[0][...] = eq.astype(F32)
 
     return run

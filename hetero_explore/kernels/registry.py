@@ -24,10 +24,14 @@ def op_modules() -> tuple:
     pair, which a process that never asks for it does not pay."""
     from . import (activation, attention, data, dynamic, einsum, elementwise, image, legacy, ml, movement, nn, norm,
                    pool, quant, random, reduce, resize, rnn, select, signal, strings, training)
-    from .host import control, image_decoder, sequences
+    from .contrib import activations as c_activations, attention as c_attention, matmul as c_matmul, \
+        norms as c_norms, qlinear as c_qlinear, rnn as c_rnn, text as c_text
+    from .host import control, image_decoder, sequences, string_moves
     return (elementwise, reduce, nn, pool, norm, activation, resize, data, movement, ml, legacy, strings,
             rnn, quant, signal, random, select, einsum, dynamic, image, training,
-            attention, sequences, control, image_decoder)
+            attention, sequences, control, image_decoder, string_moves,
+            # onnxruntime's contrib ops (com.microsoft), one module per family
+            c_norms, c_activations, c_matmul, c_attention, c_qlinear, c_rnn, c_text)
 
 
 def build_registry() -> tuple[OpDef, ...]:

@@ -90,10 +90,8 @@ def _check_strnorm(ctx, target):
     return None
 
 
-@register("StringNormalizer", since=10, until=21, dtypes=STR, targets=("cpu",), check=_check_strnorm,
-          note="stopwords removed (case-folded unless is_case_sensitive), then LOWER/UPPER with str.lower/"
-               "upper; nothing left gives [''] (locale ignored: Python's Unicode case mapping)")
-def _build_strnorm(ctx, target):
+def _normalizer(ctx):
+    """``fn(x) -> result``: StringNormalizer's result (its shape decided by the stopwords found)."""
     act = _attr_str(ctx, "case_change_action", "NONE")
     sensitive = bool(int(ctx.attrs.get("is_case_sensitive", 0)))
     stops = _attr_strs(ctx, "stopwords")
@@ -102,14 +100,35 @@ def _build_strnorm(ctx, target):
     where = _where(ctx)
     two_d = len(ctx.in_shapes[0]) == 2
 
-    def run(inputs, outputs):
-        x = _strings(where, inputs[0]).reshape(-1)
+    def normalize(x):
+        x = _strings(where, x).reshape(-1)
         kept = [change(w) for w in x if (w if sensitive else w.casefold()) not in stopset]
         if not kept:
             kept = [""]
         res = np.empty(len(kept), object)
         res[:] = kept
-        _store(where, outputs[0], res.reshape(1, -1) if two_d else res)
+        return res.reshape(1, -1) if two_d else res
+
+    return normalize
+
+
+def _strnorm_infer(ctx, arrays):
+    """The output's shape from the data (how many words the stopwords leave)."""
+    if arrays[0] is None:
+        return [(None, np.dtype(object))]
+    return [(tuple(_normalizer(ctx)(arrays[0]).shape), np.dtype(object))]
+
+
+@register("StringNormalizer", since=10, until=21, dtypes=STR, targets=("cpu",), check=_check_strnorm,
+          infer=_strnorm_infer, shape_inputs=(0,),
+          note="stopwords removed (case-folded unless is_case_sensitive), then LOWER/UPPER with str.lower/"
+               "upper; nothing left gives [''] (locale ignored: Python's Unicode case mapping)")
+def _build_strnorm(ctx, target):
+    normalize = _normalizer(ctx)
+    where = _where(ctx)
+
+    def run(inputs, outputs):
+        _store(where, outputs[0], normalize(inputs[0]))
 
     return run
 

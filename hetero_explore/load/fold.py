@@ -30,7 +30,7 @@ from onnx import helper, numpy_helper
 from ..ir.errors import KernelError, ModelLoadError
 from ..ir.graph import Graph, build_graph, shape_is_static
 from ..runner.core import NodeRunner
-from .infer import infer_shapes
+from .infer import complete_op_shapes, infer_shapes
 from .options import DEFAULT_FOLD_LIMIT_BYTES
 from .passes import LoadPass
 from ..ir.context import node_context, present_outputs
@@ -217,7 +217,9 @@ def fold_model(m: onnx.ModelProto, *, limit_bytes: int = DEFAULT_FOLD_LIMIT_BYTE
         if not new:
             break
         _rewrite(m, new)
-        m = infer_shapes(m)
+        # the new constants may make the inputs of ops onnx cannot infer (ai.onnx.ml, com.microsoft)
+        # static: their definitions give their outputs then
+        m = complete_op_shapes(infer_shapes(m))
     res.model = m
     return res
 

@@ -9,7 +9,7 @@ from onnx import helper, shape_inference
 
 from ..ir.context import KernelContext
 from ..ir.errors import HeteroExploreError, InvalidModelError, ShapeConflictError
-from ..ir.graph import Node, onnx_to_np_dtype, outer_names
+from ..ir.graph import Node, np_to_onnx_dtype, onnx_to_np_dtype, outer_names
 from ..ir.graph import fmt_type as _fmt_type
 from ..kernels import registry as reg   # the op definitions (no provider state)
 from .bind import _check_value_dims
@@ -134,9 +134,9 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-#: domains whose ops onnx's shape inference mostly leaves without output shapes; the kernel
-#: definitions' own ``shape`` functions give them
-_SHAPE_FN_DOMAINS = ("ai.onnx.ml",)
+#: domains whose ops onnx's shape inference mostly leaves without output shapes (or, for
+#: com.microsoft, knows nothing of); the kernel definitions' own ``shape`` functions give them
+_SHAPE_FN_DOMAINS = ("ai.onnx.ml", "com.microsoft")
 #: ops of other domains whose outputs onnx's inference leaves unknown (GroupNormalization: its
 #: function body is not inferred; GatherND: a scalar result): their kernel definitions' ``shape``
 #: functions give them too
@@ -152,11 +152,14 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     """Output shapes that onnx's inference leaves unknown, from the op definitions.
 
     onnx infers only the element types of most ``ai.onnx.ml`` outputs
-    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...), and nothing of a
-    GroupNormalization's (its function body is not inferred); a kernel definition
-    that knows its output shapes (``OpDef.shape``) gives them (an unknown element type
-    is then input 0's), and inference runs again so that the nodes downstream see
-    them. Nothing changes for models without such nodes."""
+    (TreeEnsembleClassifier, LinearClassifier, SVMRegressor, ...), nothing of a
+    GroupNormalization's (its function body is not inferred) and nothing of onnxruntime's
+    ``com.microsoft`` ops (it has no schemas for them); a kernel definition that knows its
+    output shapes (``OpDef.shape``) gives them (the element type from its run-time shape
+    function when it has one, else input 0's; a contrib op whose sizes only the data decides
+    gets its element type and rank), and inference runs again so that the nodes downstream
+    see them. A declared graph-output shape the completed shapes contradict is overruled
+    (:func:`_overrule_declared_outputs`). Nothing changes for models without such nodes."""
     g = m.graph
     if not any(_completed_by_op_shapes(n) for n in g.node):
         return m
@@ -165,6 +168,7 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     for _ in range(sum(1 for n in g.node if _completed_by_op_shapes(n)) + 1):
         types = {vi.name: vi for vi in list(g.input) + list(g.value_info) + list(g.output)}
         inits = {t.name: list(t.dims) for t in g.initializer}
+        init_types = {t.name: t.data_type for t in g.initializer}
 
         def static(name):
             if name in inits:
@@ -177,6 +181,8 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
 
         def elem(name):
             vi = types.get(name)
+            if vi is None and name in init_types:
+                return onnx_to_np_dtype(init_types[name])
             return onnx_to_np_dtype(vi.type.tensor_type.elem_type) if vi is not None and vi.type.HasField(
                 "tensor_type") else None
 
@@ -188,15 +194,45 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             defs = [d for d in reg.registry() if d.domain == n.domain and d.op_type == n.op_type
                     and d.shape is not None and d.claims(opset)]
             ins = [static(x) if x else None for x in n.input]
-            if not defs or any(x and s is None for x, s in zip(n.input, ins)):
+            partial = any(x and s is None for x, s in zip(n.input, ins))
+            # a definition with a run-time shape function (the contrib ops') gives the element
+            # types from the input types alone (int32 mask_index, float from uint8, strings from
+            # Tokenizer ...), with None for what only the data or unknown shapes decide
+            if not defs or (partial and defs[0].infer is None):
                 continue
             ctx = KernelContext(Node(i, n, opset), opset, ins, [elem(x) if x else None for x in n.input])
             try:
                 shapes = defs[0].shape(ctx)
+                typed = defs[0].infer(ctx, [None] * len(n.input)) if defs[0].infer is not None else None
             except Exception:  # the kernel's check will explain what is wrong with the node
                 continue
-            for o, shp in zip(n.output, shapes):
-                if not o or static(o) is not None or shp is None:
+            for k, (o, shp) in enumerate(zip(n.output, shapes)):
+                own = typed[k][1] if typed and k < len(typed) and typed[k] is not None else None
+                declared = static(o) if o else None
+                if (declared is not None and shp is not None and all(d is not None for d in shp)
+                        and declared != tuple(int(d) for d in shp)):
+                    # a declaration the op contradicts (onnxmltools declares LightGBM's label [1] for
+                    # any batch): the computed shape is used, as onnxruntime uses its own and only
+                    # warns, so that every label of the batch is produced
+                    import warnings
+                    warnings.warn(f"output {o!r} of node {n.name or n.op_type!r} ({n.op_type}) is declared "
+                                  f"{declared} but the op computes {tuple(shp)} from its inputs: the computed "
+                                  "shape is used", stacklevel=2)
+                    for vi in list(g.value_info) + list(g.output):
+                        if vi.name == o:
+                            vi.type.tensor_type.ClearField("shape")
+                    declared = None
+                if o and shp is None and own is not None and static(o) is None:
+                    vi = types.get(o)   # the element type alone
+                    if vi is None or not vi.type.tensor_type.elem_type:
+                        if vi is None:
+                            vi = g.value_info.add()
+                            vi.name = o
+                            types[o] = vi
+                        vi.type.tensor_type.elem_type = np_to_onnx_dtype(own)
+                        changed = True
+                    continue
+                if not o or declared is not None or shp is None:
                     continue
                 vi = types.get(o)
                 if vi is None:
@@ -204,17 +240,72 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
                     vi.name = o
                     types[o] = vi
                 tt = vi.type.tensor_type
-                et = tt.elem_type or (types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
+                before = tt.SerializeToString()
+                et = tt.elem_type or (np_to_onnx_dtype(own) if own is not None else
+                                      types[n.input[0]].type.tensor_type.elem_type if n.input[0] in types else 0)
                 tt.ClearField("shape")
                 tt.elem_type = et
                 for d in shp:
-                    tt.shape.dim.add().dim_value = int(d)
-                changed = True
+                    dim = tt.shape.dim.add()
+                    if d is not None:   # None: a dim only the run knows (a data-dependent size)
+                        dim.dim_value = int(d)
+                changed = changed or tt.SerializeToString() != before
         if not changed:
             break
         m = infer_shapes(m)
         g = m.graph
-    return m
+    return _overrule_declared_outputs(m)
+
+
+def _static_dims(t: onnx.TypeProto):
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    dims = t.tensor_type.shape.dim
+    return tuple(int(d.dim_value) for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+
+
+def _overrule_declared_outputs(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Graph outputs whose declared static shape contradicts what the completed
+    shapes give downstream (onnxmltools declares a LightGBM classifier's ``label`` [1] whatever
+    the batch; the label reaches the output through an Identity): the computed shape is used, as
+    onnxruntime runs such a model with its own shapes (it only warns), so that every label of
+    the batch is produced -- with a warning naming the declaration. A static declaration that
+    cannot be checked at load (symbolic shapes above it) is not trusted either: its dims are
+    left to the run. The earlier check
+    (:func:`infer_checked`) could not see these conflicts: onnx's inference alone does not know
+    the ml ops' output shapes."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    # the graph outputs that onnx's inference computes (not those of the completed ops themselves,
+    # whose declarations the completion already checked)
+    own = {o for n in m.graph.node if _completed_by_op_shapes(n) for o in n.output}
+    declared = {vi.name: _static_dims(vi.type) for vi in probe.graph.output if vi.name not in own}
+    for vi in probe.graph.output:
+        if declared.get(vi.name) is not None:
+            vi.type.tensor_type.ClearField("shape")
+    probe = infer_shapes(probe)
+    computed = {vi.name: _static_dims(vi.type) for vi in probe.graph.output}
+    wrong = {n: (d, computed[n]) for n, d in declared.items()
+             if d is not None and computed.get(n) is not None and computed[n] != d}
+    # a static declaration nothing can check at load (the shapes above it are symbolic): left to
+    # the run, which computes it from the actual inputs (a batch of 10 gets 10 labels)
+    unchecked = [n for n, d in declared.items() if d is not None and computed.get(n) is None]
+    if not wrong and not unchecked:
+        return m
+    import warnings
+    for name, (d, c) in wrong.items():
+        warnings.warn(f"value {name!r} is declared with shape {d}, but the model computes {c} for these inputs: "
+                      "the computed shape is used (the declaration is wrong; onnxruntime also runs with its own)",
+                      stacklevel=3)
+    for vi in m.graph.output:
+        if vi.name in wrong:
+            vi.type.tensor_type.ClearField("shape")
+            for dim in wrong[vi.name][1]:
+                vi.type.tensor_type.shape.dim.add().dim_value = int(dim)
+        elif vi.name in unchecked:
+            for dim in vi.type.tensor_type.shape.dim:
+                dim.Clear()   # the rank stays; every dim is computed at run time
+    return infer_shapes(m)
 
 
 def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:

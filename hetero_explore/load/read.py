@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 from ..ir.errors import InvalidModelError, ModelLoadError
 from .options import MAX_ELEMENTS
+from . import ort_schemas
 
 
 _PACKED_BITS = {getattr(TensorProto, n): b for n, b in
@@ -72,6 +73,7 @@ def _read_path(path: Path) -> bytes:
 
 def read_model(model) -> tuple[onnx.ModelProto, Path | None]:
     """The model as a fresh ``ModelProto`` and the directory its external data lives in."""
+    ort_schemas.register()   # onnxruntime's default-domain ops that onnx lacks (SimplifiedLayerNormalization)
     if isinstance(model, onnx.ModelProto):
         m = onnx.ModelProto()
         m.CopyFrom(model)

@@ -77,6 +77,11 @@ class RegistryProvider(ExecutionProvider):
             dt = dtypes[k.dtype_input] if k.dtype_input < len(dtypes) else None
             name = reg.dtype_name(dt)
             if k.dtype_input < len(dtypes) and name not in k.dtypes:
+                if name == "object":   # a string tensor (or a sequence/map): host values
+                    reasons.append(f"input {k.dtype_input} is a string tensor (or another host value): only the "
+                                   f"CPU provider holds those (this {self.target.name} kernel takes "
+                                   f"{', '.join(k.dtypes[:4])}{', ...' if len(k.dtypes) > 4 else ''})")
+                    continue
                 reasons.append(f"dtype {name} not supported (kernel takes {', '.join(k.dtypes)})")
                 continue
             bad = [i for i, s in enumerate(shapes) if s is not None and not shape_is_static(s)]

@@ -96,22 +96,11 @@ def _node_error(ctx, msg) -> KernelError:
     return KernelError(f"node {n.name!r} ({n.op_type}): {msg}")
 
 
-def _check_no_strings(ctx, target):
-    """Decline string element types (the providers hold numeric arrays only)."""
-    g = ctx.graph
-    if g is None:
-        return None
-    for name in list(ctx.node.inputs) + list(ctx.node.outputs):
-        v = g.values.get(name) if name else None
-        if v is not None and "string" in v.type_str:
-            return f"{name!r} is {v.type_str}: string tensors are not held by the providers"
-    return None
-
-
 def _host_check(ctx, target):
+    # strings inside (a map's string keys, a sequence of string tensors) are host values too
     if not target.host:
         return "sequences/optionals/maps are host values (CPU provider only)"
-    return _check_no_strings(ctx, target)
+    return None
 
 
 def _store(out: np.ndarray, arr: np.ndarray, ctx, what: str = "output") -> None:
@@ -364,7 +353,8 @@ def _ml_reg(op, **kw):
     return _reg(op, since=1, until=1, domain="ai.onnx.ml", **kw)
 
 
-@_ml_reg("ZipMap", note="one dict per row: class label -> score (float32 values)")
+@_ml_reg("ZipMap", note="one dict per row: class label -> score (float32 values)", shape_inputs=(),
+         infer=lambda ctx, arrays: [((), np.dtype(HOST_DTYPE))])   # a host value: its rows come with it
 def _zipmap(ctx, target):
     ints = ctx.attrs.get("classlabels_int64s")
     strs = ctx.attrs.get("classlabels_strings")

@@ -74,6 +74,8 @@ class OpProfile:
     conditions: tuple
     unchecked: tuple
     """Sentences of the note that no condition encodes (accepted, and said so)."""
+    source: dict | None = None
+    """The op's own source when it is not the profile's (the contrib rows: ``contrib/<name>.json``)."""
 
 
 @dataclass(frozen=True)
@@ -95,19 +97,34 @@ class Profile:
     @property
     def citation(self) -> str:
         """Short form of the source, for decline messages."""
-        s = self.source
-        where = s.get("url") if s.get("branch") else f"{s['repository']} {s['path']}@{(s.get('commit') or '')[:7]}"
-        return f"{self.execution_provider} table, {where}"
+        return _cite(self.execution_provider, self.source)
+
+    def cite(self, spec: "OpProfile") -> str:
+        """The citation of one op's row (its own source, or the profile's)."""
+        return _cite(self.execution_provider, spec.source) if spec.source else self.citation
 
 
-def _profile_from_dict(d: dict) -> Profile:
+def _cite(ep: str, s: dict) -> str:
+    where = s.get("url") if s.get("branch") else f"{s['repository']} {s['path']}@{(s.get('commit') or '')[:7]}"
+    return f"{ep} table, {where}"
+
+
+def _ops_from(entries, source=None) -> dict:
     ops = {}
-    for e in d["ops"]:
+    for e in entries:
         vers = tuple(OpVersions(v["since"], v["until"], None if v["dtypes"] is None else tuple(v["dtypes"]))
                      for v in e["versions"])
         conds = tuple(Condition(c["kind"], {k: v for k, v in c.items() if k not in ("kind", "text")}, c["text"])
                       for c in e["conditions"])
-        ops[(e["domain"], e["op"])] = OpProfile(e["op"], e["domain"], vers, e["note"], conds, tuple(e["unchecked"]))
+        ops[(e["domain"], e["op"])] = OpProfile(e["op"], e["domain"], vers, e["note"], conds, tuple(e["unchecked"]),
+                                                source)
+    return ops
+
+
+def _profile_from_dict(d: dict, contrib: dict | None = None) -> Profile:
+    ops = _ops_from(d["ops"])
+    if contrib is not None:   # onnxruntime's contrib kernels of the same EP, from their own source
+        ops.update(_ops_from(contrib["ops"], dict(contrib["source"])))
     mo = d.get("model_opsets")
     return Profile(d["name"], d["title"], d["execution_provider"], d["device"], d["version"], dict(d["source"]),
                    d["derived"], None if mo is None else tuple(mo), tuple(d["reading_notes"]), ops)
@@ -122,7 +139,9 @@ def load_profile(name: str) -> Profile:
         close = difflib.get_close_matches(key, PROFILE_NAMES, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise ArgumentValueError(f"no capability profile named {name!r}{hint}; profiles: {', '.join(PROFILE_NAMES)}")
-    return _profile_from_dict(json.loads(_FILES[key].read_text(encoding="utf-8")))
+    extra = resources.files(__name__) / "contrib" / f"{key}.json"
+    contrib = json.loads(extra.read_text(encoding="utf-8")) if extra.is_file() else None
+    return _profile_from_dict(json.loads(_FILES[key].read_text(encoding="utf-8")), contrib)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -244,6 +263,7 @@ class ProfileProvider(VirtualProvider):
         dom = node.domain or "ai.onnx"
         if spec is None:
             return KernelMatch.no(f"{dom}:{node.op_type} is not in the {prof.citation}")
+        cite = prof.cite(spec)
         mo = prof.model_opsets
         if mo is not None and node.domain == "" and not mo[0] <= opset <= mo[1]:
             return KernelMatch.no(f"{node.op_type} at opset {opset}: the {prof.citation} covers opsets "
@@ -253,21 +273,23 @@ class ProfileProvider(VirtualProvider):
             row = spec.versions[0]
         else:
             v = schema_version(node.domain, node.op_type, opset)
+            if v is None and node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
+                v = opset   # a domain onnx has no schemas for (com.microsoft): its rows count opsets
             for r in spec.versions:
                 if v is not None and r.since <= v and (r.until is None or v <= r.until):
                     row = r
                     break
             if row is None:
                 return KernelMatch.no(f"{node.op_type} schema version {v} (opset {opset}) is not registered "
-                                      f"(registered: {_ranges(spec.versions)}; {prof.citation})")
+                                      f"(registered: {_ranges(spec.versions)}; {cite})")
         d0 = _dt(ctx.in_dtypes[0]) if ctx.in_dtypes else None
         if row.dtypes is not None and d0 is not None and d0 not in row.dtypes:
             return KernelMatch.no(f"{node.op_type} with {d0} input is not supported (the table lists "
-                                  f"{', '.join(row.dtypes)}; {prof.citation})")
+                                  f"{', '.join(row.dtypes)}; {cite})")
         for c in spec.conditions:
             why = check_condition(c, ctx)
             if why:
-                return KernelMatch.no(f"{node.op_type}: {why} ({prof.citation}: \"{c.text}\")")
+                return KernelMatch.no(f"{node.op_type}: {why} ({cite}: \"{c.text}\")")
         if spec.unchecked:
             return KernelMatch.yes("not checked: " + "; ".join(spec.unchecked))
         return KernelMatch.yes()
