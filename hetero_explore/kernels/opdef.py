@@ -182,17 +182,22 @@ def dtype_name(dt) -> str | None:
 
 
 #: every op definition, once the registry is built (:func:`.registry.registry` publishes them
-#: here): what a definition may ask about the others (control flow: does the target have a
-#: kernel for each op of a subgraph?) without importing the registry, which imports it
-_PUBLISHED: tuple = ()
+#: here), by (domain, op type): what a definition may ask about the others (control flow: does
+#: the target have a kernel for each op of a subgraph? a contrib composition: which kernel runs
+#: each step?) without importing the registry, which imports it
+_PUBLISHED: dict = {}
 
 
 def publish(defs) -> None:
     """Called by the registry once it is built."""
     global _PUBLISHED
-    _PUBLISHED = tuple(defs)
+    index: dict = {}
+    for d in defs:
+        index.setdefault((d.domain, d.op_type), []).append(d)
+    _PUBLISHED = {k: tuple(v) for k, v in index.items()}
 
 
 def definitions(domain: str, op_type: str, target: str) -> list:
-    """The published definitions of ``domain::op_type`` with kernels for ``target``."""
-    return [d for d in _PUBLISHED if d.op_type == op_type and d.domain == domain and target in d.targets]
+    """The published definitions of ``domain::op_type`` with kernels for ``target``, in registry
+    order (empty before the registry is built)."""
+    return [d for d in _PUBLISHED.get((domain, op_type), ()) if target in d.targets]

@@ -71,6 +71,10 @@ def _simplified_layer_norm() -> onnx.defs.OpSchema:
     return schema
 
 
+#: the default-domain op types onnxruntime registers and onnx does not define
+ORT_DEFAULT_DOMAIN_OPS = ("SimplifiedLayerNormalization",)
+
+
 def register() -> None:
     """Add onnxruntime's default-domain schemas that onnx lacks (once per process)."""
     global _DONE

@@ -27,6 +27,7 @@ from onnx import helper
 from ...ir.context import KernelContext
 from ...ir.graph import Node
 from ..common import flat, node_error
+from ..opdef import definitions, dtype_name
 
 #: the opset the standard steps are built at (their definitions claim it); a step may name another
 STEP_OPSET = 21
@@ -176,17 +177,16 @@ class Flow:
 
     def _find(self, k, st: _Step, target):
         """(definition, context) of step ``k`` for ``target``, or (None, reason)."""
-        from .. import registry as reg
         ctx = self._step_ctx(k, st)
         if st.op in self.local:
             return _Local(self.local[st.op]), ctx
         reasons = []
-        for d in reg.find(st.domain, st.op, target.name):
+        for d in definitions(st.domain, st.op, target.name):
             if not d.claims(st.opset):
                 continue
             dt = ctx.in_dtypes[d.dtype_input] if d.dtype_input < len(ctx.in_dtypes) else None
-            if d.dtype_input < len(ctx.in_dtypes) and reg.dtype_name(dt) not in d.dtypes:
-                reasons.append(f"dtype {reg.dtype_name(dt)} not supported")
+            if d.dtype_input < len(ctx.in_dtypes) and dtype_name(dt) not in d.dtypes:
+                reasons.append(f"dtype {dtype_name(dt)} not supported")
                 continue
             why = d.check(ctx, target) if d.check is not None else None
             if why:

@@ -21,7 +21,7 @@ import dataclasses
 import numpy as np
 
 from ...ir.errors import KernelError
-from ..opdef import OpList
+from ..opdef import OpList, definitions
 
 OPS = OpList()
 OBJ = np.dtype(object)
@@ -44,7 +44,6 @@ def _moved(op, ctx):
 def _numeric(ctx):
     """(the op's int64 definition for this node, the node's context with positions for strings)
     or (None, reason)."""
-    from .. import registry as reg
     op = ctx.node.op_type
     moved = _moved(op, ctx)
     ins = list(ctx.in_dtypes)
@@ -56,7 +55,7 @@ def _numeric(ctx):
     outs = [I64 if d is not None and np.dtype(d) == OBJ else d for d in ctx.out_dtypes]
     nctx = dataclasses.replace(ctx, in_dtypes=ins, out_dtypes=outs)
     reasons = []
-    for d in reg.find(ctx.node.domain, op, "cpu"):
+    for d in definitions(ctx.node.domain, op, "cpu"):
         if "object" in d.dtypes or not d.claims(ctx.opset) or "int64" not in d.dtypes:
             continue
         why = d.check(nctx, reg_target()) if d.check is not None else None
