@@ -14,6 +14,7 @@ import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from hetero_explore.kernels.fmadd import fma_emulated
 from hetero_explore.providers.cpu import NumbaCPUProvider
 from hetero_explore.providers.cuda import NumbaCUDAProvider
 from support.harness import run_both, infer_outputs, node_model, run_node, supports
@@ -84,8 +85,8 @@ def test_conv_nd_vs_onnxruntime(xs, ws, attrs, bias):
 
 
 def _conv3d_documented(x, w, b, strides, pads, dil):
-    """The documented order, in float32: acc = 0; acc += w * xv over (c, kd, kh, kw) ascending
-    (a padded tap adds w * 0); then + bias."""
+    """The documented order, in float32: acc = 0; acc = fma(w, xv, acc) over (c, kd, kh, kw)
+    ascending (a padded tap adds w * 0; fma rounds once); then + bias."""
     N, C = x.shape[:2]
     M = w.shape[0]
     K = w.shape[2:]
@@ -101,7 +102,7 @@ def _conv3d_documented(x, w, b, strides, pads, dil):
                         pos = [o[i] * strides[i] - pads[i] + k[i] * dil[i] for i in range(3)]
                         inside = all(0 <= pos[i] < x.shape[2 + i] for i in range(3))
                         xv = x[(n, c, *pos)] if inside else F(0)
-                        acc = F(acc + F(w[(m, c, *k)] * xv))
+                        acc = F(fma_emulated(w[(m, c, *k)], xv, acc))
                 y[(n, m, *o)] = F(acc + b[m])
     return y
 
