@@ -177,3 +177,122 @@ print("shapes", g.values["y"].shape, g.values["z"].shape, "before", before)
     line, peak = _rss_child(code)
     assert line.startswith("shapes (5000000, 4) (2,)"), line
     assert peak - float(line.split()[-1]) < 300, f"the load raised the peak RSS by {peak - float(line.split()[-1]):.0f} MB"
+
+
+# -- unbounded loops -----------------------------------------------------------------------------------
+def _endless_loop(trip=10 ** 18, name="forever"):
+    """y = x + trip-count (capped by the budget): a Loop whose body adds 1 and keeps its condition."""
+    I64, B = TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["x_in", "one"], ["x_out"])],
+        "body", [vi("i", [], I64), vi("c_in", [], B), vi("x_in", [2])], [vi("c_out", [], B), vi("x_out", [2])],
+        initializer=[helper.make_tensor("one", F, [], [1.0])])
+    nodes = [helper.make_node("Loop", ["M", "cond", "x"], ["y"], body=body, name=name)]
+    inits = [helper.make_tensor("M", I64, [], [trip]), helper.make_tensor("cond", B, [], [True])]
+    return _model(nodes, [vi("x", [2])], [vi("y", [2])], inits, opset=17)
+
+
+X2 = {"x": np.zeros(2, np.float32)}
+
+
+def test_a_loop_within_its_budget_runs_to_its_trip_count():
+    g = he.load_model(_endless_loop(trip=50))
+    y = he.execute(he.plan(g, ["cpu"]), X2, limits=he.RunLimits(max_loop_iterations=50)).outputs["y"]
+    assert y.tolist() == [50, 50]
+
+
+def test_a_loop_over_its_iteration_budget_stops_with_a_typed_error_naming_it():
+    p = he.plan(he.load_model(_endless_loop()), ["cpu"])
+    with pytest.raises(he.RunBudgetExceeded, match=r"node 'forever' \(Loop\) stopped after 300 iterations of its "
+                                                   r"trip count 1000000000000000000") as e:
+        he.execute(p, X2, limits=he.RunLimits(max_loop_iterations=300))
+    assert "max_loop_iterations" in str(e.value) and "--max-loop-iterations" in str(e.value)
+    from hetero_explore.providers import unmask   # every buffer freed
+    assert all(unmask(pr).live_allocations == 0 for pr in p.providers)
+
+
+def test_the_default_budget_stops_a_runaway_loop():
+    from hetero_explore.ir.limits import DEFAULT_MAX_LOOP_ITERATIONS
+    assert he.RunLimits().max_loop_iterations == DEFAULT_MAX_LOOP_ITERATIONS
+    p = he.plan(he.load_model(_endless_loop(name="")), ["cpu"])
+    with pytest.raises(he.RunBudgetExceeded, match=r"node 'Loop_0' \(Loop\) stopped at iteration \d+: the run "
+                                                   r"took more than its budget of 0.3 s"):
+        he.execute_reference(p.graph, "cpu", X2, limits=he.RunLimits(max_seconds=0.3))
+
+
+def test_a_nested_loop_obeys_the_outer_runs_limits():
+    inner = _endless_loop(name="inner")
+    I64, B = TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["oc_in"], ["oc_out"]),
+         helper.make_node("Loop", ["M", "cond", "ox_in"], ["ox_out"], body=inner.graph.node[0].attribute[0].g,
+                          name="inner")],
+        "outer_body", [vi("oi", [], I64), vi("oc_in", [], B), vi("ox_in", [2])],
+        [vi("oc_out", [], B), vi("ox_out", [2])])
+    m = _model([helper.make_node("Loop", ["M2", "cond", "x"], ["y"], body=body, name="outer")], [vi("x", [2])],
+               [vi("y", [2])], [helper.make_tensor("M", I64, [], [10 ** 18]), helper.make_tensor("M2", I64, [], [3]),
+                                helper.make_tensor("cond", B, [], [True])])
+    with pytest.raises(he.RunBudgetExceeded, match=r"node 'inner' \(Loop\) stopped after 40 iterations"):
+        he.execute(he.plan(he.load_model(m), ["cpu"]), X2, limits=he.RunLimits(max_loop_iterations=40))
+
+
+def test_cancel_stops_a_loop_between_iterations():
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        return len(calls) > 25
+
+    p = he.plan(he.load_model(_endless_loop()), ["cpu"])
+    with pytest.raises(he.RunCancelled, match=r"cancelled in node 'forever' \(Loop\) at iteration 25"):
+        he.execute(p, X2, limits=he.RunLimits(max_loop_iterations=None, cancel=cancel))
+
+
+def test_the_explorers_cancel_reaches_into_a_loop():
+    ex = he.explore(_endless_loop(), providers=["cpu"])
+    ex.limits = he.RunLimits(max_loop_iterations=None)
+    n = [0]
+
+    def cancel():
+        n[0] += 1
+        return n[0] > 40   # past the explorer's own checks before the partitions: inside the loop
+
+    with pytest.raises(he.RunCancelled, match=r"node 'forever' \(Loop\)"):
+        ex.execute(inputs=X2, cancel=cancel)
+    ex.limits = he.RunLimits(max_loop_iterations=10)
+    with pytest.raises(he.RunBudgetExceeded, match="after 10 iterations"):
+        ex.execute(inputs=X2)
+
+
+def test_the_apps_cancel_button_stops_a_runaway_loop():
+    pytest.importorskip("ipywidgets")
+    ex = he.explore(_endless_loop(), providers=["cpu"])
+    ex.limits = he.RunLimits(max_loop_iterations=None)
+    app = ex.show()
+    try:
+        app.execute_button.click()
+        import time
+        t0 = time.monotonic()
+        while "partition 1/1" not in app.status and time.monotonic() - t0 < 60:
+            time.sleep(0.05)
+        time.sleep(0.3)     # iterating by now
+        app.cancel_button.click()
+        assert app.wait_for_run(60), "Cancel did not stop the loop"
+        assert app.status.startswith("cancelled: the run was cancelled in node 'forever' (Loop) at iteration"), \
+            app.status
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("flags, code, needle", [
+    (["--max-loop-iterations", "200"], 2, "node 'forever' (Loop) stopped after 200 iterations"),
+    (["--max-seconds", "0.3"], 2, "took more than its budget of 0.3 s"),
+])
+def test_the_cli_stops_a_runaway_loop(tmp_path, capsys, flags, code, needle):
+    from hetero_explore.cli.main import main
+    path = tmp_path / "loop.onnx"
+    path.write_bytes(_endless_loop().SerializeToString())
+    rc = main(["report", str(path), "--providers", "cpu", "-o", str(tmp_path / "r.html"), "--execute",
+               "--input-shape", "x=2"] + flags)
+    err = capsys.readouterr().err
+    assert rc == code and needle in err, err

@@ -35,8 +35,8 @@ class CheckedRun:
 def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = True, warm_runs: int = 0,
                     executor: HeterogeneousExecutor | None = None,
                     reference_run: RunResult | Callable[[dict], RunResult] | None = None,
-                    progress=None, reference_progress=None, on_stage: Callable[[str, RunResult], None] | None = None
-                    ) -> CheckedRun:
+                    progress=None, reference_progress=None, on_stage: Callable[[str, RunResult], None] | None = None,
+                    limits=None) -> CheckedRun:
     """Execute ``plan`` on ``inputs``, run its graph on ``reference`` and compare the outputs.
 
     Args:
@@ -53,15 +53,17 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
         progress / reference_progress: the executors' compile-progress callbacks.
         on_stage: ``on_stage(stage, run)`` with ``"reference"`` before the reference runs and
             ``"compare"`` before the comparison (a progress bar's next stages).
+        limits: the runs' :class:`~hetero_explore.ir.limits.RunLimits` (loop iterations, seconds,
+            cancel), each run's own.
     """
     own = executor is None
     ex = executor if executor is not None else HeterogeneousExecutor(plan, keep_constants=warm_runs > 0)
     try:
-        run = ex.run(inputs, progress=progress)
+        run = ex.run(inputs, progress=progress, limits=limits)
         warm = []
         for _ in range(warm_runs):
             t0 = time.perf_counter()
-            ex.run(run.inputs)
+            ex.run(run.inputs, limits=limits)
             warm.append(time.perf_counter() - t0)
     finally:
         if own:
@@ -71,10 +73,12 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
     if isinstance(reference_run, RunResult):
         ref = reference_run
     elif reference_run is not None:
-        ref = reference_run(run.inputs)
+        from ..ir.limits import running
+        with running(limits):
+            ref = reference_run(run.inputs)
     else:
         from ..execution.executor import execute_reference
-        ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress)
+        ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress, limits=limits)
     if on_stage is not None:
         on_stage("compare", run)
     return CheckedRun(run, ref, compare(run, ref, blame=blame), warm)

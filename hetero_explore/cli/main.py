@@ -447,7 +447,24 @@ class _CompileProgress:
         self.last = ""
 
 
-def _execute(p, inputs=None, seed=0, bar: Progress | None = None):
+def _limits(args):
+    """The run's limits from ``--max-loop-iterations`` / ``--max-seconds`` (0: no bound)."""
+    from ..ir.limits import DEFAULT_MAX_LOOP_ITERATIONS, RunLimits
+    n = getattr(args, "max_loop_iterations", DEFAULT_MAX_LOOP_ITERATIONS)
+    s = getattr(args, "max_seconds", None)
+    return RunLimits(max_loop_iterations=n or None, max_seconds=s or None)
+
+
+def _limit_flags(sp):
+    from ..ir.limits import DEFAULT_MAX_LOOP_ITERATIONS
+    sp.add_argument("--max-loop-iterations", type=int, default=DEFAULT_MAX_LOOP_ITERATIONS, metavar="N",
+                    help=f"stop a Loop node after N iterations with an error naming it (default "
+                         f"{DEFAULT_MAX_LOOP_ITERATIONS:,}; 0: no bound)")
+    sp.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                    help="stop a run whose loops are still iterating after S seconds (default: no bound)")
+
+
+def _execute(p, inputs=None, seed=0, bar: Progress | None = None, limits=None):
     from ..analysis.check import run_and_compare
     from ..execution.inputs import random_inputs
     inputs = inputs if inputs is not None else random_inputs(p.graph, seed=seed)
@@ -462,7 +479,8 @@ def _execute(p, inputs=None, seed=0, bar: Progress | None = None):
             if bar is not None:
                 bar.stage("cpu reference run")
 
-    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage)
+    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage,
+                              limits=limits)
     ref_prog.done(checked.reference.compile_seconds)
     return checked.run, checked.diff
 
@@ -501,7 +519,7 @@ def cmd_report(args) -> int:
                           f"seeded random inputs (hetero_explore.random_inputs, seed {args.seed})")
         try:
             try:
-                run, diff = _execute(p, inputs=inputs, seed=args.seed, bar=bar)
+                run, diff = _execute(p, inputs=inputs, seed=args.seed, bar=bar, limits=_limits(args))
             finally:
                 bar.close()
         except (HeterogeneousExecutionUnsupported, ProviderUnavailableError, ExecutionError,
@@ -708,6 +726,7 @@ def main(argv=None) -> int:
     sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     sp.add_argument("--trace", metavar="RUN.json", help="with --execute: also write the run's timeline as a "
                     "Trace Event Format file (open it in Perfetto or chrome://tracing)")
+    _limit_flags(sp)
     sp.set_defaults(fn=cmd_report)
     sp = sub.add_parser("demo", help="plan, execute and report the bundled demo model")
     sp.add_argument("--providers", default="gpu,cpu")

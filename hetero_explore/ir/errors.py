@@ -111,6 +111,11 @@ class MissingDependencyError(HeteroExploreError, ImportError):
     """An optional dependency a feature needs is not installed (the message says which extra)."""
 
 
+class RunBudgetExceeded(ExecutionError):
+    """A run went over its budget of loop iterations or seconds (see
+    :class:`~hetero_explore.ir.limits.RunLimits`); every buffer it held was freed."""
+
+
 class RunCancelled(HeteroExploreError):
     """An execution was cancelled (between partitions) before it finished; every buffer it held was freed."""
 

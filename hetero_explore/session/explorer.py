@@ -231,6 +231,10 @@ class Explorer:
         """The reference run the last :attr:`diff` compared against."""
         self.diff = None
         """The last comparison DataFrame (one row per output), or None."""
+        from ..ir.limits import RunLimits
+        self.limits = RunLimits()
+        """What :meth:`execute` may do before it is stopped (a :class:`~hetero_explore.ir.limits.RunLimits`:
+        loop iterations, seconds); the app's Cancel is added to it per run."""
 
     # -- providers -------------------------------------------------------------------
     def _add(self, p) -> str:
@@ -576,7 +580,7 @@ class Explorer:
         return self._inputs
 
     def execute(self, inputs: dict | None = None, progress: Callable[[int, int, str], None] | None = None,
-                cancel: Callable[[], bool] | None = None):
+                cancel: Callable[[], bool] | None = None, limits=None):
         """Execute the current plan, run the same graph on the reference provider,
         and compare them byte for byte. Returns the run; sets :attr:`run`,
         :attr:`reference_run` and :attr:`diff`.
@@ -588,7 +592,11 @@ class Explorer:
         number of partitions + 3. ``cancel()`` (e.g. a ``threading.Event``'s
         ``is_set``) is asked before each partition and stage: when it answers
         True the run stops there, frees every buffer and raises
-        :class:`~hetero_explore.ir.errors.RunCancelled`.
+        :class:`~hetero_explore.ir.errors.RunCancelled`; it is also asked at every
+        iteration of a Loop or Scan, so that Cancel stops a long loop.
+        ``limits``: a :class:`~hetero_explore.ir.limits.RunLimits` (default
+        :attr:`limits`): a Loop over its budget of iterations or a run over its seconds
+        stops with :class:`~hetero_explore.ir.errors.RunBudgetExceeded` naming the node.
 
         The run keeps the plan it started with: it may run in another thread while
         the configuration changes and is re-planned; its result is then recorded on
@@ -606,6 +614,10 @@ class Explorer:
         n = len(plan.partitions)
         total = n + 3
         watch = _RunWatch(progress, cancel, total)
+        limits = self.limits if limits is None else limits
+        if cancel is not None:   # loops ask it at every iteration too
+            import dataclasses
+            limits = dataclasses.replace(limits, cancel=cancel)
         watch.tick(0, "planning")
         guard_heterogeneous_fallback(plan)
         source = (f"seeded random inputs (hetero_explore.random_inputs, seed {self.seed})"
@@ -618,7 +630,7 @@ class Explorer:
                       "compare": (n + 2, "comparing")}
             try:
                 checked = run_and_compare(plan, feeds, executor=runner, reference_run=self._reference_run,
-                                          on_stage=lambda s, _run: watch.tick(*stages[s]))
+                                          on_stage=lambda s, _run: watch.tick(*stages[s]), limits=limits)
             finally:  # the run result keeps its executor (for rerun): without our hooks
                 runner.parts = [getattr(r, "inner", r) for r in runner.parts]
         run, ref, diff = checked.run, checked.reference, checked.diff
