@@ -296,3 +296,82 @@ def test_the_cli_stops_a_runaway_loop(tmp_path, capsys, flags, code, needle):
                "--input-shape", "x=2"] + flags)
     err = capsys.readouterr().err
     assert rc == code and needle in err, err
+
+
+# -- notebook memory ------------------------------------------------------------------------------------
+def _widgets():
+    from ipywidgets.widgets import widget as wmod
+    reg = getattr(wmod, "_instances", None)
+    return len(reg if reg is not None else wmod.Widget.widgets)
+
+
+def test_a_new_show_closes_the_apps_shown_before_unless_kept():
+    pytest.importorskip("ipywidgets")
+    import gc
+    ex = he.explore(he.models.mlp("tiny"), providers=["gpu", "cpu"])
+    a = ex.show()
+    per_app = _widgets()
+    b = ex.show()
+    assert a.explorer_closed and not b.explorer_closed
+    gc.collect()
+    assert _widgets() <= per_app
+    c = ex.show(keep_previous=True)
+    assert not b.explorer_closed and not c.explorer_closed
+    b.close()
+    c.close()
+
+
+def test_an_explorer_garbage_collected_closes_its_apps():
+    pytest.importorskip("ipywidgets")
+    import gc
+    import weakref
+    from hetero_explore.session import explorer as E
+    gc.collect()
+    before = _widgets()
+    apps = []
+    for _ in range(E.KEEP_SHOWN + 3):
+        ex = he.explore(he.models.mlp("tiny"), providers=["gpu", "cpu"])
+        apps.append(ex.show())      # kept, as IPython's Out[] keeps a cell's value
+    probe = weakref.ref(ex)
+    del ex
+    gc.collect()
+    # the last KEEP_SHOWN explorers stay alive (explore(m).show() works); the others are gone, apps closed
+    assert [a.explorer_closed for a in apps] == [True] * 3 + [False] * E.KEEP_SHOWN
+    assert probe() is not None
+    assert apps[-1].explorer.graph is not None
+    for a in apps:
+        a.close()
+    E._SHOWN.clear()
+    gc.collect()
+    assert probe() is None and _widgets() == before
+
+
+def test_explore_show_in_one_expression_keeps_a_live_app():
+    pytest.importorskip("ipywidgets")
+    import gc
+    app = he.explore(he.models.mlp("tiny"), providers=["gpu", "cpu"]).show()
+    gc.collect()
+    assert not app.explorer_closed
+    app.execute()
+    assert app.explorer.byte_identical is True
+    app.close()
+
+
+@pytest.mark.slow
+def test_rerunning_a_cell_that_shows_an_explorer_keeps_the_kernels_memory_flat():
+    """In a real ipykernel: the cell ``ex = explore(m); ex.execute(); ex.export_html(...); ex.show()``
+    run 40 times (and one explorer shown 40 times). It held every app's ~200 widgets and grew the
+    kernel by ~0.9 MB per run; the widgets held now stay bounded and the growth is ~0."""
+    pytest.importorskip("ipykernel")
+    pytest.importorskip("jupyter_client")
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import notebook_memory as NM
+    from hetero_explore.session.explorer import KEEP_SHOWN
+    for same in (False, True):
+        rows = NM.measure(times=40, every=8, same=same)
+        per_app = rows[0][2]
+        bound = per_app if same else per_app * KEEP_SHOWN
+        assert all(n <= bound for _, _, n in rows), rows
+        assert NM.slope(rows) < 0.1, rows

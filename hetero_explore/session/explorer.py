@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
@@ -231,6 +231,9 @@ class Explorer:
         """The reference run the last :attr:`diff` compared against."""
         self.diff = None
         """The last comparison DataFrame (one row per output), or None."""
+        #: weak references to the apps showing this explorer (see :meth:`show`)
+        self._apps: list = []
+        self._apps_finalizer = None
         from ..ir.limits import RunLimits
         self.limits = RunLimits()
         """What :meth:`execute` may do before it is stopped (a :class:`~hetero_explore.ir.limits.RunLimits`:
@@ -710,9 +713,29 @@ class Explorer:
                      previous=self.previous_plan())
         return os.fspath(path)
 
-    def show(self):
-        """The ipywidgets app over this explorer."""
-        return display.render("app", self)
+    def show(self, keep_previous: bool = False):
+        """The ipywidgets app over this explorer.
+
+        A new ``show()`` closes the apps shown before (ipywidgets holds every widget, with its
+        layout and style, until it is closed: re-running a cell that shows the app would keep
+        them all); ``keep_previous=True`` keeps them live, side by side, all following this
+        explorer. An app holds its explorer weakly: once nothing else refers to the explorer,
+        it is garbage-collected and its apps are closed (the last :data:`KEEP_SHOWN` explorers
+        shown are kept alive meanwhile, so that ``explore(model).show()`` works)."""
+        if not keep_previous:
+            for ref in list(self._apps):
+                app = ref()
+                if app is not None:
+                    app.close()
+            self._apps.clear()
+        app = display.render("app", self)
+        self._apps.append(weakref.ref(app))
+        if self._apps_finalizer is None:
+            self._apps_finalizer = weakref.finalize(self, _close_apps, self._apps)
+        if self in _SHOWN:
+            _SHOWN.remove(self)
+        _SHOWN.append(self)
+        return app
 
     # -- view options (what the views show; not part of a plan) -------------------------
     @property
@@ -787,6 +810,24 @@ class Explorer:
 
     def _repr_html_(self) -> str:
         return display.render("html", self)
+
+
+#: how many of the explorers shown last are kept alive while only their apps refer to them (an
+#: app holds its explorer weakly, so that an explorer the notebook dropped frees its widgets)
+KEEP_SHOWN = 4
+_SHOWN: deque = deque(maxlen=KEEP_SHOWN)
+
+
+def _close_apps(refs: list) -> None:
+    """Close the apps still open of an explorer being garbage-collected."""
+    for ref in list(refs):
+        app = ref()
+        if app is not None:
+            try:
+                app.close()
+            except Exception:  # pragma: no cover - a finalizer must not raise
+                pass
+    refs.clear()
 
 
 class _RunWatch:
