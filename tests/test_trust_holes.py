@@ -375,3 +375,15 @@ def test_rerunning_a_cell_that_shows_an_explorer_keeps_the_kernels_memory_flat()
         bound = per_app if same else per_app * KEEP_SHOWN
         assert all(n <= bound for _, _, n in rows), rows
         assert NM.slope(rows) < 0.1, rows
+
+
+def test_random_inputs_keep_scalar_inputs_scalar():
+    """Found by the message corpus: a rank-0 graph input got random data of shape (1,), which
+    execute then refused as a wrong shape (np.ascontiguousarray makes 0-d arrays 1-d)."""
+    from hetero_explore.execution.inputs import random_inputs
+    m = _model([helper.make_node("Add", ["a", "b"], ["y"])], [vi("a", []), vi("b", [])], [vi("y", [])])
+    g = he.load_model(m)
+    feeds = random_inputs(g, seed=3)
+    assert feeds["a"].shape == () and feeds["b"].shape == () and feeds["a"].dtype == np.float32
+    y = he.execute(he.plan(g, ["cpu"]), feeds).outputs["y"]
+    assert y.shape == () and y == feeds["a"] + feeds["b"]

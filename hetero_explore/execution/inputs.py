@@ -64,7 +64,8 @@ def random_inputs(graph, seed: int = 0, scale: float = 1.0, *, max_bytes: int | 
             arr = rng.random(shape) < 0.5
         else:
             raise InputValidationError(f"input {name!r}: cannot make random data of dtype {v.dtype}")
-        out[name] = np.ascontiguousarray(arr)
+        # np.ascontiguousarray makes a rank-0 value rank 1: a scalar input stays a scalar
+        out[name] = np.array(arr, dtype=v.dtype, order="C", copy=True)
     return out
 
 
