@@ -77,8 +77,8 @@ def _onnx_infer(m: onnx.ModelProto, strict: bool, data_prop: bool) -> onnx.Model
     except MemoryError:
         raise
     except Exception as e:
-        msg = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
-        raise InvalidModelError(f"ONNX shape inference rejected the model: {msg}") from e
+        from .explain import explain
+        raise InvalidModelError(explain(m, str(e), "ONNX shape inference")) from e
 
 
 def _static_dims(t: onnx.TypeProto | None) -> tuple | None:
@@ -229,16 +229,18 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
     probe = infer_shapes(probe, strict=True)
     inferred = {vi.name: vi.type for vi in list(probe.graph.value_info) + list(probe.graph.output)}
     producers = {o: n for n in g.node for o in n.output if o}
+    index = {o: i for i, n in enumerate(g.node) for o in n.output if o}
     outputs = {o.name for o in g.output}
     for name, t in declared:
         it = inferred.get(name)
         if it is not None and _conflict(t, it):
             n = producers.get(name)
-            by = f" by node {n.name or n.op_type!r} ({n.op_type})" if n is not None else ""
+            by = f" by {node_label(n, index[name])}" if n is not None else ""
             kind = "graph output" if name in outputs else "value"
             raise ShapeConflictError(
                 f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
-                "the model's declared type/shape is wrong: fix or remove that declaration")
+                f"the model's declared type/shape is wrong; valid: declare it {_fmt_type(it)} (what is computed), "
+                "or remove that declaration")
     out = infer_shapes(m)
     # onnx's merge keeps a declared tensor type that has no shape even where it infers one of
     # rank 0 (a scalar graph output declared without a shape stays shapeless): the probe's
@@ -413,7 +415,7 @@ def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
                 if _conflict(vi.type, t1):
                     raise ShapeConflictError(
-                        f"value {o!r} is declared {_fmt_type(vi.type)} but Loop {n.name or n.op_type!r} carries it "
+                        f"value {o!r} is declared {_fmt_type(vi.type)} but {node_label(n)} carries it "
                         f"as {_fmt_type(t1)} at every iteration (its body gives back the shape it is given); the "
                         "model's declared shape is wrong: fix or remove that declaration")
             if vi is None:
