@@ -778,6 +778,12 @@ def run_case(case: Case) -> tuple[str, str]:
                 spec = build_feeds(case.params, wd)
             elif fam == "bombs":
                 spec = build_bombs(case.params)
+            elif fam == "diff":   # the differential fuzzer (bench/difffuzz.py): its own categories
+                from support.diffcheck import run_case as run_diff
+                return run_diff(case.params)
+            elif fam == "diffmodel":   # one given model (shrinking a crash or a hang)
+                from support.diffcheck import run_model_case
+                return run_model_case(case.params)
             else:
                 raise KeyError(fam)
         except Exception as e:  # the harness itself failed to build the case

@@ -935,6 +935,10 @@ def _check_bn(ctx, target):
         s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
         if s is None or _prod(s) != C or len(s) != 1:
             return "BatchNormalization: scale, B, mean and var must be 1-D of length C"
+        d = ctx.in_dtypes[i] if i < len(ctx.in_dtypes) else None
+        if d is not None and np.dtype(d) != np.float32:   # BatchNormalization-15 lets them differ from X
+            return (f"BatchNormalization: input {i} is {np.dtype(d).name}; the kernel takes float32 scale, B, "
+                    "mean and var")
     return None
 
 

@@ -51,7 +51,7 @@ def check_invariants(g, p, first_fit=None, nbytes=None):
     # transfers are exactly the deduplicated cross-provider boundary edges
     expected = set()
     for v in range(n):
-        for name in g.nodes[v].inputs:
+        for name in (x for x in g.nodes[v].inputs if x):
             u = g.values[name].producer
             if u is not None and p.assignment[u] != p.assignment[v]:
                 expected.add((name, p.providers[p.assignment[v]].name))
