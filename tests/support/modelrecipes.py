@@ -219,6 +219,8 @@ def conv(g, d, transpose=False):
 
 def pool(g, d):
     x = _data(g, d, rank=g.rng.choice((3, 4)))
+    if 0 in x.shape:   # runtimes refuse empty windows: undefined, not worth drawing
+        raise G.Reject("empty")
     sp = len(x.shape) - 2
     ks = [g.rng.randint(1, max(1, min(3, s))) for s in x.shape[2:]]
     d.attrs["kernel_shape"] = ks
@@ -517,12 +519,15 @@ def pad(g, d):
     x = _data(g, d)
     r = _rank(x)
     mode = g.rng.choice(("constant", "constant", "reflect", "edge") + (("wrap",) if g.opset >= 19 else ()))
-    pads = []
-    for _ in range(2):
-        for s in x.shape:
-            lo = -min(s, 1) if mode == "constant" else 0
-            hi = 2 if mode != "reflect" else max(0, min(2, s - 1))
-            pads.append(g.rng.randint(lo, hi))
+    begin, end = [], []
+    for s in x.shape:   # a negative pad crops: at most the dim in all
+        lo = -min(s, 1) if mode == "constant" else 0
+        hi = 2 if mode != "reflect" else max(0, min(2, s - 1))
+        a = g.rng.randint(lo, hi)
+        b = g.rng.randint(max(lo, -(s + min(a, 0))), hi)
+        begin.append(a)
+        end.append(b)
+    pads = begin + end
     if mode != "constant" and 0 in x.shape:
         raise G.Reject("empty")
     d.attrs["mode"] = mode
@@ -696,7 +701,8 @@ def lpnorm(g, d):
 
 
 def global_pool(g, d):
-    _data(g, d, min_rank=3)
+    if 0 in _data(g, d, min_rank=3).shape:
+        raise G.Reject("empty")
 
 
 def unique(g, d):

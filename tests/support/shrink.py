@@ -107,8 +107,19 @@ def shrink(m: onnx.ModelProto, feeds: dict, fails: Callable[[onnx.ModelProto, di
     changed = True
     while changed and tries < max_tries:
         changed = False
+        for i in range(len(m.graph.node)):   # the outputs of an earlier node as the only outputs
+            got = truncate(m, feeds, i)
+            if got is None:
+                continue
+            tries += 1
+            if fails(*got):
+                m, feeds = got
+                changed = True
+                break
+        if changed:
+            continue
         vals = values_of(m, feeds)
-        for i in range(len(m.graph.node) - 1, -1, -1):
+        for i in range(len(m.graph.node) - 1, -1, -1):   # a node's outputs fed as graph inputs
             got = cut(m, feeds, i, vals)
             if got is None:
                 continue
@@ -120,6 +131,25 @@ def shrink(m: onnx.ModelProto, feeds: dict, fails: Callable[[onnx.ModelProto, di
             if tries >= max_tries:
                 break
     return m, feeds
+
+
+def truncate(m: onnx.ModelProto, feeds: dict, index: int):
+    """``m`` computing only node ``index``'s outputs (and what they need); None when that is all of ``m``."""
+    node = m.graph.node[index]
+    outs = [o for o in node.output if o]
+    if {vi.name for vi in m.graph.output} == set(outs) or index == len(m.graph.node) - 1:
+        return None
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    del m2.graph.output[:]
+    m2.graph.output.extend(helper.make_tensor_value_info(o, 0, None) for o in outs)
+    inferred = onnx.shape_inference.infer_shapes(m2)
+    types = {vi.name: vi.type for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for vi in m2.graph.output:
+        if vi.name in types:
+            vi.type.CopyFrom(types[vi.name])
+    m2 = prune(m2)
+    return m2, {k: v for k, v in feeds.items() if k in {x.name for x in m2.graph.input}}
 
 
 def save(name: str, m: onnx.ModelProto, feeds: dict, meta: dict, folder: Path | None = None) -> Path:
