@@ -17,10 +17,11 @@ from .analysis.compare import compare
 from .ir.errors import (GraphvizNotFoundError, ExecutionError, FunctionInliningError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      InputValidationError, InvalidModelError, KernelError, MissingDependencyError, ModelLoadError,
                      PlanningError,
-                     ProviderUnavailableError, RunCancelled, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
+                     ProviderUnavailableError, RunBudgetExceeded, RunCancelled, ShapeBindingError, TransferCountMismatch, UnsupportedNodeError)
 from .execution.executor import RunResult, execute, execute_reference
 from .session.explorer import Explorer, explore
 from .execution.inputs import random_inputs
+from .ir.limits import RunLimits
 from .ir.graph import Graph, Node, Value
 from .load.loader import load_model
 from .planner import (Heterogeneous, Plan, SingleProvider, classify_placement, guard_heterogeneous_fallback,
@@ -40,6 +41,6 @@ __all__ = [
     "HeteroExploreError", "ModelLoadError", "InvalidModelError", "ShapeBindingError", "UnsupportedNodeError",
     "FunctionInliningError", "PlanningError", "HeterogeneousExecutionUnsupported",
     "ProviderUnavailableError", "KernelError", "InputValidationError", "ExecutionError",
-    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError", "RunCancelled",
+    "TransferCountMismatch", "GraphvizNotFoundError", "MissingDependencyError", "RunCancelled", "RunBudgetExceeded", "RunLimits",
     "sweep", "compare_sweeps", "save_sweep", "load_sweep", "plan_from_ort", "move_failed",
 ]

@@ -327,7 +327,7 @@ def build_names(params):
 
 EXT_KINDS = ["legit", "dotdot", "absolute", "symlink-out", "symlink-etc", "hardlink-out", "offset-huge",
              "offset-negative", "offset-text", "length-huge", "length-short", "location-dir", "location-empty",
-             "fifo", "dev-zero", "sub-dotdot", "nested-ok", "missing"]
+             "fifo", "dev-zero", "sub-dotdot", "nested-ok", "missing", "sub-dotdot-inside", "nul-location"]
 
 
 def build_extdata(params, workdir):
@@ -389,6 +389,11 @@ def build_extdata(params, workdir):
         loc = "sub/w.bin"
     elif kind == "missing":
         loc = "nope.bin"
+    elif kind == "sub-dotdot-inside":  # resolves inside the folder: valid
+        (md / "sub").mkdir()
+        loc = "sub/../w.bin"
+    elif kind == "nul-location":
+        loc = "w\x00.bin"
     t = TensorProto()
     t.name, t.data_type = "w", TensorProto.FLOAT
     t.dims.extend([4])
@@ -403,7 +408,7 @@ def build_extdata(params, workdir):
     onnx.save(m, str(path), save_as_external_data=False)
     escaping = kind in ("dotdot", "absolute", "symlink-out", "symlink-etc", "dev-zero", "sub-dotdot")
     return {"model": str(path), "load": {}, "providers": ["cpu"], "seed": 0, "escaping": escaping,
-            "feeds": {"x": np.ones(4, np.float32)}, "expected": {"y": w + 1} if kind in ("legit", "nested-ok")
+            "feeds": {"x": np.ones(4, np.float32)}, "expected": {"y": w + 1} if kind in ("legit", "nested-ok", "sub-dotdot-inside")
             else None}
 
 
@@ -773,6 +778,12 @@ def run_case(case: Case) -> tuple[str, str]:
                 spec = build_feeds(case.params, wd)
             elif fam == "bombs":
                 spec = build_bombs(case.params)
+            elif fam == "diff":   # the differential fuzzer (bench/difffuzz.py): its own categories
+                from support.diffcheck import run_case as run_diff
+                return run_diff(case.params)
+            elif fam == "diffmodel":   # one given model (shrinking a crash or a hang)
+                from support.diffcheck import run_model_case
+                return run_model_case(case.params)
             else:
                 raise KeyError(fam)
         except Exception as e:  # the harness itself failed to build the case

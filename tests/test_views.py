@@ -177,15 +177,18 @@ def test_the_apps_setters_write_to_the_explorer(app, ex):
 
 
 def test_two_apps_on_one_explorer_show_the_same_state(ex):
-    a, b = ex.show(), ex.show()
+    a, b = ex.show(), ex.show(keep_previous=True)
     try:
         a.level_dropdown.value = "partition"
         assert b.level_dropdown.value == "partition"
         b.deny_selects["gpu"].value = ("Relu",)
         assert a.deny_selects["gpu"].value == ("Relu",) and a.denied["gpu"] == ["Relu"]
-        c = ex.show()  # a new app opens on the same state
+        c = ex.show(keep_previous=True)  # a new app opens on the same state
         assert c.level_dropdown.value == "partition" and c.deny_selects["gpu"].value == ("Relu",)
         c.close()
+        d = ex.show()  # without keep_previous: the apps shown before are closed
+        assert a.explorer_closed and b.explorer_closed and d.level_dropdown.value == "partition"
+        d.close()
     finally:
         a.close()
         b.close()

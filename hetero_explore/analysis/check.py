@@ -40,8 +40,8 @@ class CheckedRun:
 def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = True, warm_runs: int = 0,
                     warm_budget_seconds: float = BUDGET_SECONDS, executor: HeterogeneousExecutor | None = None,
                     reference_run: RunResult | Callable[[dict], RunResult] | None = None,
-                    progress=None, reference_progress=None, on_stage: Callable[[str, RunResult], None] | None = None
-                    ) -> CheckedRun:
+                    progress=None, reference_progress=None, on_stage: Callable[[str, RunResult], None] | None = None,
+                    limits=None) -> CheckedRun:
     """Execute ``plan`` on ``inputs``, run its graph on ``reference`` and compare the outputs.
 
     Args:
@@ -60,20 +60,24 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
         on_stage: ``on_stage(stage, run)`` with ``"reference"`` before the reference runs,
             ``"compare"`` before the comparison and ``"timing"`` before the warm runs (a progress
             bar's next stages).
+        limits: the runs' :class:`~hetero_explore.ir.limits.RunLimits` (loop iterations, seconds,
+            cancel), each run's own.
     """
     own = executor is None
     ex = executor if executor is not None else HeterogeneousExecutor(plan, keep_constants=warm_runs > 0)
     try:
-        run = ex.run(inputs, progress=progress)
+        run = ex.run(inputs, progress=progress, limits=limits)
         if on_stage is not None:
             on_stage("reference", run)
         if isinstance(reference_run, RunResult):
             ref = reference_run
         elif reference_run is not None:
-            ref = reference_run(run.inputs)
+            from ..ir.limits import running
+            with running(limits):
+                ref = reference_run(run.inputs)
         else:
             from ..execution.executor import execute_reference
-            ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress)
+            ref = execute_reference(plan.graph, reference, run.inputs, progress=reference_progress, limits=limits)
         if on_stage is not None:
             on_stage("compare", run)
         diff = compare(run, ref, blame=blame)
@@ -81,7 +85,8 @@ def run_and_compare(plan, inputs, *, reference=DEFAULT_REFERENCE, blame: bool = 
         if warm_runs:
             if on_stage is not None:
                 on_stage("timing", run)
-            timings = summarize(warm_samples(ex, run.inputs, n=warm_runs, budget_seconds=warm_budget_seconds),
+            timings = summarize(warm_samples(ex, run.inputs, n=warm_runs, budget_seconds=warm_budget_seconds,
+                                             limits=limits),
                                 first_seconds=run.wall_seconds, compile_seconds=run.compile_seconds)
     finally:
         if own:

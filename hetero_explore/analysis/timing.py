@@ -96,11 +96,13 @@ def summarize(samples, *, first_seconds: float | None = None, compile_seconds: f
 
 
 def warm_samples(executor, feeds, *, n: int = WARM_RUNS, budget_seconds: float = BUDGET_SECONDS,
-                 min_runs: int = MIN_WARM_RUNS, cancel: Callable[[], bool] | None = None) -> list[float]:
+                 min_runs: int = MIN_WARM_RUNS, cancel: Callable[[], bool] | None = None,
+                 limits=None) -> list[float]:
     """Wall times of up to ``n`` runs of ``executor`` (one that ran once already) on ``feeds``,
     stopping early once ``budget_seconds`` have passed and at least ``min_runs`` ran, or when
     ``cancel()`` answers True. Each run's ``wall_seconds`` is a sample (input validation and
-    compile time excluded)."""
+    compile time excluded); ``limits`` are each run's
+    :class:`~hetero_explore.ir.limits.RunLimits`."""
     samples: list[float] = []
     t_end = time.perf_counter() + max(0.0, float(budget_seconds))
     for _ in range(max(0, int(n))):
@@ -108,12 +110,12 @@ def warm_samples(executor, feeds, *, n: int = WARM_RUNS, budget_seconds: float =
             break
         if len(samples) >= min_runs and time.perf_counter() > t_end:
             break
-        samples.append(executor.run(feeds).wall_seconds)
+        samples.append(executor.run(feeds, limits=limits).wall_seconds)
     return samples
 
 
 def measure(plan, feeds, *, first_run=None, n: int = WARM_RUNS, budget_seconds: float = BUDGET_SECONDS,
-            min_runs: int = MIN_WARM_RUNS, cancel: Callable[[], bool] | None = None) -> Timings:
+            min_runs: int = MIN_WARM_RUNS, cancel: Callable[[], bool] | None = None, limits=None) -> Timings:
     """Time warm runs of ``plan`` on ``feeds``.
 
     An executor holding the plan's constants runs once untimed (it compiles or loads what the
@@ -123,12 +125,14 @@ def measure(plan, feeds, *, first_run=None, n: int = WARM_RUNS, budget_seconds: 
     ``first_run``: the run the caller already made (a :class:`~hetero_explore.execution.executor.RunResult`);
     its wall time and compile time are reported as the first run. Without it, the timing
     executor's own first run is. ``cancel()`` is asked before each run: True stops timing
-    (the runs so far are summarised)."""
+    (the runs so far are summarised); ``limits``: each run's
+    :class:`~hetero_explore.ir.limits.RunLimits`."""
     from ..execution.executor import HeterogeneousExecutor
 
     with HeterogeneousExecutor(plan) as ex:
-        warm_up = ex.run(feeds)
-        samples = warm_samples(ex, feeds, n=n, budget_seconds=budget_seconds, min_runs=min_runs, cancel=cancel)
+        warm_up = ex.run(feeds, limits=limits)
+        samples = warm_samples(ex, feeds, n=n, budget_seconds=budget_seconds, min_runs=min_runs, cancel=cancel,
+                               limits=limits)
     src = first_run if first_run is not None else warm_up
     return summarize(samples, first_seconds=getattr(src, "wall_seconds", None),
                      compile_seconds=float(getattr(src, "compile_seconds", 0.0) or 0.0))

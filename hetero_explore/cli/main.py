@@ -504,7 +504,24 @@ class _CompileProgress:
         self.last = ""
 
 
-def _execute(p, inputs=None, seed=0, bar: Progress | None = None, runs: int = 0):
+def _limits(args):
+    """The run's limits from ``--max-loop-iterations`` / ``--max-seconds`` (0: no bound)."""
+    from ..ir.limits import DEFAULT_MAX_LOOP_ITERATIONS, RunLimits
+    n = getattr(args, "max_loop_iterations", DEFAULT_MAX_LOOP_ITERATIONS)
+    s = getattr(args, "max_seconds", None)
+    return RunLimits(max_loop_iterations=n or None, max_seconds=s or None)
+
+
+def _limit_flags(sp):
+    from ..ir.limits import DEFAULT_MAX_LOOP_ITERATIONS
+    sp.add_argument("--max-loop-iterations", type=int, default=DEFAULT_MAX_LOOP_ITERATIONS, metavar="N",
+                    help=f"stop a Loop node after N iterations with an error naming it (default "
+                         f"{DEFAULT_MAX_LOOP_ITERATIONS:,}; 0: no bound)")
+    sp.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                    help="stop a run whose loops are still iterating after S seconds (default: no bound)")
+
+
+def _execute(p, inputs=None, seed=0, bar: Progress | None = None, runs: int = 0, limits=None):
     """Run ``p`` (the first run; kernels compile), the cpu reference, compare them
     (:func:`hetero_explore.run_and_compare`); with ``runs``, also time up to that many warm runs
     (:mod:`hetero_explore.analysis.timing`). Returns ``(run, diff, timings or None)``."""
@@ -524,7 +541,8 @@ def _execute(p, inputs=None, seed=0, bar: Progress | None = None, runs: int = 0)
         elif name == "timing" and bar is not None:
             bar.stage(f"timing up to {runs} warm run(s)")
 
-    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage, warm_runs=runs)
+    checked = run_and_compare(p, inputs, progress=prog, reference_progress=ref_prog, on_stage=stage, warm_runs=runs,
+                              limits=limits)
     ref_prog.done(checked.reference.compile_seconds)
     return checked.run, checked.diff, checked.timings
 
@@ -563,7 +581,8 @@ def cmd_report(args) -> int:
                           f"seeded random inputs (hetero_explore.random_inputs, seed {args.seed})")
         try:
             try:
-                run, diff, timings = _execute(p, inputs=inputs, seed=args.seed, bar=bar, runs=args.runs)
+                run, diff, timings = _execute(p, inputs=inputs, seed=args.seed, bar=bar, runs=args.runs,
+                                              limits=_limits(args))
             finally:
                 bar.close()
         except (HeterogeneousExecutionUnsupported, ProviderUnavailableError, ExecutionError,
@@ -823,6 +842,7 @@ def main(argv=None) -> int:
     _runs_arg(sp)
     sp.add_argument("--trace", metavar="RUN.json", help="with --execute: also write the run's timeline as a "
                     "Trace Event Format file (open it in Perfetto or chrome://tracing)")
+    _limit_flags(sp)
     sp.set_defaults(fn=cmd_report)
     sp = sub.add_parser("demo", help="plan, execute and report a bundled model (a first what-if: "
                         "demo --model mobilenet --providers nnapi,cpu)")

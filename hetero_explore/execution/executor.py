@@ -91,6 +91,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import limits as run_limits
 from ..ir.errors import (ExecutionError, HeteroExploreError, HeterogeneousExecutionUnsupported,
                      ProviderUnavailableError, TransferCountMismatch)
 from ..planner import Plan, guard_heterogeneous_fallback
@@ -513,9 +514,15 @@ class HeterogeneousExecutor:
             dst.fence(dst.copy_device_async(src_buf, out))
         return out
 
-    def run(self, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
+    def run(self, inputs, *, keep_intermediates: bool = False, progress=None, limits=None) -> RunResult:
         """Execute the plan on ``inputs``; see :func:`execute`. ``progress``: called with
-        ``"compiling kernels (k/n)"`` when a kernel compilation starts (see the module docs)."""
+        ``"compiling kernels (k/n)"`` when a kernel compilation starts (see the module docs);
+        ``limits``: the run's :class:`~hetero_explore.ir.limits.RunLimits` (default: those of
+        an enclosing run, else the defaults)."""
+        with run_limits.running(limits):
+            return self._run_limited(inputs, keep_intermediates, progress)
+
+    def _run_limited(self, inputs, keep_intermediates, progress) -> RunResult:
         plan = self.plan
         graph = plan.graph
         feeds = exact_feeds(self._input_specs, inputs)
@@ -773,7 +780,7 @@ def _part_runner(graph, provider, part):
 
 
 # -- public entry points --------------------------------------------------------------
-def execute(plan: Plan, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
+def execute(plan: Plan, inputs, *, keep_intermediates: bool = False, progress=None, limits=None) -> RunResult:
     """Run ``plan`` on ``inputs`` (name → numpy array, or a list in graph-input order).
 
     Every kernel is built and every boundary checked before anything runs.
@@ -783,6 +790,8 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False, progress=No
     also copied to the host (what :func:`hetero_explore.analysis.compare` uses to blame).
     ``progress``: called with ``"compiling kernels (k/n)"`` when numba compiles a kernel
     during the run (that time is reported as ``compile_seconds``, not as run time).
+    ``limits``: a :class:`~hetero_explore.ir.limits.RunLimits` (loop iterations, seconds, a cancel
+    callback; default :data:`~hetero_explore.ir.limits.DEFAULT_MAX_LOOP_ITERATIONS` per Loop).
 
     Raises:
         InputValidationError: missing, unexpected or mismatched inputs (all named).
@@ -792,12 +801,14 @@ def execute(plan: Plan, inputs, *, keep_intermediates: bool = False, progress=No
         ExecutionError: a failure midway (names the partition and node); every
             buffer is freed first.
         TransferCountMismatch: copies performed differ from the plan's transfers.
+        RunBudgetExceeded / RunCancelled: a loop went over ``limits`` or was cancelled (names the node).
     """
     return HeterogeneousExecutor(plan, keep_constants=False).run(inputs, keep_intermediates=keep_intermediates,
-                                                                 progress=progress)
+                                                                 progress=progress, limits=limits)
 
 
-def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False, progress=None) -> RunResult:
+def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = False, progress=None,
+                      limits=None) -> RunResult:
     """Run the whole graph on one ``provider`` (an object or ``"cpu"``/``"cuda"``/``"gpu"``).
 
     ``graph`` is a loaded :class:`Graph`, a :class:`Plan` (its graph is used) or
@@ -810,7 +821,7 @@ def execute_reference(graph, provider, inputs, *, keep_intermediates: bool = Fal
     if len(p.partitions) > 1:  # pragma: no cover - one provider is always one convex partition
         raise ExecutionError(f"a one-provider plan has {len(p.partitions)} partitions")
     return HeterogeneousExecutor(p, kind="reference", keep_constants=False).run(
-        inputs, keep_intermediates=keep_intermediates, progress=progress)
+        inputs, keep_intermediates=keep_intermediates, progress=progress, limits=limits)
 
 
 def partition_model(plan: Plan, partition: int):

@@ -65,7 +65,7 @@ def random_inputs(graph, seed: int = 0, scale: float = 1.0, *, max_bytes: int | 
         else:
             raise InputValidationError(f"input {name!r}: cannot make random data of dtype {v.dtype}")
         # np.array keeps a 0-d (scalar) input 0-d; np.ascontiguousarray would make it (1,)
-        out[name] = np.array(arr, dtype=v.dtype, order="C")
+        out[name] = np.array(arr, dtype=v.dtype, order="C", copy=True)
     return out
 
 

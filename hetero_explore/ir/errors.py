@@ -111,5 +111,26 @@ class MissingDependencyError(HeteroExploreError, ImportError):
     """An optional dependency a feature needs is not installed (the message says which extra)."""
 
 
+class RunBudgetExceeded(ExecutionError):
+    """A run went over its budget of loop iterations or seconds (see
+    :class:`~hetero_explore.ir.limits.RunLimits`); every buffer it held was freed."""
+
+
 class RunCancelled(HeteroExploreError):
     """An execution was cancelled (between partitions) before it finished; every buffer it held was freed."""
+
+
+def node_label(node, index: int | None = None) -> str:
+    """How an error names a node: ``node 'name' (OpType)``, or ``node #index (OpType, unnamed)``
+    when it has no name (an ``onnx.NodeProto`` or an IR ``Node``; ``index`` is its position in
+    the graph's node list, an IR node's own id when not given)."""
+    name = getattr(node, "name", "") or ""
+    op = getattr(node, "op_type", "") or "?"
+    dom = getattr(node, "domain", "") or ""
+    op = f"{dom}::{op}" if dom not in ("", "ai.onnx") else op
+    if name:
+        shown = name if len(name) <= 80 else f"{name[:38]}...{name[-38:]}"
+        return f"node {shown!r} ({op})"
+    if index is None:
+        index = getattr(node, "id", None)
+    return f"node #{index} ({op}, unnamed)" if index is not None else f"an unnamed {op} node"

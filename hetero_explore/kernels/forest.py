@@ -23,6 +23,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .target import launch_threads
+
+launch_threads()   # before this module's parallel kernels can load from the cache (see there)
+
 #: the leaf mode of :mod:`.ml` (BRANCH_LEQ 0, LT 1, GTE 2, GT 3, EQ 4, NEQ 5, MEMBER 6, LEAF 7)
 LEAF = 7
 #: mode flag of a node whose missing values (NaN) go to the true child

@@ -526,6 +526,11 @@ def _check_bn(ctx, target):
         s = ctx.in_shapes[i] if i < len(ctx.in_shapes) else None
         if s is None or _prod(s) != C or len(s) != 1:
             return "BatchNormalization: scale, B, mean and var must be 1-D of length C"
+        d = ctx.in_dtypes[i] if i < len(ctx.in_dtypes) else None
+        if d is not None and np.dtype(d) != np.float32 and ctx.const(i) is None:
+            # BatchNormalization-15 lets them differ from X; constant ones are converted at build
+            return (f"BatchNormalization: input {i} is {np.dtype(d).name} and not a constant; the kernel "
+                    "takes float32 scale, B, mean and var (or constants of another float type)")
     return None
 
 
@@ -534,11 +539,14 @@ def _build_bn(ctx, target):
     C = int(xs[1])
     S = _prod(xs[2:])
     eps = np.float32(ctx.attrs.get("epsilon", 1e-5))
+    # parameters of another float type (BatchNormalization-15's T1/T2) are constants: float32 copies
+    conv = {i: to_target(target, np.asarray(ctx.const(i), np.float32).reshape(-1)) for i in range(1, 5)
+            if np.dtype(ctx.in_dtypes[i]) != np.float32}
 
     @replayable
     def run(inputs, outputs):
         x, out = flat(inputs[0]), flat(outputs[0])
-        sc, b, mean, var = (flat(inputs[i]) for i in range(1, 5))
+        sc, b, mean, var = (conv[i] if i in conv else flat(inputs[i]) for i in range(1, 5))
         target.launch(_BN, out.shape[0], x, sc, b, mean, var, eps, C, S, out)
 
     return run

@@ -216,8 +216,9 @@ def _recode(target, a, src, dst, out, saturate=False):
     from . import floatfmt
     from .common import bits
     a, out = flat(a), flat(out)
-    target.launch(_cast_pair(), out.shape[0], bits(a), bits(out), *_fmt_args(src, dst), bool(saturate),
-                  np.int64(floatfmt.ROUND_NEAREST))
+    # as many items as the source has: a scratch ``out`` holds at least one (see _temp)
+    target.launch(_cast_pair(), min(a.shape[0], out.shape[0]), bits(a), bits(out), *_fmt_args(src, dst),
+                  bool(saturate), np.int64(floatfmt.ROUND_NEAREST))
 
 
 def _temp(target, n, dt):

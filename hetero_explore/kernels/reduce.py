@@ -729,7 +729,7 @@ def _build_cum(ctx, target):
         if isinstance(ax, str):
             raise KernelError(f"node {ctx.node.name!r}: {ax}")
         A = int(xs[ax])
-        inner = max(_prod(xs[ax + 1:]), 1)
+        inner = _prod(xs[ax + 1:])   # 0 when a later dim is 0: no rows then (an empty tensor)
         return A, inner, _prod(xs[:ax]) * inner if A > 0 else 0
 
     c = ctx.const(1)

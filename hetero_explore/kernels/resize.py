@@ -210,13 +210,15 @@ def _check_resize(ctx, target):
     p = _resize_params(ctx)
     if isinstance(p, str):
         return p
+    ys = ctx.out_shapes[0] if ctx.out_shapes else None
+    if ys is not None and any(x == 0 and y != 0 for x, y in zip(xs, ys)):
+        return "Resize: an empty axis cannot be resized to a non-empty one (nothing to interpolate from)"
     if mode == "linear":
         scales, sizes = p
-        ys = ctx.out_shapes[0] if ctx.out_shapes else None
         if ys is not None:
             n_interp = 0
             for d in range(len(xs)):
-                sc = scales[d] if scales is not None else sizes[d] / xs[d]
+                sc = scales[d] if scales is not None else (sizes[d] / xs[d] if xs[d] else 1.0)
                 if not (math.isclose(sc, 1.0) and ys[d] == xs[d]):
                     n_interp += 1
             if n_interp > 2:
@@ -235,8 +237,8 @@ def _build_resize(ctx, target):
     if isinstance(p, str):
         raise _err(ctx, p)
     scales, sizes = p
-    if scales is None:
-        scales = [sizes[d] / xs[d] for d in range(rank)]
+    if scales is None:   # an empty input axis stays empty (checked below): its scale is unused
+        scales = [sizes[d] / xs[d] if xs[d] else 1.0 for d in range(rank)]
     return _table_run(ctx, target, mode, xs, ys, lambda d: _resize_axis_tables(
         mode, ctm, nm, xs[d], ys[d], float(scales[d])), replay=True)
 

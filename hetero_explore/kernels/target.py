@@ -98,6 +98,23 @@ def _load_tbb() -> bool:
 
 TBB = _load_tbb()
 
+
+def launch_threads() -> None:
+    """Start numba's threading layer now; every module with parallel code calls it when it
+    is imported.
+
+    Parallel code finds the layer's functions (``numba_parallel_for``, ``get_num_threads``)
+    as symbols that starting the layer registers. A function compiled with ``prange`` starts
+    it when it is loaded from numba's disk cache, but one that only *calls* parallel code
+    does not always: when its callee was itself loaded from the cache, numba forgets the
+    callee's reload hook while linking the caller, so the caller's cache entry starts
+    nothing and, run first in a new process, jumps to an unresolved symbol (a segmentation
+    fault). Whether that happens depends on which signatures earlier processes compiled in
+    which order (``tests/test_kernel_cache.py`` rebuilds such an entry), so the layer is
+    started as soon as any parallel kernel can exist."""
+    from numba.np.ufunc.parallel import _launch_threads
+    _launch_threads()
+
 THREADS_PER_BLOCK = 128
 KERNEL_DIR = Path(__file__).resolve().parent
 #: host-value ops without numba code: outside the stamp (editing them recompiles nothing)

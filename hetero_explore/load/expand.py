@@ -41,7 +41,7 @@ from __future__ import annotations
 import onnx
 from onnx import AttributeProto, FunctionProto, helper
 
-from ..ir.errors import FunctionExpansionError, FunctionInliningError
+from ..ir.errors import FunctionExpansionError, FunctionInliningError, InvalidModelError
 
 __all__ = ["BodyUnavailable", "function_body", "expandable", "has_function_body", "expand_nodes",
            "expansion_records", "carry_expansions", "MAX_EXPANSION_DEPTH", "MAX_EXPANDED_NODES"]
@@ -403,12 +403,40 @@ def expand_nodes(graph, node_ids, *, max_depth: int | None = None, max_nodes: in
     model.graph.node.extend(kept)
     # re-loaded as it was loaded (folded or not); it was optimised (or not) when it was loaded:
     # its rewrites carry over, none run again
-    g = reload(model, graph)
+    try:
+        g = reload(model, graph)
+    except InvalidModelError as e:
+        raise _body_error(graph, origin, e) from e
     g.optimizations = list(getattr(graph, "optimizations", ()))
     present = {n.name for n in g.nodes}
     g.info["expansions"] = recs + new_recs
     g.info["expanded_from"] = {k: v for k, v in origin.items() if k in present}
     return g
+
+
+def _body_error(graph, origin: dict, e: Exception) -> InvalidModelError:
+    """``e`` (inference of the expanded graph rejected a body node) said of the node that was
+    expanded: the user's node, its inputs, then what onnx said of the body."""
+    text = str(e)
+    first = text.split("\n", 1)[0]
+    root = next((origin[b] for b in sorted(origin, key=len, reverse=True) if f"'{b}'" in first), None)
+    node = next((n for n in graph.nodes if n.name == root), None) if root is not None else None
+    if node is None:
+        return e if isinstance(e, InvalidModelError) else InvalidModelError(text)
+    ins = ", ".join(f"{k} {x!r} ({fmt_type_of(graph, x)})" for k, x in enumerate(node.inputs) if x)
+    s = _schema(node.op_type, node.domain, node.opset)
+    formals = "; ".join(f"{f.name}: {f.type_str}" for f in s.inputs) if s else ""
+    return InvalidModelError(
+        f"node {node.name!r} ({node.op_type}): its inputs ({ins}) are invalid for it: its function body (expanded "
+        f"to run it) does not infer with them; valid: inputs as {node.op_type}-{s.since_version if s else '?'} "
+        f"specifies ({formals})\nin the body: {text}")
+
+
+def fmt_type_of(graph, name: str) -> str:
+    v = graph.values.get(name)
+    if v is None:
+        return "?"
+    return f"{v.dtype if v.dtype is not None else '?'}{list(v.shape) if v.shape is not None else '[?]'}"
 
 
 def _key(p: onnx.NodeProto) -> tuple:

@@ -4,15 +4,18 @@ and, for Loop-carried values, from a fixed point of the body."""
 
 from __future__ import annotations
 
+import math
+
 import onnx
 from onnx import helper, shape_inference
 
 from ..ir.context import KernelContext
-from ..ir.errors import HeteroExploreError, InvalidModelError, ShapeConflictError
+from ..ir.errors import HeteroExploreError, InvalidModelError, ShapeConflictError, node_label
 from ..ir.graph import Node, np_to_onnx_dtype, onnx_to_np_dtype, outer_names
 from ..ir.graph import fmt_type as _fmt_type
 from ..kernels import registry as reg   # the op definitions (no provider state)
 from .bind import _check_value_dims
+from .options import MAX_ELEMENTS
 from .validate import _opsets
 
 
@@ -59,15 +62,136 @@ def fill_inference_defaults(m: onnx.ModelProto) -> None:
             n.attribute.append(d)
 
 
-def infer_shapes(m: onnx.ModelProto, *, strict: bool = False) -> onnx.ModelProto:
-    """onnx's shape inference with data propagation; its errors become InvalidModelError."""
+#: onnx's data propagation turns every element of a value of rank 0 or 1 that a node with a
+#: data-propagation function (Add, Sub, Mul, Cast, Concat, Gather, Slice, Squeeze, ...) reads or
+#: makes into a dim of a TensorShapeProto, about 150 bytes each, whatever the value is: a
+#: 3.5-million-element vector fed to an Add takes 0.5 GB, a 350-million one ends in std::bad_alloc.
+#: Values that shape computations propagate are a few elements long; a node reading or making a
+#: longer one is kept out of data propagation (its output types come from inference without it)
+DATA_PROP_MAX_ELEMENTS = 1 << 12
+
+
+def _onnx_infer(m: onnx.ModelProto, strict: bool, data_prop: bool) -> onnx.ModelProto:
     try:
-        return shape_inference.infer_shapes(m, check_type=True, strict_mode=strict, data_prop=True)
+        return shape_inference.infer_shapes(m, check_type=True, strict_mode=strict, data_prop=data_prop)
     except MemoryError:
         raise
     except Exception as e:
-        msg = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
-        raise InvalidModelError(f"ONNX shape inference rejected the model: {msg}") from e
+        from .explain import explain
+        raise InvalidModelError(explain(m, str(e), "ONNX shape inference")) from e
+
+
+def _static_dims(t: onnx.TypeProto | None) -> tuple | None:
+    if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    dims = t.tensor_type.shape.dim
+    return tuple(int(d.dim_value) for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+
+
+def _value_types(m: onnx.ModelProto) -> dict:
+    g = m.graph
+    types = {vi.name: vi.type for vi in list(g.input) + list(g.value_info) + list(g.output)}
+    for t in g.initializer:
+        types.setdefault(t.name, helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+    return types
+
+
+def _check_sizes(m: onnx.ModelProto, types: dict) -> None:
+    """Every value whose shape is known (without data propagation) within the element bound; a
+    bigger one is a typed error naming the node that makes it (ConstantOfShape, Expand, Tile,
+    Range, Resize, ... read from their constant inputs)."""
+    for i, n in enumerate(m.graph.node):
+        for o in n.output:
+            dims = _static_dims(types.get(o)) if o else None
+            if dims is not None and (any(d > MAX_ELEMENTS for d in dims) or math.prod(dims) > MAX_ELEMENTS):
+                ins = ", ".join(f"{x!r}" for x in n.input if x)
+                raise InvalidModelError(
+                    f"{node_label(n, i)} would make value {o!r} of shape {list(dims)} "
+                    f"({math.prod(dims)} elements, over the bound of {MAX_ELEMENTS}) from its inputs "
+                    f"{ins or '(none)'}: a valid model stays within it; the model is corrupt or hostile")
+
+
+def _data_prop_risks(m: onnx.ModelProto, types: dict) -> list | None:
+    """Indices of the nodes data propagation must not see (see :data:`DATA_PROP_MAX_ELEMENTS`);
+    None when such a node's outputs are not known without it (no data propagation then)."""
+    opset = _opsets(m).get("", None)
+    out = []
+    for i, n in enumerate(m.graph.node):
+        if n.domain not in ("", "ai.onnx") or opset is None:
+            continue
+        try:
+            s = onnx.defs.get_schema(n.op_type, opset, "")
+        except Exception:
+            continue
+        if not s.has_data_propagation_function:
+            continue
+        long = False
+        for x in list(n.input) + list(n.output):
+            dims = _static_dims(types.get(x)) if x else None
+            if dims is not None and len(dims) <= 1 and math.prod(dims) > DATA_PROP_MAX_ELEMENTS:
+                long = True
+        if not long:
+            continue
+        if any(o and _static_dims(types.get(o)) is None for o in n.output):
+            return None
+        out.append(i)
+    return out
+
+
+def infer_shapes(m: onnx.ModelProto, *, strict: bool = False) -> onnx.ModelProto:
+    """onnx's shape inference with data propagation; its errors become InvalidModelError.
+
+    Inference runs first without data propagation (which materialises nothing): every value
+    it sizes is checked against the element bound (a typed error naming the node that makes a
+    bigger one), and when it sizes every value nothing is left for data propagation to add.
+    Otherwise data propagation runs with the nodes that read or make long vectors cut out (their
+    outputs given as typed inputs; see :data:`DATA_PROP_MAX_ELEMENTS`), or not at all when such a
+    node's outputs are unknown without it."""
+    plain = _onnx_infer(m, strict, False)
+    types = _value_types(plain)
+    _check_sizes(plain, types)
+    produced = [o for n in plain.graph.node for o in n.output if o]
+    if all(_static_dims(types.get(o)) is not None for o in produced):
+        return plain
+    cut = _data_prop_risks(plain, types)
+    if cut is None:
+        return plain
+    if not cut:
+        return _onnx_infer(m, strict, True)
+    return _infer_without(m, plain, set(cut), types, strict)
+
+
+def _infer_without(m, plain, cut: set, types: dict, strict: bool) -> onnx.ModelProto:
+    """Data-propagating inference of ``m`` with the nodes ``cut`` replaced by graph inputs of
+    their outputs' types (from ``plain``), merged back into ``m``."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    g = probe.graph
+    cut_outputs = [o for i in sorted(cut) for o in m.graph.node[i].output if o]
+    keep = [n for i, n in enumerate(m.graph.node) if i not in cut]
+    del g.node[:]
+    g.node.extend(keep)
+    have = {vi.name for vi in g.input}
+    for o in cut_outputs:
+        if o not in have:
+            vi = g.input.add()
+            vi.name = o
+            vi.type.CopyFrom(types[o])
+    kept_vi = [vi for vi in g.value_info if vi.name not in set(cut_outputs)]
+    del g.value_info[:]
+    g.value_info.extend(kept_vi)
+    got = _onnx_infer(probe, strict, True)
+    out = onnx.ModelProto()
+    out.CopyFrom(plain)
+    inferred = _value_types(got)
+    for vi in list(out.graph.value_info) + list(out.graph.output):
+        if vi.name in inferred and vi.name not in set(cut_outputs):
+            vi.type.CopyFrom(inferred[vi.name])
+    present = {vi.name for vi in list(out.graph.value_info) + list(out.graph.output) + list(out.graph.input)}
+    for vi in got.graph.value_info:
+        if vi.name not in present:
+            out.graph.value_info.add().CopyFrom(vi)
+    return out
 
 
 def _conflict(declared: onnx.TypeProto, inferred: onnx.TypeProto) -> bool:
@@ -105,16 +229,18 @@ def infer_checked(m: onnx.ModelProto) -> onnx.ModelProto:
     probe = infer_shapes(probe, strict=True)
     inferred = {vi.name: vi.type for vi in list(probe.graph.value_info) + list(probe.graph.output)}
     producers = {o: n for n in g.node for o in n.output if o}
+    index = {o: i for i, n in enumerate(g.node) for o in n.output if o}
     outputs = {o.name for o in g.output}
     for name, t in declared:
         it = inferred.get(name)
         if it is not None and _conflict(t, it):
             n = producers.get(name)
-            by = f" by node {n.name or n.op_type!r} ({n.op_type})" if n is not None else ""
+            by = f" by {node_label(n, index[name])}" if n is not None else ""
             kind = "graph output" if name in outputs else "value"
             raise ShapeConflictError(
                 f"{kind} {name!r} is declared {_fmt_type(t)} but is computed{by} as {_fmt_type(it)}; "
-                "the model's declared type/shape is wrong: fix or remove that declaration")
+                f"the model's declared type/shape is wrong; valid: declare it {_fmt_type(it)} (what is computed), "
+                "or remove that declaration")
     out = infer_shapes(m)
     # onnx's merge keeps a declared tensor type that has no shape even where it infers one of
     # rank 0 (a scalar graph output declared without a shape stays shapeless): the probe's
@@ -380,7 +506,7 @@ def complete_loop_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
             if vi is not None and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
                 if _conflict(vi.type, t1):
                     raise ShapeConflictError(
-                        f"value {o!r} is declared {_fmt_type(vi.type)} but Loop {n.name or n.op_type!r} carries it "
+                        f"value {o!r} is declared {_fmt_type(vi.type)} but {node_label(n)} carries it "
                         f"as {_fmt_type(t1)} at every iteration (its body gives back the shape it is given); the "
                         "model's declared shape is wrong: fix or remove that declaration")
             if vi is None:

@@ -83,7 +83,12 @@ def read_model(model) -> tuple[onnx.ModelProto, Path | None]:
     if isinstance(model, (bytes, bytearray, memoryview)):
         return _parse(bytes(model), "these bytes"), None
     if isinstance(model, (str, os.PathLike)):
-        path = Path(model)
+        raw = os.fspath(model)
+        nul = raw.find("\x00" if isinstance(raw, str) else b"\x00")
+        if nul >= 0:
+            raise ModelLoadError(f"model path {_short(repr(raw))} holds a NUL byte (\\x00) at position {nul}; "
+                                 "a file path cannot contain one: pass the path without it")
+        path = Path(os.fsdecode(raw))
         data = _read_path(path)
         return _parse(data, _short(repr(str(path))), _format_of(path)), path.parent
     raise ModelLoadError(f"cannot load a model from {type(model).__name__}; "
@@ -167,6 +172,33 @@ def _external_location(t: TensorProto) -> dict:
     return {e.key: e.value for e in t.external_data}
 
 
+def _inside(root: Path, loc: str, where: str) -> Path:
+    """The file ``loc`` names, relative to the model's folder ``root`` (a resolved path), when it
+    resolves inside that folder through no symbolic link; else a typed error.
+
+    The resolved paths are compared, not the spellings: ``sub/../w.bin`` is ``w.bin``, while
+    ``sub/../../w.bin``, an absolute path or a link anywhere on the way is refused."""
+    if os.path.isabs(loc) or Path(loc).drive:
+        raise ModelLoadError(f"{where} outside the model's directory (an absolute path); refusing to read it: "
+                             "write it relative to the model's folder")
+    target = Path(os.path.normpath(root / loc))
+    if target != root and root not in target.parents:
+        raise ModelLoadError(f"{where} outside the model's directory (its '..' lead out of it, to "
+                             f"{_short(repr(str(target)))}); refusing to read it")
+    # every folder and file on the written way must be what it is called, not a link: a link
+    # could lead out and back, or out altogether
+    step = root
+    for part in Path(loc).parts:
+        step = step.parent if part == ".." else (step if part == "." else step / part)
+        if part not in ("..", ".") and os.path.islink(step):
+            raise ModelLoadError(f"{where} through a symbolic link ({_short(repr(str(step)))}); refusing to "
+                                 "read it: copy the data file next to the model")
+    if os.path.realpath(target) != str(target):
+        raise ModelLoadError(f"{where} through a symbolic link (or outside the model's directory); "
+                             "refusing to read it: copy the data file next to the model")
+    return target
+
+
 def _load_external_data(m: onnx.ModelProto, base: Path | None) -> None:
     """Resolve external tensor data, only from regular files inside the model's own directory
     (no absolute paths, no ``..``, no symlinks, no hard links, offsets within the file)."""
@@ -185,14 +217,11 @@ def _load_external_data(m: onnx.ModelProto, base: Path | None) -> None:
         where = f"tensor {t.name!r} points at external data {_short(repr(loc))}"
         if not loc:
             raise InvalidModelError(f"tensor {t.name!r} uses external data but names no location")
-        parts = Path(loc).parts
-        if os.path.isabs(loc) or Path(loc).drive or ".." in parts:
-            raise ModelLoadError(f"{where} outside the model's directory (absolute or with '..'); "
-                                 "refusing to read it")
-        lexical = root / loc
-        if os.path.realpath(lexical) != os.path.normpath(lexical):
-            raise ModelLoadError(f"{where} through a symbolic link (or outside the model's directory); "
-                                 "refusing to read it: copy the data file next to the model")
+        if "\x00" in loc:
+            raise InvalidModelError(f"{where}, whose location holds a NUL byte (\\x00) at position "
+                                    f"{loc.index(chr(0))}; a file name cannot contain one: write the data "
+                                    "file's name relative to the model's folder without it")
+        lexical = _inside(root, loc, where)
         try:
             st = os.lstat(lexical)
         except FileNotFoundError:
@@ -222,6 +251,10 @@ def _load_external_data(m: onnx.ModelProto, base: Path | None) -> None:
         if want is not None and avail != want:
             raise InvalidModelError(f"tensor {t.name!r} declares dims {list(t.dims)} ({want} bytes) but its "
                                     f"external data holds {avail} bytes; the model or its data is corrupt")
+        # onnx reads the file the checks above were made on: the resolved name, inside the folder
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = lexical.relative_to(root).as_posix()
     try:
         onnx.load_external_data_for_model(m, str(root))
     except MemoryError:

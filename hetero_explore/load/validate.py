@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ..ir.errors import FunctionExpansionError, InvalidModelError
+from ..ir.errors import FunctionExpansionError, InvalidModelError, node_label
 from ..ir.graph import fmt_type as _fmt_type
 from .options import DEFAULT_MAX_INLINED_NODES, STANDARD_DOMAINS as _STANDARD_DOMAINS
 
@@ -45,7 +45,7 @@ def validate_structure(m: onnx.ModelProto) -> None:
         producer[t.name] = "an initializer"
     functions = {(f.domain, f.name) for f in m.functions}
     for i, n in enumerate(g.node):
-        label = f"node {n.name!r} ({n.op_type})" if n.name else f"node #{i} ({n.op_type})"
+        label = node_label(n, i)
         for o in n.output:
             if not o:
                 continue
@@ -100,8 +100,17 @@ def _run_checker(m: onnx.ModelProto) -> None:
     try:
         onnx.checker.check_model(m)
     except onnx.checker.ValidationError as e:
+        from .explain import explain
         msg = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip()) or repr(e)
-        raise InvalidModelError(f"onnx.checker rejected the model: {msg}") from e
+        if "Field 'shape' of 'type' is required but missing" in msg:
+            bare = [f"graph {kind} {vi.name!r}" for kind, vis in (("input", m.graph.input), ("output", m.graph.output))
+                    for vi in vis if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+            if bare:
+                raise InvalidModelError(
+                    f"{', '.join(bare)} declare(s) no shape: onnx's checker wants one on every graph input and "
+                    "output; valid: its dims, with names for the unknown ones (e.g. ['batch', 3])\n"
+                    f"onnx.checker: {msg}") from e
+        raise InvalidModelError(explain(m, msg, "onnx.checker")) from e
     except MemoryError:
         raise
     except Exception as e:  # protobuf errors and the like
@@ -272,7 +281,7 @@ def check_inference_complete(m: onnx.ModelProto) -> None:
         tt = t.tensor_type
         return tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
 
-    for n in g.node:
+    for idx, n in enumerate(g.node):
         if (n.domain not in _STANDARD_DOMAINS or (n.domain, n.op_type) in functions
                 or any(True for _ in _subgraphs(n))):
             continue
@@ -290,6 +299,7 @@ def check_inference_complete(m: onnx.ModelProto) -> None:
                 ins = ", ".join(f"{i}: {_fmt_type(info[i])}" for i in present)
                 attrs = ", ".join(f"{a.name}={helper.get_attribute_value(a)!r}" for a in n.attribute)
                 raise InvalidModelError(
-                    f"node {n.name or n.op_type!r} ({n.op_type}) is invalid: ONNX shape inference cannot "
-                    f"compute its output {o!r} from its inputs ({ins}) and attributes ({attrs or 'none'}); "
-                    "check the attributes and constant inputs against the operator's specification")
+                    f"{node_label(n, idx)}: its inputs ({ins}) and attributes ({attrs or 'none'}) are invalid: "
+                    f"ONNX shape inference cannot compute its output {o!r} from them; valid: attributes and "
+                    f"constant inputs as {n.op_type}'s specification allows (e.g. positive dilations and "
+                    "strides, non-zero steps, split sizes that add up)")

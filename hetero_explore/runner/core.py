@@ -97,7 +97,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..ir.errors import ExecutionError, KernelError, MemoryBudgetError
+from ..ir.errors import ExecutionError, KernelError, MemoryBudgetError, RunBudgetExceeded, RunCancelled
 from ..ir.graph import shape_is_static
 from ..ir.context import ABSENT, KernelContext, node_context, present_outputs  # noqa: F401  (ABSENT: re-exported)
 from ..kernels.target import Recording, prepared_call
@@ -731,7 +731,7 @@ class NodeRunner:
                     for name, _shape, _dtype in st.out_specs:
                         if name:
                             intermediates[name] = provider.copy_to_host(vals[name] if name in vals else program.bufs[name])
-            except ShapeMismatchError:
+            except (ShapeMismatchError, RunBudgetExceeded, RunCancelled):  # stops: as they are
                 raise
             except Exception as e:
                 raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
@@ -782,7 +782,7 @@ class NodeRunner:
                 for name, buf in zip(st.outputs, outs):
                     if name:
                         intermediates[name] = provider.copy_to_host(buf)
-        except ShapeMismatchError:
+        except (ShapeMismatchError, RunBudgetExceeded, RunCancelled):  # stops: as they are
             raise
         except Exception as e:
             raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e
@@ -797,7 +797,7 @@ class NodeRunner:
                 raise self._mismatch(st, "input", name, (shape, dtype), (b.shape, b.dtype))
         try:
             outs = st.kernel.run_allocating(ins, st.outputs, ledger)
-        except (ShapeMismatchError, MemoryBudgetError):
+        except (ShapeMismatchError, MemoryBudgetError, RunBudgetExceeded, RunCancelled):  # stops: as they are
             raise
         except Exception as e:
             raise self._error(NodeExecutionError, f"failed: {type(e).__name__}: {e}", st) from e

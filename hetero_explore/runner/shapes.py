@@ -167,7 +167,7 @@ def rejected_input_types(node, in_shapes, in_dtypes) -> str | None:
         infer_node_outputs(schema, node.proto, types, {},
                            opset_imports=[onnx.helper.make_opsetid(node.domain, node.opset)])
     except Exception as e:  # noqa: BLE001 - onnx raises its own InferenceError / ValueError types
-        return " ".join(str(e).split())[:300]
+        return " ".join(str(e).split())   # whole: onnx's text is never cut
     return None
 
 
@@ -244,8 +244,11 @@ def infer_outputs(node, in_shapes, in_dtypes, values: dict) -> list:
         res = infer_node_outputs(schema, node.proto, types, data,
                                  opset_imports=[onnx.helper.make_opsetid(node.domain, node.opset)])
     except Exception as e:
-        msg = " ".join(str(e).split())[:400]
-        raise RuntimeShapeError(f"the run-time inputs are invalid for it: {msg}") from e
+        msg = " ".join(str(e).split())
+        ins = ", ".join(f"{k} {n!r} ({np.dtype(d).name if d is not None else '?'}{list(sh) if sh is not None else '[?]'})"
+                        for k, (n, sh, d) in enumerate(zip(node.inputs, in_shapes, in_dtypes)) if n)
+        raise RuntimeShapeError(f"its run-time inputs ({ins}) are invalid for it; valid: inputs as "
+                                f"{node.op_type}-{node.opset}'s specification allows\nONNX shape inference: {msg}") from e
     out = []
     own = None   # the op definition's shapes, where onnx's inference gives none (a scalar GatherND)
     for k, name in enumerate(present_outputs(node)):

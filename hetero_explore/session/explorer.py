@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
@@ -236,13 +236,20 @@ class Explorer:
         self.diff = None
         """The last comparison DataFrame (one row per output), or None."""
         self.timings = None
+        """:class:`~hetero_explore.analysis.timing.Timings` of the last run of the current plan: warm
+        median and p90 over N runs, the first run and compile time apart (None until executed)."""
         #: per op type and ONNX Runtime provider, the largest ULP of a node run alone on the same
         #: inputs as on the reference (after a run whose plan has ORT partitions; None otherwise)
         self.op_ulp = None
-        """:class:`~hetero_explore.analysis.timing.Timings` of the last run of the current plan: warm
-        median and p90 over N runs, the first run and compile time apart (None until executed)."""
         #: warm runs :meth:`execute` times after the first (None: analysis.timing.WARM_RUNS; 0: no timing)
         self.warm_runs = None
+        #: weak references to the apps showing this explorer (see :meth:`show`)
+        self._apps: list = []
+        self._apps_finalizer = None
+        from ..ir.limits import RunLimits
+        self.limits = RunLimits()
+        """What :meth:`execute` may do before it is stopped (a :class:`~hetero_explore.ir.limits.RunLimits`:
+        loop iterations, seconds); the app's Cancel is added to it per run."""
 
     # -- providers -------------------------------------------------------------------
     def _add(self, p) -> str:
@@ -634,7 +641,7 @@ class Explorer:
         return self._inputs
 
     def execute(self, inputs: dict | None = None, progress: Callable[[int, int, str], None] | None = None,
-                cancel: Callable[[], bool] | None = None):
+                cancel: Callable[[], bool] | None = None, limits=None):
         """Execute the current plan, run the same graph on the reference provider,
         and compare them byte for byte. Returns the run; sets :attr:`run`,
         :attr:`reference_run` and :attr:`diff`.
@@ -646,7 +653,11 @@ class Explorer:
         number of partitions + 3. ``cancel()`` (e.g. a ``threading.Event``'s
         ``is_set``) is asked before each partition and stage: when it answers
         True the run stops there, frees every buffer and raises
-        :class:`~hetero_explore.ir.errors.RunCancelled`.
+        :class:`~hetero_explore.ir.errors.RunCancelled`; it is also asked at every
+        iteration of a Loop or Scan, so that Cancel stops a long loop.
+        ``limits``: a :class:`~hetero_explore.ir.limits.RunLimits` (default
+        :attr:`limits`): a Loop over its budget of iterations or a run over its seconds
+        stops with :class:`~hetero_explore.ir.errors.RunBudgetExceeded` naming the node.
 
         The run keeps the plan it started with: it may run in another thread while
         the configuration changes and is re-planned; its result is then recorded on
@@ -664,6 +675,10 @@ class Explorer:
         n = len(plan.partitions)
         total = n + 3
         watch = _RunWatch(progress, cancel, total)
+        limits = self.limits if limits is None else limits
+        if cancel is not None:   # loops ask it at every iteration too
+            import dataclasses
+            limits = dataclasses.replace(limits, cancel=cancel)
         watch.tick(0, "planning")
         guard_heterogeneous_fallback(plan)
         source = (f"seeded random inputs (hetero_explore.random_inputs, seed {self.seed})"
@@ -676,13 +691,15 @@ class Explorer:
                       "compare": (n + 2, "comparing, then timing warm runs")}
             try:
                 checked = run_and_compare(plan, feeds, executor=runner, reference_run=self._reference_run,
-                                          on_stage=lambda s, _run: watch.tick(*stages[s]) if s in stages else None)
+                                          on_stage=lambda s, _run: watch.tick(*stages[s]) if s in stages else None,
+                                          limits=limits)
             finally:  # the run result keeps its executor (for rerun): without our hooks
                 runner.parts = [getattr(r, "inner", r) for r in runner.parts]
         run, ref, diff = checked.run, checked.reference, checked.diff
         from ..analysis.timing import WARM_RUNS, measure
         timings = None if self.warm_runs == 0 else measure(
-            plan, feeds, first_run=run, cancel=cancel, n=WARM_RUNS if self.warm_runs is None else self.warm_runs)
+            plan, feeds, first_run=run, cancel=cancel, n=WARM_RUNS if self.warm_runs is None else self.warm_runs,
+            limits=limits)
         op_ulp = _op_ulp(plan, run, ref)
         with self._lock:
             step.run, step.diff = run, diff
@@ -759,9 +776,29 @@ class Explorer:
                      previous=self.previous_plan(), timings=self.timings, op_ulp=self.op_ulp)
         return os.fspath(path)
 
-    def show(self):
-        """The ipywidgets app over this explorer."""
-        return display.render("app", self)
+    def show(self, keep_previous: bool = False):
+        """The ipywidgets app over this explorer.
+
+        A new ``show()`` closes the apps shown before (ipywidgets holds every widget, with its
+        layout and style, until it is closed: re-running a cell that shows the app would keep
+        them all); ``keep_previous=True`` keeps them live, side by side, all following this
+        explorer. An app holds its explorer weakly: once nothing else refers to the explorer,
+        it is garbage-collected and its apps are closed (the last :data:`KEEP_SHOWN` explorers
+        shown are kept alive meanwhile, so that ``explore(model).show()`` works)."""
+        if not keep_previous:
+            for ref in list(self._apps):
+                app = ref()
+                if app is not None:
+                    app.close()
+            self._apps.clear()
+        app = display.render("app", self)
+        self._apps.append(weakref.ref(app))
+        if self._apps_finalizer is None:
+            self._apps_finalizer = weakref.finalize(self, _close_apps, self._apps)
+        if self in _SHOWN:
+            _SHOWN.remove(self)
+        _SHOWN.append(self)
+        return app
 
     # -- view options (what the views show; not part of a plan) -------------------------
     @property
@@ -836,6 +873,24 @@ class Explorer:
 
     def _repr_html_(self) -> str:
         return display.render("html", self)
+
+
+#: how many of the explorers shown last are kept alive while only their apps refer to them (an
+#: app holds its explorer weakly, so that an explorer the notebook dropped frees its widgets)
+KEEP_SHOWN = 4
+_SHOWN: deque = deque(maxlen=KEEP_SHOWN)
+
+
+def _close_apps(refs: list) -> None:
+    """Close the apps still open of an explorer being garbage-collected."""
+    for ref in list(refs):
+        app = ref()
+        if app is not None:
+            try:
+                app.close()
+            except Exception:  # pragma: no cover - a finalizer must not raise
+                pass
+    refs.clear()
 
 
 class _RunWatch:

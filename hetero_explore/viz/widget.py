@@ -22,6 +22,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -213,10 +214,28 @@ class ExplorerApp(widgets.VBox):
                 self.explorer.set_table(view, **dict(o))
         self._guard(apply)
 
+    _explorer_ref = None
+
+    @property
+    def explorer_closed(self) -> bool:
+        """Whether the app was closed (or its explorer garbage-collected): it shows nothing live."""
+        return self._explorer_ref is None or self._explorer_ref() is None
+
+    @property
+    def explorer(self):
+        """The explorer shown (held weakly: see :meth:`Explorer.show`)."""
+        ex = self._explorer_ref() if self._explorer_ref is not None else None
+        if ex is None:
+            from ..ir.errors import ArgumentValueError
+            raise ArgumentValueError("this app's explorer is gone (garbage-collected, or the app was closed); "
+                                     "show it again from a live explorer: ex.show()")
+        return ex
+
     def __init__(self, explorer, **kwargs):
         super().__init__(**kwargs)
         self.add_class("hx-app")
-        self.explorer = ex = explorer
+        self._explorer_ref = weakref.ref(explorer)
+        ex = explorer
         self._rendered: dict[str, tuple] = {}
         self._export_message = ""
         self.last_redraw_seconds = 0.0
@@ -884,8 +903,13 @@ class ExplorerApp(widgets.VBox):
     def close(self):
         """Stop following the explorer and close every widget of the app (ipywidgets keeps
         each one, with its layout and style, in a registry until it is closed). A run in
-        progress is cancelled and waited for."""
-        self.explorer.unobserve(self._on_model)
+        progress is cancelled and waited for. Closing twice does nothing more."""
+        ref = self._explorer_ref
+        if ref is None:
+            return
+        ex = ref()
+        if ex is not None:
+            ex.unobserve(self._on_model)
         if self.busy:
             self._cancel.set()
             self.wait_for_run(60.0)
@@ -895,3 +919,17 @@ class ExplorerApp(widgets.VBox):
                  + list(self.deny_labels.values()) + ([self.graph_view] if self.graph_view is not None else []))
         for w in [self] + extra:
             close_tree(w)
+        # a closed app may stay referenced (IPython's Out[] keeps a cell's value): it keeps neither
+        # the explorer, nor its (closed) widgets, nor the views' pages
+        self._rendered.clear()
+        self._sort_handlers = {}   # closures over the tables' controls
+        self._explorer_ref = None
+        self.children = ()
+        for name, v in list(vars(self).items()):
+            if isinstance(v, widgets.Widget):
+                setattr(self, name, None)
+            elif isinstance(v, (dict, list)) and any(isinstance(x, widgets.Widget) or isinstance(x, dict)
+                                                      for x in (v.values() if isinstance(v, dict) else v)):
+                setattr(self, name, type(v)())
+            elif type(v).__module__.startswith(__package__ + "."):   # a part holding widgets (the picker)
+                setattr(self, name, None)

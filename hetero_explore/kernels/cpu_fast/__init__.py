@@ -36,7 +36,11 @@ when the target's ``fast_paths`` is on; the same test covers them.)
 
 from __future__ import annotations
 
-from . import conv, gemm, movement, norms, pools, rows
+from ..target import launch_threads
+
+launch_threads()   # before any of this package's (parallel) kernels can load from the cache
+
+from . import conv, gemm, movement, norms, pools, rows  # noqa: E402
 
 
 def register() -> None:

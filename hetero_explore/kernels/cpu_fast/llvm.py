@@ -217,9 +217,9 @@ def micro_kernel(name: str, params: str, emit, **consts):
 def num_threads(typingctx):
     """numba.get_num_threads() through the threading layer's symbol, as numba's own
     parallel code calls it (numba.get_num_threads in a kernel reads a ctypes pointer, which
-    keeps the kernel out of the disk cache). Only in functions that also call a parallel one:
-    loading such a function from the cache starts the threading layer first (numba's reload
-    hook of parallel code), which registers the symbol. The Conv, MatMul/Gemm and Softmax
+    keeps the kernel out of the disk cache). The threading layer registers the symbol: this
+    package starts it when it is imported (:func:`..target.launch_threads`; numba's reload
+    hook of parallel code does not always, see there). The Conv, MatMul/Gemm and Softmax
     dispatchers run their parallel loop only with more than one thread (a parallel region on
     one thread costs a few microseconds for nothing); the blocking never depends on it, so
     neither do the results."""

@@ -50,7 +50,8 @@ from onnx import helper
 from ...ir.budget import memory_budget
 from ...ir.buffers import copy_into, host_array
 from ...ir.context import ABSENT
-from ...ir.errors import ExecutionError, HeteroExploreError, KernelError, MemoryBudgetError
+from ...ir import limits as run_limits
+from ...ir.errors import ExecutionError, HeteroExploreError, KernelError, MemoryBudgetError, node_label
 from ...ir.graph import HOST_DTYPE, np_to_onnx_dtype, outer_names, shape_is_static
 from ...ir.units import human_bytes as _human
 from ..opdef import OpList, definitions, schema_version
@@ -520,8 +521,10 @@ class ControlKernel:
         it_host = it_buf.data if isinstance(it_buf.data, np.ndarray) else None
         cond_host = cond_buf.data if isinstance(cond_buf.data, np.ndarray) else None
         const_ids: set = set()
+        guard, where = run_limits.current(), node_label(node)
         it = 0
         while (trip is None or it < trip) and cond:
+            guard.iteration(where, it, trip)
             if it_host is not None:
                 it_host[()] = it
             else:
@@ -604,7 +607,9 @@ class ControlKernel:
             raise ControlFlowError(f"node {node.name!r} (Scan): the scan inputs have different lengths {sorted(lens)}")
         steps = lens.pop() if xs else 0
         scans = [_ScanOut(dst, ax) for dst, ax in zip(outputs[n_s:], oaxes)]
+        guard, where = run_limits.current(), node_label(self.node)
         for t in range(steps):
+            guard.check(where, t)
             formal = dict(zip(names[:n_s], states))
             for j, (x, ax, d) in enumerate(zip(xs, axes, dirs)):
                 sl = np.array(np.take(x, steps - 1 - t if d else t, axis=ax), order="C", copy=True)
