@@ -24,6 +24,9 @@ def check_invariants(g, p, first_fit=None, nbytes=None):
     declines then checked to be exactly the providers before it); ``nbytes(value) -> int``:
     each transfer's bytes (default: not checked)."""
     n = len(g.nodes)
+    if n == 0:   # loading folded everything: nothing to place, cut or move
+        assert not p.partitions and not p.transfers and len(p.assignment) == 0
+        return
     # placement is priority first-fit
     for node in g.nodes:
         first = p.assignment[node.id] if first_fit is None else first_fit(node)
