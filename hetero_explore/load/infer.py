@@ -383,13 +383,6 @@ def complete_op_shapes(m: onnx.ModelProto) -> onnx.ModelProto:
     return _overrule_declared_outputs(m)
 
 
-def _static_dims(t: onnx.TypeProto):
-    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-        return None
-    dims = t.tensor_type.shape.dim
-    return tuple(int(d.dim_value) for d in dims) if all(d.HasField("dim_value") for d in dims) else None
-
-
 def _overrule_declared_outputs(m: onnx.ModelProto) -> onnx.ModelProto:
     """Graph outputs whose declared static shape contradicts what the completed
     shapes give downstream (onnxmltools declares a LightGBM classifier's ``label`` [1] whatever
