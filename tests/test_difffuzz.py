@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+BENCH = str(Path(__file__).resolve().parents[1] / "bench")
+# bench/ stays off sys.path: its scripts' names (kernels, models, sweep) would shadow packages
+# that other libraries import by those names (transformers imports ``kernels`` when it finds one)
+sys.path.insert(0, BENCH)
+try:
+    import difffuzz  # noqa: E402
+finally:
+    sys.path.remove(BENCH)
 
 #: the sample: models of 5 to 12 nodes (the long runs go to 200), a fixed seed
 N_MODELS, SEED, MAX_NODES = 300, 29, 12
@@ -22,7 +29,6 @@ N_MODELS, SEED, MAX_NODES = 300, 29, 12
 
 @pytest.fixture(scope="module")
 def results():
-    import difffuzz
     t0 = time.perf_counter()
     res = difffuzz.run(N_MODELS, SEED, workers=2, max_nodes=MAX_NODES, timeout=180)
     secs = time.perf_counter() - t0
@@ -31,7 +37,6 @@ def results():
 
 
 def test_the_sample_breaks_no_contract(results):
-    import difffuzz
     bad = [(r.category, r.case.name, json.loads(r.detail).get("detail") if r.detail.startswith("{") else r.detail)
            for r in results if r.category in difffuzz.FAILURES]
     assert not bad, "\n".join(f"{c} model {s}: {d}" for c, s, d in bad)
@@ -45,7 +50,6 @@ def test_the_sample_is_mostly_judged(results):
 
 
 def test_the_summary_line_has_the_issues_words(results):
-    import difffuzz
     line = difffuzz.summary_line(results)
     assert line.startswith(f"{N_MODELS} models: ") and line.split(": ", 1)[1].split(", ")[1:] == [
         f"{sum(r.category == c for r in results)} {c}" for c in difffuzz.CATEGORIES[1:]]

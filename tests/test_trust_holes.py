@@ -366,8 +366,12 @@ def test_rerunning_a_cell_that_shows_an_explorer_keeps_the_kernels_memory_flat()
     pytest.importorskip("jupyter_client")
     import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import notebook_memory as NM
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    sys.path.insert(0, bench)   # only for this import (see test_difffuzz.py)
+    try:
+        import notebook_memory as NM
+    finally:
+        sys.path.remove(bench)
     from hetero_explore.session.explorer import KEEP_SHOWN
     for same in (False, True):
         rows = NM.measure(times=40, every=8, same=same)
