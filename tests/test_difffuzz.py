@@ -62,3 +62,43 @@ def test_generation_is_reproducible():
     b, fb = make(model_seed(SEED, 7), 40)
     assert a.SerializeToString() == b.SerializeToString()
     assert fa.keys() == fb.keys() and all((fa[k] == fb[k]).all() or fa[k].dtype.kind == "f" for k in fa)
+
+
+def test_generation_does_not_depend_on_what_the_process_loaded_before():
+    """A seed's model is the same in a fresh process (--repro) and in a worker that loaded models
+    before it: a load registers onnxruntime's SimplifiedLayerNormalization schema, which made it
+    claimable and shifted every later draw (a worker's 'wrong' did not reproduce)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from support import modelgen
+    from support.diffcheck import make
+    from hetero_explore.load.ort_schemas import register
+    seed = 433791697104      # the run-101 model that drew a ConvTranspose only after a load
+    modelgen.claimed_ops.cache_clear()
+    a, _ = make(seed, 40)
+    register()
+    modelgen.claimed_ops.cache_clear()
+    b, _ = make(seed, 40)
+    assert a.SerializeToString() == b.SerializeToString()
+
+
+def test_a_refusal_where_the_oracles_disagree_inside_is_undefined():
+    """ConvTranspose with auto_pad SAME_LOWER, stride 2 and a 1-wide kernel: onnxruntime clamps
+    the negative total padding (height 5), the reference keeps input x stride (6). Later nodes
+    can hide the difference at the outputs; the fuzzer must not call our typed refusal wrong."""
+    import numpy as np
+    from onnx import helper
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from support.diffcheck import oracles_disagree_inside
+    n = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct", auto_pad="SAME_LOWER", strides=[2, 2])
+    r = helper.make_node("ReduceMax", ["y"], ["z"], keepdims=0)
+    g = helper.make_graph([n, r], "g", [helper.make_tensor_value_info("x", 1, [1, 1, 3, 4]),
+                                        helper.make_tensor_value_info("w", 1, [1, 1, 1, 2])],
+                          [helper.make_tensor_value_info("z", 1, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((1, 1, 3, 4)).astype(np.float32),
+             "w": rng.standard_normal((1, 1, 1, 2)).astype(np.float32)}
+    why = oracles_disagree_inside(m, feeds)
+    assert why and "'ct'" in why and "[1, 1, 5, 8]" in why and "[1, 1, 6, 8]" in why
+    m.graph.node[0].attribute[0].s = b"NOTSET"     # zero pads: both give 5
+    assert oracles_disagree_inside(m, feeds) is None

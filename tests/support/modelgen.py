@@ -71,9 +71,14 @@ def claimed_ops(opset: int) -> tuple:
     """(op type, allowed dtypes of its checked input, that input's index) for every
     default-domain op with CPU kernels claiming ``opset``, minus :data:`EXCLUDE`."""
     from hetero_explore.kernels.registry import registry
+    from hetero_explore.load.ort_schemas import ORT_DEFAULT_DOMAIN_OPS
     out: dict = {}
     for d in registry():
-        if d.domain != "" or "cpu" not in d.targets or d.op_type in EXCLUDE or not d.claims(opset):
+        # onnxruntime's default-domain ops (SimplifiedLayerNormalization) have an onnx schema only
+        # once a load has registered it in this process: drawing them would make a seed's model
+        # depend on what the process loaded before (a worker and --repro drew different models)
+        if (d.domain != "" or "cpu" not in d.targets or d.op_type in EXCLUDE or d.op_type in ORT_DEFAULT_DOMAIN_OPS
+                or not d.claims(opset)):
             continue
         try:
             onnx.defs.get_schema(d.op_type, opset, "")
