@@ -293,6 +293,10 @@ class ModelGen:
                 shape = tuple(int(x.dim_value) if x.HasField("dim_value") else None for x in tt.shape.dim)
             else:
                 shape = tuple(int(x.dim_value) for x in tt.shape.dim)
+                if any(x < 0 for x in shape):
+                    # onnx's inference can give a negative dim; fed to a later node's inference it
+                    # aborts the process (Slice: std::clamp asserts), which is onnx's, not a finding
+                    raise Reject("negative dim from onnx's inference")
                 if _numel(shape) > MAX_ELEMENTS or len(shape) > 5:
                     raise Reject("too big")
             got.append(Val(o, _NP_OF[tt.elem_type], shape))
