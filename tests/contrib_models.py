@@ -477,14 +477,5 @@ GENAI = ("genai_qwen2_int4", "genai_llama_fp32_decode")
 
 
 def build(name: str, d: Path) -> Case:
-    """Build case ``name`` under ``d``. The exporting libraries may edit ``os.environ`` (one
-    of them drops ``NUMBA_ENABLE_CUDASIM``, which every later test in the process reads): it
-    is put back as it was."""
     d.mkdir(parents=True, exist_ok=True)
-    saved = dict(os.environ)
-    try:
-        return BUILDERS[name](d)
-    finally:
-        if dict(os.environ) != saved:
-            os.environ.clear()
-            os.environ.update(saved)
+    return BUILDERS[name](d)
