@@ -2,6 +2,7 @@
 
     python bench/model_profile.py                     # every family of bench/models.py, 1 thread
     python bench/model_profile.py --only bert,gpt2 --threads 2 --runs 50
+    python bench/model_profile.py --real --only knn,silero   # bench/real_models.py's families
 
 Builds the executor as ``bench/models.py`` does, runs once (warm-up), then wraps
 every prebuilt node call of its memory-plan programs with a timer and runs
@@ -31,13 +32,14 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 
-def profile_family(name, threads, runs, top):
+def profile_family(name, threads, runs, top, bm=None):
     import numba
     import hetero_explore as he
     from hetero_explore.execution.executor import HeterogeneousExecutor
     from hetero_explore.runner.core import instrument
     from hetero_explore.providers import cpu
-    import models as bm
+    if bm is None:
+        import models as bm
 
     path, feeds = bm.export(name)
     graph = he.load_model(str(path))
@@ -96,17 +98,21 @@ def profile_family(name, threads, runs, top):
 
 
 def main(argv=None):
-    import models as bm
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--real", action="store_true", help="the families of bench/real_models.py")
     ap.add_argument("--only", default=None, help="comma-separated families (default: all)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--top", type=int, default=8, help="op types listed per family")
     args = ap.parse_args(argv)
+    if args.real:
+        import real_models as bm
+    else:
+        import models as bm
     fams = args.only.split(",") if args.only else list(bm.FAMILIES)
     print(f"load {os.getloadavg()}")
     for f in fams:
-        profile_family(f, args.threads, args.runs, args.top)
+        profile_family(f, args.threads, args.runs, args.top, bm)
     print(f"\nload {os.getloadavg()}")
 
 

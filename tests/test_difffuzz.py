@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 BENCH = str(Path(__file__).resolve().parents[1] / "bench")
-# bench/ stays off sys.path: its scripts' names (kernels, models, sweep) would shadow packages
-# that other libraries import by those names (transformers imports ``kernels`` when it finds one)
+# bench/ stays off sys.path: its scripts' names (models, sweep) could shadow packages
+# that other libraries import by those names (bench/kernels.py was renamed kernel_speed.py:
+# transformers imports ``kernels`` when it finds one)
 sys.path.insert(0, BENCH)
 try:
     import difffuzz  # noqa: E402

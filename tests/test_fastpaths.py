@@ -480,6 +480,23 @@ def case_pad(rng):
             same("Pad", [x, pads], const_inputs=(1,), mode=mode)
 
 
+def case_tile(rng):
+    """Random ranks 1-5, repeats 1-3 per dim (size-1 and repeated dims merged by the walk), a
+    0-sized input dim, element widths 1, 2, 4 and 8 bytes, and the grouped-query-attention
+    repeat of a KV cache (1, 2, 1, 128, 32) x (1, 1, 4, 1, 1)."""
+    def tile(x, reps):
+        return same("Tile", [x, np.array(reps, np.int64)], const_inputs=(1,))
+    for _ in range(8):
+        nd = int(rng.integers(1, 6))
+        xs = tuple(int(v) for v in rng.integers(1, 6, nd))
+        tile(rnd(rng, *xs), [int(v) for v in rng.integers(1, 4, nd)])
+    for dt in (np.int8, np.float16, np.int64):
+        tile(rng.integers(-9, 9, (3, 1, 4)).astype(dt), [2, 3, 1])
+    tile(rnd(rng, 2, 0, 3), [2, 2, 2])
+    tile(rnd(rng, 1, 2, 1, 128, 32), [1, 1, 4, 1, 1])
+    tile(rnd(rng, 5), [1])
+
+
 def case_gather_strided(rng):
     for _ in range(4):
         shape = tuple(int(v) for v in rng.integers(1, 7, 3))
@@ -586,7 +603,7 @@ def case_norms(rng):
 CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
-         "Erf_f32": case_erf}
+         "tile": case_tile, "Erf_f32": case_erf}
 INLINE = {"reduce": case_reduce_inline}
 
 

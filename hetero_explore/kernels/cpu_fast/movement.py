@@ -1,5 +1,5 @@
 """Data movement on the CPU: Resize and Pad row by row, strided copies (Transpose, Slice,
-Split, Expand, DepthToSpace, Concat) coalesced into contiguous rows or tiled transposes,
+Split, Expand, DepthToSpace, Concat, Tile) coalesced into contiguous rows or tiled transposes,
 and Gather with its indices checked first. The same bits are copied (Resize: the same
 per-element interpolation) as the generated kernels.
 """
@@ -243,9 +243,33 @@ def _mv_rows(x, out, base, cn, cs, gather):
 def _gather_strided_cpu(x, out, base, shape, strides):
     """strided_gather_item for every element: out[i] = x[base + sum_d coord_d(i) * strides[d]].
     Pure data movement (bits, no arithmetic on values), so any order of the copies gives the
-    same result. The walk is coalesced (_mv_coalesce); when the innermost remaining dim is
-    not contiguous in x but another is (a transposition), it is copied in 2-D tiles
-    (_mv_transpose) over the other dims; otherwise row by row (_mv_rows)."""
+    same result (see _mv_gather)."""
+    _mv_gather(x, out, base, shape, strides)
+
+
+@cpu_kernel
+def _tile_cpu(x, out, oshape, ishape, istrides):
+    """tile_offset for every element: output dim d of size r * n (n = ishape[d]) is the pair of
+    dims (r, n) with strides (0, istrides[d]), a strided gather (_mv_gather): each input row
+    copied whole, repeated rows by the zero stride. The same bits as the generated kernel."""
+    nd = oshape.shape[0]
+    shape = np.empty(2 * nd, np.int64)
+    strides = np.empty(2 * nd, np.int64)
+    for d in range(nd):
+        n = ishape[d] if ishape.shape[0] == nd else 1
+        shape[2 * d] = oshape[d] // n if n else 0
+        strides[2 * d] = 0
+        shape[2 * d + 1] = n
+        strides[2 * d + 1] = istrides[d]
+    _mv_gather(x, out, 0, shape, strides)
+
+
+@njit(**JIT)
+def _mv_gather(x, out, base, shape, strides):
+    """out[i] = x[base + sum_d coord_d(i) * strides[d]]. The walk is coalesced (_mv_coalesce);
+    when the innermost remaining dim is not contiguous in x but another is (a transposition),
+    it is copied in 2-D tiles (_mv_transpose) over the other dims; otherwise row by row
+    (_mv_rows)."""
     if out.shape[0] == 0:
         return
     cn, cs = _mv_coalesce(shape, strides)
@@ -316,3 +340,4 @@ def register() -> None:
     override(data._GATHER_STRIDED, target="cpu", run=_gather_strided_cpu)
     override(data._SCATTER_STRIDED, target="cpu", run=_scatter_strided_cpu)
     override(data._GATHER, target="cpu", run=_gather_cpu)
+    override(movement._TILE, target="cpu", run=_tile_cpu)

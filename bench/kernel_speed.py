@@ -1,9 +1,9 @@
 """Kernel and whole-model latency: the Numba CPU provider vs onnxruntime's CPU
 provider, side by side, with the same number of threads.
 
-    .venv/bin/python bench/kernels.py              # everything (about 1-2 min, most of it the cold start)
-    .venv/bin/python bench/kernels.py --quick      # fewer repeats, 112x112 ResNet, no cold start (seconds)
-    .venv/bin/python bench/kernels.py --threads 2  # both sides with 2 threads
+    .venv/bin/python bench/kernel_speed.py              # everything (about 1-2 min, most of it the cold start)
+    .venv/bin/python bench/kernel_speed.py --quick      # fewer repeats, 112x112 ResNet, no cold start (seconds)
+    .venv/bin/python bench/kernel_speed.py --threads 2  # both sides with 2 threads
 
 Threads. ``--threads T`` (default 1) sets onnxruntime's
 ``intra_op_num_threads = T`` and ``inter_op_num_threads = 1`` (sequential
