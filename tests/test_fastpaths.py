@@ -73,6 +73,12 @@ def case_mm(rng):
         tb = int(rng.integers(0, 2))
         b = rnd(rng, N, K) if tb else rnd(rng, K, N)
         same("Gemm", [rnd(rng, M, K), b, rnd(rng, N)], const_inputs=(1,), transB=tb, alpha=0.5, beta=2.0)
+    # one row times a constant B (a decoder step: the one-row micro-kernel, _MK_G panels at a
+    # time, the last group panel by panel, a partial last panel), with and without the epilogue
+    for K, N in ((1, 1), (7, 15), (256, 16), (33, 17), (300, 128), (64, 129), (40, 300)):
+        same("MatMul", [rnd(rng, 1, K), rnd(rng, K, N)], const_inputs=(1,))
+        same("MatMul", [rnd(rng, 1, 1, K), rnd(rng, K, N)], const_inputs=(1,))
+        same("Gemm", [rnd(rng, 1, K), rnd(rng, K, N), rnd(rng, N)], const_inputs=(1,), alpha=0.5, beta=2.0)
     # large enough for the register-blocked micro-kernel and K blocking
     same("MatMul", [rnd(rng, 37, 300), rnd(rng, 300, 45)])
     # every row tail below the 6-row blocks (M % 6 = 0 .. 5: 2-row blocks, an odd last row)

@@ -77,6 +77,8 @@ def _cases(rng, small=False):
     yield "MatMul", [rnd(rng, 1, 9 * s, 16 * s), rnd(rng, 16 * s, 70 * s + 3)], (1,), 17, {}
     yield "Gemm", [rnd(rng, 9 * s, 16 * s), rnd(rng, 70 * s + 3, 16 * s), rnd(rng, 70 * s + 3)], (1, 2), 17, dict(
         transB=1)
+    # one row times a constant B: groups of panels in parallel (cpu_fast.gemm._mm_packed_rows_par)
+    yield "MatMul", [rnd(rng, 1, 64 * s), rnd(rng, 64 * s, 260 * s + 5)], (1,), 17, {}
     yield "Softmax", [rnd(rng, 2, 4 * s, 8 * s) * F(8)], (), 17, dict(axis=-1)
     # over the last axis in parallel blocks of rows (cpu_fast.rows._softmax_last_par), a row tail
     yield "Softmax", [rnd(rng, 2, 8 * s, 32 * s + 1) * F(8)], (), 17, dict(axis=-1)

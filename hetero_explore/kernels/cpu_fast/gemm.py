@@ -459,6 +459,106 @@ def _mm_packed_panel(p, a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, 
         _epilogue_block(out, 0, N, 0, M, n0, n0 + w, c, scm, scn, epi, alpha, beta)
 
 
+#: panels of B a one-row product computes at once (_mk_row): enough independent accumulator
+#: chains to keep both FMA units busy through the fma latency
+_MK_G = 8
+
+
+def mm_pack_row(bmat) -> np.ndarray:
+    """A constant K x N B (float32) in mm_row_cpu's layout: the columns in panels of _MK_W (the
+    last padded with 0.0f columns), the panels in groups of _MK_G (the last group may have
+    fewer), each group k-major: group g's row k (its gp panels side by side, gp * _MK_W floats)
+    at g * _MK_G * K * _MK_W + k * gp * _MK_W, so that a one-row product reads B once, in order.
+    A copy made once when the node is built: the values, hence every product's bits, are B's."""
+    bmat = np.asarray(bmat, dtype=np.float32)
+    K, N = bmat.shape
+    NP = (N + _MK_W - 1) // _MK_W
+    pad = np.zeros((K, NP * _MK_W), dtype=np.float32)
+    pad[:, :N] = bmat
+    parts = [np.ascontiguousarray(pad[:, g * _MK_W:min(NP, g + _MK_G) * _MK_W]).reshape(-1)
+             for g in range(0, NP, _MK_G)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
+def _emit_row(ir, a, sak, bq, bo, ks, K, out, oo, G):
+    """The one-row micro-kernel: for g < G, j < _MK_W,
+    out[oo + g*_MK_W + j] = sum_k a[k*sak] * bq[bo + k*ks + g*_MK_W + j], k ascending from 0.0f
+    (acc = fma(a, b, acc): the micro-kernels' sequence); G panels side by side (B's row k of
+    them at bo + k*ks), each its own chain of accumulators in a register."""
+    vt = vec(_MK_W)
+    accs = ir.accumulators(vt, G)
+    with ir.for_range(K) as k:
+        av = ir.splat(ir.load(a, ir.mul(k, sak)), _MK_W)
+        bk = ir.add(bo, ir.mul(k, ks))
+        for g in range(G):
+            ir.mac(accs[g], av, ir.load_vec(bq, ir.add(bk, ir.c64(g * _MK_W)), vt))
+    for g in range(G):
+        ir.store_vec(ir.b.load(accs[g]), out, ir.add(oo, ir.c64(g * _MK_W)))
+
+
+_ROW_PARAMS = "a, sak, bq, bo, ks, K, out, oo"
+_mk_row = micro_kernel(f"_mk_row_g{_MK_G}", _ROW_PARAMS, _emit_row, G=_MK_G)
+_mk_row4 = micro_kernel("_mk_row_g4", _ROW_PARAMS, _emit_row, G=4)
+_mk_row2 = micro_kernel("_mk_row_g2", _ROW_PARAMS, _emit_row, G=2)
+_mk_row1 = micro_kernel("_mk_row_g1", _ROW_PARAMS, _emit_row, G=1)
+
+
+@njit(**JIT)
+def _mm_row_group(g, a, sak, bq, K, N, out, c, scn, epi, alpha, beta, ebuf):
+    """Group g's columns of the one-row product (mm_row_cpu): a whole group inside N straight
+    into out; otherwise its panels 4, 2 and 1 at a time into ``ebuf`` and the real columns
+    copied out. Then the Gemm epilogue on them."""
+    NP = (N + _MK_W - 1) // _MK_W
+    p0 = g * _MK_G
+    gp = min(_MK_G, NP - p0)
+    n0 = p0 * _MK_W
+    bo = p0 * K * _MK_W
+    ks = gp * _MK_W
+    n1 = min(N, n0 + ks)
+    if gp == _MK_G and n1 == n0 + ks:
+        _mk_row(a, sak, bq, bo, ks, K, out, n0)
+    else:
+        j = 0
+        while j < gp:
+            if gp - j >= 4:
+                _mk_row4(a, sak, bq, bo + j * _MK_W, ks, K, ebuf, j * _MK_W)
+                j += 4
+            elif gp - j >= 2:
+                _mk_row2(a, sak, bq, bo + j * _MK_W, ks, K, ebuf, j * _MK_W)
+                j += 2
+            else:
+                _mk_row1(a, sak, bq, bo + j * _MK_W, ks, K, ebuf, j * _MK_W)
+                j += 1
+        out[n0:n1] = ebuf[:n1 - n0]
+    if epi != 0:
+        _epilogue_block(out, 0, N, 0, 1, n0, n1, c, 0, scn, epi, alpha, beta)
+
+
+@njit(**PAR)
+def _mm_row_par(a, sak, bq, K, N, out, c, scn, epi, alpha, beta, NG):
+    for iu in prange(NG):
+        ebuf = np.empty(_MK_G * _MK_W, dtype=np.float32)
+        _mm_row_group(np.int64(iu), a, sak, bq, K, N, out, c, scn, epi, alpha, beta, ebuf)
+
+
+@njit(**JIT)
+def mm_row_cpu(a, sak, bq, K, N, out, c, scn, epi, alpha, beta):
+    """out (1 x N) = a (1 x K, elements k*sak) times a constant B packed by mm_pack_row, then the
+    Gemm epilogue: the MatMul/Gemm CPU path for one row of A (a decoder's step), bitwise the
+    generated kernel's results. Groups of panels run in parallel (each writes its own columns)
+    above PAR_WORK multiply-adds, with more than one numba thread."""
+    NP = (N + _MK_W - 1) // _MK_W
+    NG = (NP + _MK_G - 1) // _MK_G
+    if N <= 0:
+        return
+    if NG > 1 and K * N >= PAR_WORK and num_threads() > 1:
+        _mm_row_par(a, sak, bq, K, N, out, c, scn, epi, alpha, beta, NG)
+    else:
+        ebuf = np.empty(_MK_G * _MK_W, dtype=np.float32)
+        for g in range(NG):
+            _mm_row_group(g, a, sak, bq, K, N, out, c, scn, epi, alpha, beta, ebuf)
+
+
 @njit(**PAR)
 def _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP):
     for iu in prange(NP):
@@ -486,11 +586,21 @@ def mm_packed_cpu(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta):
 def mm_prepare(target, b, *, rows, sam, sak, c_input=None, scm=0, scn=0, epi=0, alpha=1.0, beta=1.0):
     """The "mm" prepare rule (the contract at ``nn._MM``): B (K x N, a constant) packed into
     micro-kernel panels once here (a copy: the same values, the same bits), and the run
-    function that multiplies A's ``rows`` rows by it with :func:`mm_packed_cpu`."""
+    function that multiplies A's ``rows`` rows by it with :func:`mm_packed_cpu` (one row:
+    :func:`mm_pack_row` and :func:`mm_row_cpu`)."""
     K, N = np.shape(b)
-    bp = mm_pack_b(b)
     dummy = np.zeros(1, dtype=np.float32)
     al, be = np.float32(alpha), np.float32(beta)
+    if rows == 1:     # one row of A (a decoder's step): B in groups of panels, read once in order
+        bq = mm_pack_row(b)
+
+        @replayable
+        def run_row(inputs, outputs):
+            c = flat(inputs[c_input]) if c_input is not None else dummy
+            target.call(mm_row_cpu, flat(inputs[0]), sak, bq, K, N, flat(outputs[0]), c, scn, epi, al, be)
+
+        return run_row
+    bp = mm_pack_b(b)
 
     @replayable
     def run(inputs, outputs):
