@@ -561,13 +561,17 @@ def case_gather(rng):
 
 
 def case_reduce_inline(rng):
-    """ReduceSum/Mean/Max's row and contiguous CPU paths (taken when target.fast_paths)."""
-    for op in ("ReduceSum", "ReduceMean", "ReduceMax"):
+    """ReduceSum/Mean/Max/SumSquare/L1/L2's row and contiguous CPU paths (taken when
+    target.fast_paths); SumSquare over the last axis of a batched distance (the kNN shape)."""
+    for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare", "ReduceL1", "ReduceL2"):
         for _ in range(4):
             shape = tuple(int(v) for v in rng.integers(1, 7, 3))
             axes = sorted(set(int(a) for a in rng.integers(0, 3, int(rng.integers(1, 3)))))
             x = rnd(rng, *shape) * F(100)
             same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=int(rng.integers(0, 2)))
+    for op in ("ReduceSumSquare", "ReduceL1", "ReduceL2"):
+        for shape, axes in (((5, 7, 20), [2]), ((9, 3), [1]), ((4, 6, 5), [1]), ((3, 8), [0])):
+            same(op, [rnd(rng, *shape) * F(30), np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=0)
 
 
 def case_erf(rng):

@@ -180,7 +180,8 @@ def _rows_cpu(x, out, kind, init, kshape, kstrides, rshape, rstrides, n_outer, i
     """CPU only, when the innermost input dim is kept (stride 1): a row of
     accumulators over that dim, updated reduced element by reduced element in
     ascending order: each output element sees exactly the sequence of the
-    per-element functions above (kind 0 sum, 1 mean, 2 max)."""
+    per-element functions above (kind 0 sum, 1 mean, 2 max, 3 sum of squares, 4 sum of
+    absolute values, 5 the square root of the sum of squares: _fold_item's, then sqrt_f32)."""
     nk = kshape.shape[0]
     KL = kshape[nk - 1]
     kso = kshape[:nk - 1]
@@ -205,12 +206,21 @@ def _rows_cpu(x, out, kind, init, kshape, kstrides, rshape, rstrides, n_outer, i
                     for c in range(KL):
                         v = seg[c]
                         acc[c] = v if (v > acc[c] or v != v) else acc[c]
+                elif kind == 3 or kind == 5:
+                    for c in range(KL):
+                        acc[c] = acc[c] + seg[c] * seg[c]
+                elif kind == 4:
+                    for c in range(KL):
+                        acc[c] = acc[c] + abs(seg[c])
                 else:
                     for c in range(KL):
                         acc[c] = acc[c] + seg[c]
         if kind == 1:
             for c in range(KL):
                 acc[c] = _div(acc[c], count)
+        elif kind == 5:
+            for c in range(KL):
+                acc[c] = sqrt_f32(acc[c])
 
 
 @cpu_kernel
@@ -243,6 +253,20 @@ def _contig_cpu(x, out, kind, init, R, count):
                 a1 = v1 if (v1 > a1 or v1 != v1) else a1
                 a2 = v2 if (v2 > a2 or v2 != v2) else a2
                 a3 = v3 if (v3 > a3 or v3 != v3) else a3
+        elif kind == 3 or kind == 5:
+            a0 = a1 = a2 = a3 = init
+            for j in range(R):
+                a0 = a0 + x0[j] * x0[j]
+                a1 = a1 + x1[j] * x1[j]
+                a2 = a2 + x2[j] * x2[j]
+                a3 = a3 + x3[j] * x3[j]
+        elif kind == 4:
+            a0 = a1 = a2 = a3 = init
+            for j in range(R):
+                a0 = a0 + abs(x0[j])
+                a1 = a1 + abs(x1[j])
+                a2 = a2 + abs(x2[j])
+                a3 = a3 + abs(x3[j])
         else:
             a0 = a1 = a2 = a3 = init
             for j in range(R):
@@ -255,6 +279,11 @@ def _contig_cpu(x, out, kind, init, R, count):
             out[o + 1] = _div(a1, count)
             out[o + 2] = _div(a2, count)
             out[o + 3] = _div(a3, count)
+        elif kind == 5:
+            out[o] = sqrt_f32(a0)
+            out[o + 1] = sqrt_f32(a1)
+            out[o + 2] = sqrt_f32(a2)
+            out[o + 3] = sqrt_f32(a3)
         else:
             out[o] = a0
             out[o + 1] = a1
@@ -270,12 +299,22 @@ def _contig_cpu(x, out, kind, init, R, count):
             for j in range(R):
                 v0 = xr[j]
                 a0 = v0 if (v0 > a0 or v0 != v0) else a0
+        elif kind == 3 or kind == 5:
+            a0 = init
+            for j in range(R):
+                a0 = a0 + xr[j] * xr[j]
+        elif kind == 4:
+            a0 = init
+            for j in range(R):
+                a0 = a0 + abs(xr[j])
         else:
             a0 = init
             for j in range(R):
                 a0 += xr[j]
         if kind == 1:
             out[o] = _div(a0, count)
+        elif kind == 5:
+            out[o] = sqrt_f32(a0)
         else:
             out[o] = a0
         o += 1
@@ -455,7 +494,10 @@ def _limits(dtype):
     return dtype.type(info.min), dtype.type(info.max)
 
 
-_FAST_KIND = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2}
+_FAST_KIND = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceSumSquare": 3, "ReduceL1": 4, "ReduceL2": 5}
+#: the fast kinds that transform elements (x*x, |x|, sqrt): float32 only (sqrt_f32 is float32;
+#: integer products promote in numba, so those keep the generic kernel)
+_FLOAT_ONLY = (3, 4, 5)
 
 
 def _build(ctx, target):
@@ -517,7 +559,8 @@ def _build(ctx, target):
             return
         (kshape, kstrides, rshape, rstrides), inner_n, inner_s, n_outer, n_reduce = meta
         args = (kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
-        if target.fast_paths and op in _FAST_KIND and dtype != np.bool_:
+        if (target.fast_paths and op in _FAST_KIND and dtype != np.bool_
+                and (_FAST_KIND[op] not in _FLOAT_ONLY or dtype == np.float32)):
             kind = _FAST_KIND[op]
             init = lowest if kind == 2 else zero
             count = np.float32(max(n_reduce, 0))
