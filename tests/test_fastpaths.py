@@ -503,6 +503,23 @@ def case_tile(rng):
     tile(rnd(rng, 5), [1])
 
 
+def case_topk(rng):
+    """TopK over the last axis and an inner one, largest and smallest, k from 1 to the whole
+    axis, ties (few distinct values) and NaNs (they rank highest), float32 and int64."""
+    for _ in range(6):
+        n = int(rng.integers(1, 60))
+        k = int(rng.integers(1, n + 1))
+        x = rng.integers(-4, 4, (3, n, 2)).astype(F) if rng.integers(0, 2) else rnd(rng, 3, n, 2)
+        if n > 3:
+            x[0, rng.integers(0, n, 2), 1] = np.nan
+        for axis, largest in ((1, 1), (1, 0), (-1, 1)):
+            kk = k if axis == 1 else min(k, 2)
+            same("TopK", [x, np.array([kk], np.int64)], const_inputs=(1,), n_out=2, axis=axis, largest=largest)
+    same("TopK", [rng.integers(-9, 9, (4, 50)).astype(np.int64), np.array([7], np.int64)], const_inputs=(1,),
+         n_out=2, largest=0)
+    same("TopK", [rnd(rng, 64, 1000), np.array([5], np.int64)], const_inputs=(1,), n_out=2, largest=0)   # kNN
+
+
 def case_gather_strided(rng):
     for _ in range(4):
         shape = tuple(int(v) for v in rng.integers(1, 7, 3))
@@ -613,7 +630,7 @@ def case_norms(rng):
 CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
-         "tile": case_tile, "Erf_f32": case_erf}
+         "tile": case_tile, "topk": case_topk, "Erf_f32": case_erf}
 INLINE = {"reduce": case_reduce_inline}
 
 
