@@ -70,25 +70,17 @@ def _attr(n: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def _body_ranks(body: onnx.GraphProto) -> dict[str, int]:
-    """Ranks of the body's values that its declarations and inference give."""
-    out = {}
-    for vi in list(body.input) + list(body.value_info) + list(body.output):
-        t = vi.type
-        if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
-            out[vi.name] = len(t.tensor_type.shape.dim)
-    for t in body.initializer:
-        out[t.name] = len(t.dims)
-    return out
-
-
-def _body_dims(body: onnx.GraphProto) -> dict[str, list]:
+def _body_shapes(body: onnx.GraphProto) -> dict[str, tuple]:
+    """Body value -> (dims, element type) from its declarations, inference and initializers
+    (an unknown dim is None)."""
     out = {}
     for vi in list(body.input) + list(body.value_info) + list(body.output):
         t = vi.type
         if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
             out[vi.name] = ([d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim],
                             t.tensor_type.elem_type)
+    for t in body.initializer:
+        out[t.name] = ([int(d) for d in t.dims], t.data_type)
     return out
 
 
@@ -133,8 +125,8 @@ class _Batcher:
         for a in ("scan_input_directions", "scan_output_directions", "scan_input_axes", "scan_output_axes"):
             if any(int(v) != 0 for v in (_attr(scan, a) or [])):
                 raise _Decline(f"{a} other than 0")
-        ranks = _body_ranks(body)
-        dims = _body_dims(body)
+        dims = _body_shapes(body)
+        ranks = {name: len(d) for name, (d, _) in dims.items()}
         n_iter = None
         for j in range(k):
             outer = scan.input[m + j]
