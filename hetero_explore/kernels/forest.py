@@ -416,9 +416,10 @@ class FlatForest:
         nthr = numba.get_num_threads()
         if nthr < 2 or n * self.steps < PAR_STEPS:
             return 0, False
-        if n >= PAR_MIN_ROWS * nthr:   # two blocks a thread where they hold PAR_MIN_ROWS rows: a
-            # thread that starts late (a busy core) leaves more of the work to the others
-            return max(min(2 * nthr, n // PAR_MIN_ROWS), -(-n // _PBLOCK)), False
+        if n >= PAR_MIN_ROWS * nthr:   # two blocks a thread where they hold 2 * PAR_MIN_ROWS rows
+            # (a thread that starts late, on a busy core, leaves more of the work to the others;
+            # fewer rows a block interleave fewer walks: 16 instead of 64 cost 5-30% more)
+            return max(nthr, min(2 * nthr, n // (2 * PAR_MIN_ROWS)), -(-n // _PBLOCK)), False
         return min(nthr, self.troot.shape[0]), True
 
     def _pargs(self, x):

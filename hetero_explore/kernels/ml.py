@@ -742,7 +742,8 @@ def _build_svc(ctx, target):
         n = x.shape[0]
         if nv:
             # per pair (i, j): rho + coef * k over class i's vectors, then class j's, ascending
-            scores, votes = mlrows.svc_rows(*_svm_args(x, sv, kind, gamma, coef0, degree), coefs, rho, start, vpc)
+            f = mlrows.svc_rows_par if mlrows.svm_parallel(n) else mlrows.svc_rows
+            scores, votes = f(*_svm_args(x, sv, kind, gamma, coef0, degree), coefs, rho, start, vpc)
             if nc == 2:   # one pair: onnxruntime writes [-s, s] and labels by the vote
                 lab = (np.full(n, labels[1]) if all_pos
                        else np.where(scores[:, 0] > 0, labels[0], labels[1]))
@@ -780,7 +781,8 @@ def _build_svr(ctx, target):
     def run(inputs, outputs):
         x = _as_f32(inputs[0])
         if nv:   # rho + coef_j * k_j over ascending j
-            s = mlrows.svr_rows(*_svm_args(x, sv, kind, gamma, coef0, degree), coef, F32(rho[0]))[:, None]
+            f = mlrows.svr_rows_par if mlrows.svm_parallel(x.shape[0]) else mlrows.svr_rows
+            s = f(*_svm_args(x, sv, kind, gamma, coef0, degree), coef, F32(rho[0]))[:, None]
         else:
             s = _dot_rows(x, coef.reshape(1, -1), rho[:1])
         s = np.ascontiguousarray(s, F32)

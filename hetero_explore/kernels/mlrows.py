@@ -16,9 +16,12 @@ them across rows: each row's sums are still their own sequences, hence the same 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .pmath import exp_f32, exp_nonpos_f32
+from .target import launch_threads
+
+launch_threads()   # before this module's parallel kernels can load from the cache (see there)
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -172,24 +175,63 @@ def svc_rows(x, sv, kind, gamma, coef0, degree, coefs, rho, start, vpc):
     return scores, votes
 
 
+@njit(parallel=True, **_JIT)
+def svc_rows_par(x, sv, kind, gamma, coef0, degree, coefs, rho, start, vpc):
+    """:func:`svc_rows` with its blocks of rows in parallel (the same bits: the rows are independent)."""
+    n = x.shape[0]
+    nc = vpc.shape[0]
+    xt = np.ascontiguousarray(x.T)
+    scores = np.empty((n, nc * (nc - 1) // 2), np.float32)
+    votes = np.empty((n, nc), np.float32)
+    for b in prange((n + _BLOCK - 1) // _BLOCK):
+        r0 = b * _BLOCK
+        kt = np.empty((sv.shape[0], _BLOCK), np.float32)
+        acc = np.empty(_BLOCK, np.float32)
+        _svc_block(xt, r0, min(_BLOCK, n - r0), sv, kind, gamma, coef0, degree, coefs, rho, start, vpc, kt, acc,
+                   scores, votes)
+    return scores, votes
+
+
+@njit(**_JIT)
+def _svr_block(xt, r0, nb, sv, kind, gamma, coef0, degree, coef, rho, kt, out):
+    _kernel_block(xt, r0, nb, sv, kind, gamma, coef0, degree, kt)
+    a = out[r0:r0 + nb]
+    for r in range(nb):
+        a[r] = np.float32(rho)
+    for v in range(sv.shape[0]):
+        cf = coef[v]
+        kv = kt[v, :nb]
+        for r in range(nb):
+            a[r] = a[r] + cf * kv[r]
+
+
 @njit(**_JIT)
 def svr_rows(x, sv, kind, gamma, coef0, degree, coef, rho):
     """SVR: rho + sum_j coef[j] * k[j] over the vectors j ascending (k: :func:`_kernel_block`),
     one value per row (float32)."""
     n = x.shape[0]
-    ns = sv.shape[0]
     xt = np.ascontiguousarray(x.T)
     out = np.empty(n, np.float32)
-    kt = np.empty((ns, _BLOCK), np.float32)
+    kt = np.empty((sv.shape[0], _BLOCK), np.float32)
     for r0 in range(0, n, _BLOCK):
-        nb = min(_BLOCK, n - r0)
-        _kernel_block(xt, r0, nb, sv, kind, gamma, coef0, degree, kt)
-        a = out[r0:r0 + nb]
-        for r in range(nb):
-            a[r] = np.float32(rho)
-        for v in range(ns):
-            cf = coef[v]
-            kv = kt[v, :nb]
-            for r in range(nb):
-                a[r] = a[r] + cf * kv[r]
+        _svr_block(xt, r0, min(_BLOCK, n - r0), sv, kind, gamma, coef0, degree, coef, rho, kt, out)
     return out
+
+
+@njit(parallel=True, **_JIT)
+def svr_rows_par(x, sv, kind, gamma, coef0, degree, coef, rho):
+    """:func:`svr_rows` with its blocks of rows in parallel (the same bits)."""
+    n = x.shape[0]
+    xt = np.ascontiguousarray(x.T)
+    out = np.empty(n, np.float32)
+    for b in prange((n + _BLOCK - 1) // _BLOCK):
+        r0 = b * _BLOCK
+        kt = np.empty((sv.shape[0], _BLOCK), np.float32)
+        _svr_block(xt, r0, min(_BLOCK, n - r0), sv, kind, gamma, coef0, degree, coef, rho, kt, out)
+    return out
+
+
+def svm_parallel(n: int) -> bool:
+    """Run an SVM's blocks of rows in parallel: two blocks or more, and more than one numba thread."""
+    import numba
+    return n > _BLOCK and numba.get_num_threads() > 1
