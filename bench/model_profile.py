@@ -25,6 +25,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 os.environ.pop("NUMBA_ENABLE_CUDASIM", None)  # CPU only
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = Path(__file__).resolve().parent
@@ -42,7 +44,8 @@ def profile_family(name, threads, runs, top, bm=None):
         import models as bm
 
     path, feeds = bm.export(name)
-    graph = he.load_model(str(path))
+    # the feeds' shapes bind the model's symbolic dims (a classifier's batch), as bench/models.py does
+    graph = he.load_model(str(path), input_shapes={k: np.shape(v) for k, v in feeds.items()})
     plan = he.plan(graph, [cpu()])
     if plan.execution_blockers:
         print(f"## {name}: declined ({plan.execution_blockers[0].detail})")

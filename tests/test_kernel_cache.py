@@ -59,7 +59,8 @@ def test_a_cached_caller_of_parallel_code_runs_first_in_a_new_process(tmp_path):
     assert any(p.suffix == ".nbi" for p in (tmp_path / "__pycache__").iterdir())   # it did use the cache
 
 
-@pytest.mark.parametrize("module", ["hetero_explore.kernels.cpu_fast", "hetero_explore.kernels.forest"])
+@pytest.mark.parametrize("module", ["hetero_explore.kernels.cpu_fast", "hetero_explore.kernels.forest",
+                                    "hetero_explore.kernels.mlrows"])
 def test_modules_with_parallel_kernels_start_the_threading_layer(tmp_path, module):
     r = _run(tmp_path, f"import {module}; from numba.np.ufunc import parallel; print(parallel._is_initialized)")
     assert r.returncode == 0, r.stderr[-2000:]

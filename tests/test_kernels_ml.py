@@ -200,6 +200,11 @@ def test_array_feature_extractor_out_of_range_is_an_execution_error():
     np.testing.assert_array_equal(_run(m, {"X": x, "I": np.array([3, 0])})["Y"], x[:, [3, 0]])
     with pytest.raises(ExecutionError, match="out of range"):
         _run(m, {"X": x, "I": np.array([1, 4])})
+    m = _model(node, [_f("X", [2, 4]), _i("I", [1])], [_f("Y", [2, 1])], ml_opset=1)   # one index: its own path
+    np.testing.assert_array_equal(_run(m, {"X": x, "I": np.array([2])})["Y"], x[:, [2]])
+    for bad in (4, -1):
+        with pytest.raises(ExecutionError, match="out of range"):
+            _run(m, {"X": x, "I": np.array([bad])})
 
 
 def test_label_encoder_numeric_and_one_hot():
@@ -224,9 +229,12 @@ def test_feature_vectorizer():
 
 
 # -- the compiled walks and row loops against the numpy code they replace -----------------------
-def _random_forest(rng, n_trees=7, depth=4, n_feat=5, nt=3, dt=np.float32):
-    """A forest of full binary trees in ml._Forest's layout (internal nodes, then leaves, per tree),
-    every mode but BRANCH_MEMBER, some missing-value tracks, dense leaf rows (some targets unnamed)."""
+def _random_forest(rng, n_trees=7, depth=4, n_feat=5, nt=3, dt=np.float32, modes=6, p_leaf=0.0, thresholds=None):
+    """A forest of binary trees in ml._Forest's layout (internal nodes, then leaves, per tree),
+    modes drawn from 0..modes-1 (every mode but BRANCH_MEMBER by default), some missing-value
+    tracks, dense leaf rows (some targets unnamed). ``p_leaf``: the chance that an inner node
+    (not a root) is a leaf instead, so that leaves lie at several depths; ``thresholds``: the
+    values thresholds are drawn from (default normal)."""
     from hetero_explore.kernels import ml
     feat, thr, mode, tn, fn, miss, roots = [], [], [], [], [], [], []
     for _ in range(n_trees):
@@ -234,10 +242,11 @@ def _random_forest(rng, n_trees=7, depth=4, n_feat=5, nt=3, dt=np.float32):
         roots.append(base)
         n_in = 2 ** depth - 1
         for i in range(2 ** (depth + 1) - 1):
-            leaf = i >= n_in
+            leaf = i >= n_in or (i > 0 and rng.random() < p_leaf)
             feat.append(0 if leaf else int(rng.integers(0, n_feat)))
-            thr.append(0.0 if leaf else float(rng.standard_normal()))
-            mode.append(ml.LEAF if leaf else int(rng.integers(0, 6)))
+            t = float(rng.standard_normal()) if thresholds is None else float(rng.choice(thresholds))
+            thr.append(0.0 if leaf else t)
+            mode.append(ml.LEAF if leaf else int(rng.integers(0, modes)))
             tn.append(base + 2 * i + 1 if not leaf else 0)
             fn.append(base + 2 * i + 2 if not leaf else 0)
             miss.append(bool(rng.integers(0, 2)) and not leaf)
@@ -265,6 +274,55 @@ def test_compiled_tree_walk_is_bitwise_the_numpy_walk(agg, dt):
     assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+#: thresholds and inputs that meet at the edges of <=, <, >=, >: ties, signed zeros, infinities,
+#: NaN, the smallest subnormal
+_EDGES = np.float32([0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.0])
+
+
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("miss", [True, False])
+def test_packed_tree_walk_is_bitwise_the_numpy_walk(agg, dt, miss):
+    """The packed walk (kernels.forest: <, >=, > rewritten as <= with the children swapped, leaves
+    at several depths walked a tree's full depth) against the numpy walk, at the comparisons'
+    edges; a repeated tree and a node shared by two parents are copied. Without missing-value
+    tracks and with <= and < only (scikit-learn's trees), the walk has no NaN test."""
+    rng = np.random.default_rng(11)
+    forest = _random_forest(rng, n_trees=9, depth=5, dt=dt, modes=4 if miss else 2, p_leaf=0.25, thresholds=_EDGES)
+    if not miss:
+        forest.miss[:] = False
+    forest.roots = forest.roots + [forest.roots[2]]
+    r0 = forest.roots[0]
+    forest.fnext[r0] = forest.tnext[r0]                         # both children the same subtree
+    x = rng.choice(_EDGES, (400, 5)).astype(np.float32)
+    x[::7] = rng.standard_normal((x[::7].shape[0], 5))
+    base = np.asarray([0.5, -0.25, 0.125], dt)
+    got = forest.aggregate(x, 3, agg, base)
+    assert forest._flat().packed and forest._flat().has_miss == miss
+    forest.members = {-1: None}           # any member set sends aggregate down the numpy walk
+    want = forest.aggregate(x, 3, agg, base)
+    assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    lv, bad = forest._flat_forest.leaves(x)
+    assert bad == -1 and np.array_equal(lv, np.stack([forest.leaves(x, r) for r in forest.roots], axis=1))
+
+
+def test_packed_walk_declines_what_it_does_not_hold():
+    """EQ/NEQ nodes, and a cycle, keep the generic walk (which reports the cycle when a row meets it)."""
+    from hetero_explore.kernels.forest import FlatForest
+    rng = np.random.default_rng(4)
+
+    def flat(f):
+        return FlatForest(f.feat, f.thr, f.mode, f.tnext, f.fnext, f.miss, f.roots, f.leafw)
+
+    f = _random_forest(rng, modes=4)
+    assert flat(f).packed
+    f.mode[f.roots[1]] = 4
+    assert not flat(f).packed
+    f = _random_forest(rng, modes=4)
+    f.tnext[f.roots[0] + 1] = f.roots[0]
+    assert not flat(f).packed
+
+
 def test_compiled_tree_walk_reports_a_cycle():
     from hetero_explore.kernels import ml
     f = ml._Forest(np.zeros(2, np.int64), np.zeros(2, np.float32), np.zeros(2, np.int64), np.array([1, 0]),
@@ -273,17 +331,19 @@ def test_compiled_tree_walk_reports_a_cycle():
         f.aggregate(np.zeros((3, 1), np.float32), 1, "SUM", None)
 
 
-@pytest.mark.parametrize("kind", ["LINEAR", "POLY", "RBF", "SIGMOID"])
-def test_compiled_svm_rows_are_bitwise_the_numpy_formulas(kind):
+@pytest.mark.parametrize("kind,gamma", [("LINEAR", 0), ("POLY", 0), ("RBF", 0), ("RBF", -0.01), ("SIGMOID", 0)])
+def test_compiled_svm_rows_are_bitwise_the_numpy_formulas(kind, gamma):
     """kernels.mlrows against the numpy code ml.py ran before: sums over ascending features in
     float32 numpy arrays (one rounding per elementwise op), pmath's exp, one-vs-one votes."""
     from hetero_explore.kernels import mlrows
     from hetero_explore.kernels.pmath import exp_f32
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((17, 6)).astype(np.float32)
+    x = rng.standard_normal((150, 6)).astype(np.float32)
     sv = rng.standard_normal((11, 6)).astype(np.float32)
     g, c0, deg = np.float32(0.3), np.float32(0.5), 3
-    acc = np.zeros((17, 11), np.float32)
+    if kind == "RBF" and gamma < 0:   # exp of positive arguments: exp_f32, not exp_nonpos_f32
+        g = np.float32(gamma)
+    acc = np.zeros((150, 11), np.float32)
     if kind == "RBF":
         for k in range(6):
             d = x[:, k:k + 1] - sv[None, :, k]
@@ -309,16 +369,21 @@ def test_compiled_svm_rows_are_bitwise_the_numpy_formulas(kind):
     start = np.array([0, 4, 7], np.int64)
     coefs = rng.standard_normal((2, 11)).astype(np.float32)
     rho = rng.standard_normal(3).astype(np.float32)
-    scores, votes = mlrows.svc_votes(kern, coefs, rho, start, vpc)
+    scores, votes = mlrows.svc_rows(x, sv, mlrows.KERNELS[kind], g, c0, deg, coefs, rho, start, vpc)
+    svr = mlrows.svr_rows(x, sv, mlrows.KERNELS[kind], g, c0, deg, coefs[0], rho[0])
+    s = np.full(150, rho[0], np.float32)
+    for v in range(11):
+        s = s + coefs[0, v] * kern[:, v]
+    assert np.array_equal(svr.view(np.uint32), s.view(np.uint32))
     e = 0
     for i in range(3):
         for j in range(i + 1, 3):
-            s = np.full(17, rho[e], np.float32)
+            s = np.full(150, rho[e], np.float32)
             for v in range(vpc[i]):
                 s = s + coefs[j - 1, start[i] + v] * kern[:, start[i] + v]
             for v in range(vpc[j]):
                 s = s + coefs[i, start[j] + v] * kern[:, start[j] + v]
             assert np.array_equal(scores[:, e].view(np.uint32), s.view(np.uint32))
-            assert np.array_equal(votes[:, i] + votes[:, j] >= 0, np.ones(17, bool))
+            assert np.array_equal(votes[:, i] + votes[:, j] >= 0, np.ones(150, bool))
             e += 1
-    assert np.array_equal(votes.sum(axis=1), np.full(17, 3.0, np.float32))
+    assert np.array_equal(votes.sum(axis=1), np.full(150, 3.0, np.float32))

@@ -175,6 +175,51 @@ def test_tree_walk_rows_identical_for_any_thread_count(restore_threads):
     assert all(np.array_equal(g[0], got[0][0]) and np.array_equal(g[1], got[0][1]) for g in got[1:])
 
 
+@pytest.mark.parametrize("rows", [16, 24, 64, 600])
+def test_packed_tree_walk_identical_for_any_thread_count(restore_threads, rows):
+    """The packed tree walk (kernels.forest) splits the rows among the threads, or with few rows
+    per thread the trees (the leaves first, then each row's sum over the trees in order): the
+    sums and leaves do not depend on the thread count, and are the generic walk's."""
+    from hetero_explore.kernels import forest
+    from test_kernels_ml import _random_forest
+    rng = np.random.default_rng(5)
+    f = _random_forest(rng, n_trees=300, depth=7, modes=4, p_leaf=0.1)
+    x = rng.standard_normal((rows, 5)).astype(F)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    flat = forest.FlatForest(f.feat, f.thr, f.mode, f.tnext, f.fnext, f.miss, f.roots, f.leafw)
+    assert flat.packed and rows * flat.steps >= forest.PAR_STEPS
+    generic = forest.FlatForest(f.feat, f.thr, f.mode, f.tnext, f.fnext, f.miss, f.roots, f.leafw)
+    generic.packed = False
+    numba.set_num_threads(1)
+    want = (canon(generic.sum(x)[0]), generic.leaves(x)[0])
+    for t in sorted({1, 2, MAX_THREADS}):
+        numba.set_num_threads(t)
+        s, bad = flat.sum(x)
+        lv, bad2 = flat.leaves(x)
+        assert bad == bad2 == -1
+        assert np.array_equal(canon(s), want[0]) and np.array_equal(lv, want[1]), t
+
+
+@pytest.mark.parametrize("kind", ["RBF", "POLY"])
+def test_svm_rows_identical_for_any_thread_count(restore_threads, kind):
+    """kernels.mlrows runs an SVM's blocks of rows in parallel (svc_rows_par, svr_rows_par): the
+    scores, votes and regressions are the sequential loops' bits at any thread count."""
+    from hetero_explore.kernels import mlrows
+    rng = np.random.default_rng(6)
+    x = rnd(rng, 3 * mlrows._BLOCK + 5, 7)
+    sv = rnd(rng, 23, 7)
+    vpc = np.array([8, 7, 8], np.int64)
+    start = np.array([0, 8, 15], np.int64)
+    coefs, rho = rnd(rng, 2, 23), rnd(rng, 3)
+    args = (x, sv, mlrows.KERNELS[kind], F(0.2), F(0.5), 3)
+    want = mlrows.svc_rows(*args, coefs, rho, start, vpc) + (mlrows.svr_rows(*args, coefs[0], rho[0]),)
+    for t in sorted({1, 2, MAX_THREADS}):
+        numba.set_num_threads(t)
+        assert mlrows.svm_parallel(x.shape[0]) == (t > 1)
+        got = mlrows.svc_rows_par(*args, coefs, rho, start, vpc) + (mlrows.svr_rows_par(*args, coefs[0], rho[0]),)
+        assert all(np.array_equal(canon(g), canon(w)) for g, w in zip(got, want)), t
+
+
 def test_parallel_kernels_run_on_tbb_when_it_is_installed():
     """With the tbb wheel installed (a dependency), kernels.target loads its library so that numba's
     TBB layer runs the parallel loops (the calling thread takes the blocks no worker took)."""

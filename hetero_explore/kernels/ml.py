@@ -669,11 +669,10 @@ def _build_linear_regressor(ctx, target):
 _KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
 
 
-def _kernel_matrix(x, sv, kind, gamma, coef0, degree):
-    """The SVM kernel of each row with each support vector (compiled: :func:`.mlrows.kernel_matrix`,
-    sums over ascending features in float32)."""
-    return mlrows.kernel_matrix(np.ascontiguousarray(x, F32), np.ascontiguousarray(sv, F32),
-                                mlrows.KERNELS[kind], F32(gamma), F32(coef0), int(degree))
+def _svm_args(x, sv, kind, gamma, coef0, degree):
+    """x, the vectors and the kernel's parameters as :mod:`.mlrows`' SVM loops take them."""
+    return (np.ascontiguousarray(x, F32), np.ascontiguousarray(sv, F32), mlrows.KERNELS[kind], F32(gamma),
+            F32(coef0), int(degree))
 
 
 def _svm_params(ctx):
@@ -732,7 +731,7 @@ def _build_svc(ctx, target):
                               f"match {nc} classes and {nv} vectors")
         if rho.size != nc * (nc - 1) // 2:
             raise KernelError(f"{where}: rho has {rho.size} entries, {nc * (nc - 1) // 2} pairs")
-        coefs = coef.reshape(nc - 1, nv)
+        coefs = np.ascontiguousarray(coef.reshape(nc - 1, nv))
         start = np.concatenate([[0], np.cumsum(vpc)[:-1]]).astype(np.int64)
     else:
         raise KernelError(f"{where}: the linear SVM mode (no support vectors) is not implemented")
@@ -742,9 +741,9 @@ def _build_svc(ctx, target):
         x = _as_f32(inputs[0])
         n = x.shape[0]
         if nv:
-            kern = _kernel_matrix(x, sv, kind, gamma, coef0, degree)
             # per pair (i, j): rho + coef * k over class i's vectors, then class j's, ascending
-            scores, votes = mlrows.svc_votes(kern, coefs, rho, start, vpc)
+            f = mlrows.svc_rows_par if mlrows.svm_parallel(n) else mlrows.svc_rows
+            scores, votes = f(*_svm_args(x, sv, kind, gamma, coef0, degree), coefs, rho, start, vpc)
             if nc == 2:   # one pair: onnxruntime writes [-s, s] and labels by the vote
                 lab = (np.full(n, labels[1]) if all_pos
                        else np.where(scores[:, 0] > 0, labels[0], labels[1]))
@@ -781,12 +780,9 @@ def _build_svr(ctx, target):
 
     def run(inputs, outputs):
         x = _as_f32(inputs[0])
-        if nv:
-            kern = _kernel_matrix(x, sv, kind, gamma, coef0, degree)
-            s = np.full(x.shape[0], rho[0], F32)
-            for j in range(nv):
-                s = s + coef[j] * kern[:, j]
-            s = s[:, None]
+        if nv:   # rho + coef_j * k_j over ascending j
+            f = mlrows.svr_rows_par if mlrows.svm_parallel(x.shape[0]) else mlrows.svr_rows
+            s = f(*_svm_args(x, sv, kind, gamma, coef0, degree), coef, F32(rho[0]))[:, None]
         else:
             s = _dot_rows(x, coef.reshape(1, -1), rho[:1])
         s = np.ascontiguousarray(s, F32)
@@ -947,6 +943,13 @@ def _build_afe(ctx, target):
         x = np.asarray(inputs[0])
         idx = np.asarray(inputs[1], np.int64).ravel()
         n = x.shape[-1]
+        if idx.size == 1:   # one column (skl2onnx's SVC and classifier graphs): no index arrays
+            k = int(idx[0])
+            if not 0 <= k < n:
+                raise ExecutionError(f"{where}: index {k} is out of range for the last axis of X, of size {n} "
+                                     f"(valid: 0..{n - 1})")
+            outputs[0][...] = x[..., k:k + 1].reshape(outputs[0].shape)
+            return
         bad = (idx < 0) | (idx >= n)
         if bad.any():
             raise ExecutionError(f"{where}: index {int(idx[bad][0])} is out of range for the last "
