@@ -578,15 +578,27 @@ def case_gather(rng):
 
 
 def case_reduce_inline(rng):
-    """ReduceSum/Mean/Max/SumSquare/L1/L2's row and contiguous CPU paths (taken when
-    target.fast_paths); SumSquare over the last axis of a batched distance (the kNN shape)."""
-    for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare", "ReduceL1", "ReduceL2"):
+    """The reductions' row and contiguous CPU paths (taken when target.fast_paths): ReduceSum/
+    Mean/Max on any non-bool type, ReduceSumSquare/L1/Prod/Min on floats; NaN and inf among the
+    values (Max/Min propagate NaN, from the first element on), contiguous blocks of 1-9 outputs
+    (the four-at-a-time chains and their tail)."""
+    ops = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare", "ReduceL1", "ReduceProd", "ReduceMin")
+    for op in ops:
         for _ in range(4):
             shape = tuple(int(v) for v in rng.integers(1, 7, 3))
             axes = sorted(set(int(a) for a in rng.integers(0, 3, int(rng.integers(1, 3)))))
-            x = rnd(rng, *shape) * F(100)
+            x = rnd(rng, *shape) * F(0.9 if op == "ReduceProd" else 100)
             same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=int(rng.integers(0, 2)))
-    for op in ("ReduceSumSquare", "ReduceL1", "ReduceL2"):
+        for rows in (1, 3, 4, 9):
+            x = rnd(rng, rows, 2, 7) * F(3)
+            x.reshape(-1)[::11] = np.nan
+            x.reshape(-1)[5::13] = np.inf
+            x[0, 0, 0] = np.nan
+            for axes in ([2], [1, 2], [1]):
+                same(op, [x, np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=0)
+        if op != "ReduceMean":   # float32 only
+            same(op, [rnd(rng, 3, 4).astype(np.float64), np.array([1], np.int64)], const_inputs=(1,), opset=18)
+    for op in ("ReduceSumSquare", "ReduceL1"):   # the last axis of a stacked distance (kNN), other axes
         for shape, axes in (((5, 7, 20), [2]), ((9, 3), [1]), ((4, 6, 5), [1]), ((3, 8), [0])):
             same(op, [rnd(rng, *shape) * F(30), np.array(axes, np.int64)], const_inputs=(1,), opset=18, keepdims=0)
 
@@ -627,7 +639,38 @@ def case_norms(rng):
         same("LpNormalization", [rnd(rng, 4, 5, 3)], axis=1, p=p)
 
 
-CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
+def case_lstm(rng):
+    """LSTM (cpu_fast.rnn: gate products over transposed weights, the node one call): W/R
+    initializers (transposed at build time) and graph inputs (transposed per run); forward,
+    reverse, bidirectional; batch rows, sequence_lens with short and empty rows; initial
+    states, peepholes, input_forget, clip, other activations (with alpha/beta), layout 1;
+    every output present or not; a hidden size that is not a multiple of the vector width."""
+    for T, B, I, H, D, extra in ((3, 1, 5, 4, 1, {}), (4, 2, 7, 9, 1, dict(direction="reverse")),
+                                 (5, 3, 6, 5, 2, dict(direction="bidirectional")),
+                                 (2, 2, 3, 17, 1, dict(clip=0.7, input_forget=1)),
+                                 (3, 2, 4, 6, 1, dict(activations=["HardSigmoid", "LeakyRelu", "Softsign"],
+                                                      activation_alpha=[0.3, 0.05], activation_beta=[0.4])),
+                                 (1, 1, 128, 32, 1, {}), (0, 2, 3, 4, 1, {})):
+        for lens, peep, init, layout, outs in ((False, False, False, 0, 3), (True, True, True, 0, 3),
+                                               (False, True, True, 1, 2), (True, False, True, 0, 1)):
+            if T == 0 and lens:
+                continue
+            xs = (B, T, I) if layout else (T, B, I)
+            hs = (B, D, H) if layout else (D, B, H)
+            ins = [rnd(rng, *xs), rnd(rng, D, 4 * H, I), rnd(rng, D, 4 * H, H), rnd(rng, D, 8 * H)]
+            ins.append(rng.integers(0, T + 1, B).astype(np.int32) if lens else None)
+            ins += [rnd(rng, *hs), rnd(rng, *hs)] if init else [None, None]
+            ins.append(rnd(rng, D, 3 * H) if peep else None)
+            while ins[-1] is None:
+                ins.pop()
+            at = dict(extra, hidden_size=H, layout=layout)
+            got = same("LSTM", ins, const_inputs=(1, 2, 3), n_out=outs, **at)
+            same("LSTM", ins, n_out=outs, **at)
+            assert all(np.isfinite(g).all() for g in got)
+
+
+CASES = {"mm": case_mm, "lstm_step": case_lstm,
+         "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
          "tile": case_tile, "topk": case_topk, "Erf_f32": case_erf}
@@ -718,10 +761,26 @@ def test_the_packed_conv_path_is_taken_and_checked():
     assert set(calls) == {fastconv._CK_DW, fastconv._CK_PW, fastconv._CK_PX, fastconv._CK_GEMVT}
 
 
+def test_the_lstm_path_is_taken_and_checked():
+    """An LSTM runs the "lstm_step" prepare rule (cpu_fast.rnn), with constant weights and
+    without: the comparison above reaches it and can fail."""
+    registry.registry()
+    calls = []
+    rng = np.random.default_rng(0)
+    ins = [rnd(rng, 2, 1, 3), rnd(rng, 1, 16, 3), rnd(rng, 1, 16, 4)]
+    with _off_by_one("lstm_step", calls):
+        for consts in ((1, 2), ()):
+            n = len(calls)
+            with pytest.raises(AssertionError):
+                same("LSTM", ins, const_inputs=consts, hidden_size=4)
+            assert len(calls) > n, consts
+
+
 def test_generated_only_takes_no_rule():
     """``CPUTarget(generated_only=True)`` neither launches a run rule nor asks a prepare rule."""
     registry.registry()
     gen, fast = CPUTarget(generated_only=True), CPUTarget()
     assert gen.prepared("mm", np.ones((2, 3), F), rows=1, sam=2, sak=1) is None
     assert fast.prepared("mm", np.ones((2, 3), F), rows=1, sam=2, sak=1) is not None
-    assert not gen._runs and set(fast._runs) == fast_paths()
+    runs = {k for k, r in overrides.rules("cpu").items() if r.run is not None}
+    assert not gen._runs and set(fast._runs) == runs

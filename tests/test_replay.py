@@ -194,6 +194,13 @@ CASES = [
     Case("slice", "Slice", [_x(6, 5)], consts={1: np.array([1, 4], np.int64), 2: np.array([5, 0], np.int64),
                                                3: np.array([0, 1], np.int64), 4: np.array([2, -2], np.int64)}),
     Case("slice_1", "Slice", [_x(6, 5)], opset=9, starts=[1, 0], ends=[5, 3]),
+    # rnn.py's LSTM through the "lstm_step" prepare rule (cpu_fast.rnn): the weights initializers
+    # (transposed at build time) and inputs (transposed in the call); initial states, peepholes
+    Case("lstm_const_w", "LSTM", [_x(3, 2, 4)], n_out=3, hidden_size=5,
+         consts={1: W.standard_normal((1, 20, 4)).astype(F), 2: W.standard_normal((1, 20, 5)).astype(F),
+                 3: W.standard_normal((1, 40)).astype(F)}),
+    Case("lstm_inputs", "LSTM", [_x(2, 1, 3), _x(2, 12, 3), _x(2, 12, 3), _x(2, 24), None, _x(2, 1, 3),
+                                 _x(2, 1, 3), _x(2, 9)], n_out=3, hidden_size=3, direction="bidirectional"),
 ]
 
 

@@ -269,6 +269,8 @@ class HeterogeneousExecutor:
                 sizes[oid] = max(sizes.get(oid, 0), ex.arena_size)
         self._arena_sizes = [(o, sizes[id(o)]) for o in self.owners if id(o) in sizes]
         self._arena_bytes = None
+        #: what a nested run reads of the plan, made by its first (see _run_nested)
+        self._nest = None
         #: free program sets (one per concurrent run), and every arena they hold
         self._pool: list = []
         self._arenas: list = []
@@ -382,10 +384,15 @@ class HeterogeneousExecutor:
             raise ExecutionError(f"allocating the memory plan's arena(s) ({self.arena_bytes} bytes) failed: "
                                  f"{type(e).__name__}: {e}") from e
         held = self._constants if ledger is None else {}
-        # held programs run many times: they record and replay (see runner.Program); a run's own do not
-        return [ex.bind(arenas.get(oid), {n: held[(n, part.provider_index)] for n in s.consts
-                                          if (n, part.provider_index) in held}, record=ledger is None)
-                for ex, oid, part, s in zip(self.parts, self._owner_of, self.plan.partitions, self.sched)]
+        # held programs run many times: they record and replay (see runner.Program); a run's own do
+        # not; a subgraph's also replay nodes on the buffers its control kernel's pool hands out
+        # again (runner.BufferPool, NodeRunner.bind's keyed)
+        progs = []
+        for ex, oid, part, s in zip(self.parts, self._owner_of, self.plan.partitions, self.sched):
+            kw = {"keyed": True} if self.nested and ledger is None and isinstance(ex, NodeRunner) else {}
+            progs.append(ex.bind(arenas.get(oid), {n: held[(n, part.provider_index)] for n in s.consts
+                                                   if (n, part.provider_index) in held}, record=ledger is None, **kw))
+        return progs
 
     def close(self) -> None:
         """Free the staged initializers and the held arenas, and close the executors of the
@@ -704,9 +711,13 @@ class HeterogeneousExecutor:
             before = set(ledger.live)
             progs = self._programs(ledger)
             arenas = [b for k, b in ledger.live.items() if k not in before]
-        outputs = set(graph.outputs)
+        nest = self._nest
+        if nest is None:   # what every nested run reads of the plan (a loop body runs per iteration)
+            nest = self._nest = (tuple(zip(plan.partitions, self.parts, self.sched, self._owner_of)),
+                                 frozenset(graph.outputs), tuple(graph.outputs), len(plan.transfers))
+        zipped, outputs, out_names, n_transfers = nest
         try:
-            for part, ex, s, prog, oid in zip(plan.partitions, self.parts, self.sched, progs, self._owner_of):
+            for (part, ex, s, oid), prog in zip(zipped, progs):
                 prov = ex.provider
                 try:
                     for ti in s.transfers_in:
@@ -730,7 +741,8 @@ class HeterogeneousExecutor:
                                 copy_into(buf, got)
                             buf = got
                         penv[name] = buf
-                    self._partition_env(penv, part, s, ledger, transient, pooled, auth, real)
+                    if not pooled or s.local or s.remote:
+                        self._partition_env(penv, part, s, ledger, transient, pooled, auth, real)
                     auth.update(ex.run(penv, ledger, None, None, prog))
                     if s.sync:
                         prov.synchronize()
@@ -751,13 +763,13 @@ class HeterogeneousExecutor:
                 ledger.free(buf)
             for buf in arenas:
                 ledger.free(buf)
-        if performed != len(plan.transfers):
+        if performed != n_transfers:
             raise TransferCountMismatch(f"{self.where}: the run performed {performed} transfer(s), the plan "
-                                        f"lists {len(plan.transfers)}")
+                                        f"lists {n_transfers}")
         if stats is not None:
             stats.transfers += performed + len(moved)
         out = {}
-        for name in graph.outputs:
+        for name in out_names:
             buf = auth.get(name)
             if buf is None:
                 buf = env.get(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..load.subgraphs import child_graph
 from ..planner import plan as make_plan
-from ..runner.core import Ledger, held, memory_owners
+from ..runner.core import Ledger, RecyclingLedger, held, memory_owners
 
 
 class Subgraphs:
@@ -37,8 +37,9 @@ class Subgraphs:
         with held(memory_owners(self.providers)):   # its constants and arenas outlive the run asking
             return self._make_executor(plan, kind="subgraph", nested=True, where=where, keep_constants=self.hold)
 
-    def ledger(self, home):
-        return Ledger(memory_owners(list(self.providers) + [home]))
+    def ledger(self, home, pool=None):
+        owners = memory_owners(list(self.providers) + [home])
+        return Ledger(owners) if pool is None else RecyclingLedger(owners, pool)
 
     def __repr__(self) -> str:
         return f"Subgraphs({[p.name for p in self.providers]}, {self.policy!r})"

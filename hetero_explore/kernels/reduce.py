@@ -31,7 +31,11 @@ over output elements calling the same ``@dual`` per-element function, or,
 when the innermost input dim is kept, updates a row of accumulators along
 that dim reduced element by reduced element (ascending): each output
 element still sees the same sequence of operations, so the bits agree
-(ReduceSum/Mean/Max only).
+(ReduceSum/Mean/Max; on floats ReduceSumSquare/L1/Prod/Min too, and both
+paths also take a contiguous block per output). Whatever the kept dims are,
+each output element gets the same bits: a Scan body run over stacked steps
+(one more kept axis in front, see ``host/scan_vectorise.py``) gives every
+element the bits of its step.
 
 Axes: as an attribute (ReduceSum before opset 13, the others before opset
 18) or as the second input (after). The CUDA target needs the axes input to
@@ -175,13 +179,31 @@ _MAX = kernel_pair(
     """, count="out.shape[0]", index="o", module=__name__)
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _step(kind, acc, v):
+    """One reduced element into an accumulator, as the per-element functions above do it:
+    kind 0/1 sum (and mean), 2 max (NaN propagates), 3 sum of squares, 4 sum of |v|,
+    5 product, 6 min (NaN propagates)."""
+    if kind == 2:
+        return v if (v > acc or v != v) else acc
+    if kind == 6:
+        return v if (v < acc or v != v) else acc
+    if kind == 3:
+        return acc + v * v
+    if kind == 4:
+        return acc + abs(v)
+    if kind == 5:
+        return acc * v
+    return acc + v
+
+
 @cpu_kernel
 def _rows_cpu(x, out, kind, init, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, count):
     """CPU only, when the innermost input dim is kept (stride 1): a row of
     accumulators over that dim, updated reduced element by reduced element in
     ascending order: each output element sees exactly the sequence of the
-    per-element functions above (kind 0 sum, 1 mean, 2 max, 3 sum of squares, 4 sum of
-    absolute values, 5 the square root of the sum of squares: _fold_item's, then sqrt_f32)."""
+    per-element functions above (kind: see _step; 2 and 6 start from the first
+    reduced element, as _max_item / _min_item do)."""
     nk = kshape.shape[0]
     KL = kshape[nk - 1]
     kso = kshape[:nk - 1]
@@ -190,7 +212,7 @@ def _rows_cpu(x, out, kind, init, kshape, kstrides, rshape, rstrides, n_outer, i
     for ko in range(nko):
         base = bcast_offset(ko, kso, kto)
         acc = out[ko * KL:(ko + 1) * KL]
-        if kind == 2:
+        if kind == 2 or kind == 6:
             if inner_n == 0 or n_outer == 0:
                 acc[:] = init
                 continue
@@ -202,25 +224,11 @@ def _rows_cpu(x, out, kind, init, kshape, kstrides, rshape, rstrides, n_outer, i
             for j in range(inner_n):
                 st = off + j * inner_s
                 seg = x[st:st + KL]
-                if kind == 2:
-                    for c in range(KL):
-                        v = seg[c]
-                        acc[c] = v if (v > acc[c] or v != v) else acc[c]
-                elif kind == 3 or kind == 5:
-                    for c in range(KL):
-                        acc[c] = acc[c] + seg[c] * seg[c]
-                elif kind == 4:
-                    for c in range(KL):
-                        acc[c] = acc[c] + abs(seg[c])
-                else:
-                    for c in range(KL):
-                        acc[c] = acc[c] + seg[c]
+                for c in range(KL):
+                    acc[c] = _step(kind, acc[c], seg[c])
         if kind == 1:
             for c in range(KL):
                 acc[c] = _div(acc[c], count)
-        elif kind == 5:
-            for c in range(KL):
-                acc[c] = sqrt_f32(acc[c])
 
 
 @cpu_kernel
@@ -230,60 +238,30 @@ def _contig_cpu(x, out, kind, init, R, count):
     ascending sequential chain (the same sequence as the per-element
     functions; the interleaving only hides the add latency)."""
     O = out.shape[0]
+    first = kind == 2 or kind == 6   # max / min: start from the first element
     o = 0
     while o + 4 <= O:
         x0 = x[o * R:(o + 1) * R]
         x1 = x[(o + 1) * R:(o + 2) * R]
         x2 = x[(o + 2) * R:(o + 3) * R]
         x3 = x[(o + 3) * R:(o + 4) * R]
-        if kind == 2:
-            if R == 0:
-                a0 = a1 = a2 = a3 = init
-            else:
-                a0 = x0[0]
-                a1 = x1[0]
-                a2 = x2[0]
-                a3 = x3[0]
-            for j in range(R):
-                v0 = x0[j]
-                v1 = x1[j]
-                v2 = x2[j]
-                v3 = x3[j]
-                a0 = v0 if (v0 > a0 or v0 != v0) else a0
-                a1 = v1 if (v1 > a1 or v1 != v1) else a1
-                a2 = v2 if (v2 > a2 or v2 != v2) else a2
-                a3 = v3 if (v3 > a3 or v3 != v3) else a3
-        elif kind == 3 or kind == 5:
-            a0 = a1 = a2 = a3 = init
-            for j in range(R):
-                a0 = a0 + x0[j] * x0[j]
-                a1 = a1 + x1[j] * x1[j]
-                a2 = a2 + x2[j] * x2[j]
-                a3 = a3 + x3[j] * x3[j]
-        elif kind == 4:
-            a0 = a1 = a2 = a3 = init
-            for j in range(R):
-                a0 = a0 + abs(x0[j])
-                a1 = a1 + abs(x1[j])
-                a2 = a2 + abs(x2[j])
-                a3 = a3 + abs(x3[j])
+        if first and R > 0:
+            a0 = x0[0]
+            a1 = x1[0]
+            a2 = x2[0]
+            a3 = x3[0]
         else:
             a0 = a1 = a2 = a3 = init
-            for j in range(R):
-                a0 += x0[j]
-                a1 += x1[j]
-                a2 += x2[j]
-                a3 += x3[j]
+        for j in range(R):
+            a0 = _step(kind, a0, x0[j])
+            a1 = _step(kind, a1, x1[j])
+            a2 = _step(kind, a2, x2[j])
+            a3 = _step(kind, a3, x3[j])
         if kind == 1:
             out[o] = _div(a0, count)
             out[o + 1] = _div(a1, count)
             out[o + 2] = _div(a2, count)
             out[o + 3] = _div(a3, count)
-        elif kind == 5:
-            out[o] = sqrt_f32(a0)
-            out[o + 1] = sqrt_f32(a1)
-            out[o + 2] = sqrt_f32(a2)
-            out[o + 3] = sqrt_f32(a3)
         else:
             out[o] = a0
             out[o + 1] = a1
@@ -292,29 +270,13 @@ def _contig_cpu(x, out, kind, init, R, count):
         o += 4
     while o < O:
         xr = x[o * R:(o + 1) * R]
-        if kind == 2:
-            a0 = init
-            if R > 0:
-                a0 = xr[0]
-            for j in range(R):
-                v0 = xr[j]
-                a0 = v0 if (v0 > a0 or v0 != v0) else a0
-        elif kind == 3 or kind == 5:
-            a0 = init
-            for j in range(R):
-                a0 = a0 + xr[j] * xr[j]
-        elif kind == 4:
-            a0 = init
-            for j in range(R):
-                a0 = a0 + abs(xr[j])
-        else:
-            a0 = init
-            for j in range(R):
-                a0 += xr[j]
+        a0 = init
+        if first and R > 0:
+            a0 = xr[0]
+        for j in range(R):
+            a0 = _step(kind, a0, xr[j])
         if kind == 1:
             out[o] = _div(a0, count)
-        elif kind == 5:
-            out[o] = sqrt_f32(a0)
         else:
             out[o] = a0
         o += 1
@@ -494,10 +456,10 @@ def _limits(dtype):
     return dtype.type(info.min), dtype.type(info.max)
 
 
-_FAST_KIND = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceSumSquare": 3, "ReduceL1": 4, "ReduceL2": 5}
-#: the fast kinds that transform elements (x*x, |x|, sqrt): float32 only (sqrt_f32 is float32;
-#: integer products promote in numba, so those keep the generic kernel)
-_FLOAT_ONLY = (3, 4, 5)
+_FAST_KIND = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2}
+#: float-only kinds of the row and contiguous paths (see _step): integer products and squares
+#: are left to the generated kernel's own typing
+_FAST_KIND_FLOAT = {"ReduceSumSquare": 3, "ReduceL1": 4, "ReduceProd": 5, "ReduceMin": 6}
 
 
 def _build(ctx, target):
@@ -559,10 +521,12 @@ def _build(ctx, target):
             return
         (kshape, kstrides, rshape, rstrides), inner_n, inner_s, n_outer, n_reduce = meta
         args = (kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s)
-        if (target.fast_paths and op in _FAST_KIND and dtype != np.bool_
-                and (_FAST_KIND[op] not in _FLOAT_ONLY or dtype == np.float32)):
-            kind = _FAST_KIND[op]
-            init = lowest if kind == 2 else zero
+        fast_kind = _FAST_KIND.get(op) if dtype != np.bool_ else None
+        if fast_kind is None and dtype.kind == "f":
+            fast_kind = _FAST_KIND_FLOAT.get(op)
+        if target.fast_paths and fast_kind is not None:
+            kind = fast_kind
+            init = lowest if kind == 2 else (highest if kind == 6 else (one if kind == 5 else zero))
             count = np.float32(max(n_reduce, 0))
             if _rows_ok(kshape, kstrides, out.shape[0]):
                 target.call(_rows_cpu, x, out, kind, init, *args, count)

@@ -20,6 +20,12 @@ LSTM is read and written only by its own item (one buffer). GRU's default
 candidate state: its first launch writes ``z``, ``r`` and ``r (.) H_{t-1}``,
 the second the new state.
 
+On the CPU with fast paths on, LSTM runs as one call of ``cpu_fast.rnn.lstm_cpu``
+instead (the "lstm_step" prepare rule: the gate products of every gate row at
+once over transposed weights, transposed once at build time when ``W``/``R``
+are constants), with every element's sequence below unchanged
+(``tests/test_fastpaths.py``).
+
 Accumulation order (the same on every target; one thread per item on CUDA, a
 loop over the items on the CPU): each gate's pre-activation is
 ``(dot(x_t, W_row) + dot(h_{t-1}, R_row)) + (Wb + Rb)``, each dot product
@@ -400,6 +406,25 @@ def _build(ctx, target):
     full_lens = target.to_device(np.full(B, T, np.int64))
     outs_present = [bool(o) for o in ctx.node.outputs] + [False] * 3
 
+    def checked_lens(inputs):
+        host = np.asarray(target.to_host(inputs[4])).reshape(-1).astype(np.int64)
+        bad = np.nonzero((host < 0) | (host > T))[0]
+        if bad.size:
+            raise ExecutionError(
+                f"node {ctx.node.name!r} ({op}): sequence_lens[{int(bad[0])}] = {int(host[bad[0]])} "
+                f"is out of range for a sequence of length {T} (valid: 0..{T})")
+        return host
+
+    if op == "LSTM":
+        # the CPU fast path (cpu_fast.rnn: the gate products vectorised over transposed weights,
+        # the whole node one call), bitwise this generic run
+        fast = target.prepared(_LSTM_STEP, dict(
+            D=D, B=B, I=I, H=H, T=T, rev0=rev0, xst=xst, xsb=xsb, yst=yst, ysd=ysd, ysb=ysb, ssd=ssd, ssb=ssb,
+            acts=codes, alph=al, bet=be, clipv=clipv, has_clip=has_clip, ifg=ifg, outputs=outs_present[:3],
+            w=ctx.const(1), r=ctx.const(2), lens=checked_lens, has_lens=ctx.has_input(4)))
+        if fast is not None:
+            return fast
+
     def run(inputs, outputs):
         inputs = list(inputs) + [None] * (8 - len(inputs))
         outputs = list(outputs) + [None] * (3 - len(outputs))
@@ -408,13 +433,7 @@ def _build(ctx, target):
         if inputs[4] is None:
             lens = full_lens
         else:
-            host = np.asarray(target.to_host(inputs[4])).reshape(-1).astype(np.int64)
-            bad = np.nonzero((host < 0) | (host > T))[0]
-            if bad.size:
-                raise ExecutionError(
-                    f"node {ctx.node.name!r} ({op}): sequence_lens[{int(bad[0])}] = {int(host[bad[0]])} "
-                    f"is out of range for a sequence of length {T} (valid: 0..{T})")
-            lens = target.to_device(host)
+            lens = target.to_device(checked_lens(inputs))
         y = outputs[0] if outs_present[0] and outputs[0] is not None else None
         yf = dummy if y is None else flat(y)
         has_y = 0 if y is None else 1

@@ -26,15 +26,10 @@ inference and constant folding, unless ``optimize=False``. The rewrites:
   product as MatMul's and then adds ``1 * bias`` once (``1 * x`` is exact), as
   Add does (``tests/test_optimize.py`` proves it on CPU and the CUDA simulator).
 
-* **Scan batching** (:mod:`.scan_batch`, first): a Scan whose iterations are independent
-  (its states pass through unchanged) and whose body is element-wise ops and reductions on
-  the slices becomes one pass over the stacked scan inputs; **bitwise exact** (each output
-  element keeps its sequence of operations).
-
 Both reference and heterogeneous runs execute the optimised graph, so byte
 identity between them is untouched. Nothing inside control-flow subgraphs is
-rewritten (a batched Scan's body becomes main-graph nodes), and no value a subgraph reads
-from the outer scope is renamed or removed. Every rewrite is recorded (:class:`Rewrite`) and the loader puts the
+rewritten, and no value a subgraph reads from the outer scope is renamed or
+removed. Every rewrite is recorded (:class:`Rewrite`) and the loader puts the
 records on ``Graph.optimizations``.
 """
 
@@ -54,12 +49,11 @@ RULES = {
     "identity": "Identity removed",
     "dropout": "Dropout removed",
     "matmul_add_gemm": "MatMul+Add → Gemm",
-    "scan_batch": "Scan batched",
 }
 
 #: rule id → the op types whose nodes it removes
 REMOVED_OPS = {"conv_bn": ("BatchNormalization",), "identity": ("Identity",), "dropout": ("Dropout",),
-               "matmul_add_gemm": ("MatMul", "Add"), "scan_batch": ("Scan",)}
+               "matmul_add_gemm": ("MatMul", "Add")}
 
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)
 
@@ -109,10 +103,6 @@ def node_notes(records) -> dict[str, str]:
             text = "folded " + ", ".join(r["removed"])
         elif r["rule"] == "matmul_add_gemm":
             text = "from " + ", ".join(r["removed"])
-        elif r["rule"] == "scan_batch":
-            for made in r["created"]:
-                out[made] = "batched from Scan " + r["removed"][0]
-            continue
         else:
             continue  # the removed node has no row
         out[r["node"]] = f"{out[r['node']]}; {text}" if r["node"] in out else text
@@ -402,22 +392,14 @@ def optimize_model(m: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Rewrite]]:
     the records of what was applied (empty when nothing matched: the model is unchanged)."""
     opset = _opset(m)
     ops = {n.op_type for n in m.graph.node}
-    records: list[Rewrite] = []
-    if "Scan" in ops:
-        from .infer import infer_checked
-        from .scan_batch import batch_scans
-        records = batch_scans(m, opset)
-        if records:
-            m = infer_checked(m)    # the shapes of the batched values
-            ops = {n.op_type for n in m.graph.node}
     if not (ops & {"Identity", "Dropout", "BatchNormalization"} or {"MatMul", "Add"} <= ops):
-        return m, records     # nothing any other rule could match: skip building the maps
+        return m, []          # nothing any rule could match: skip building the maps
     s = _State(m)
-    n_batched = len(records)
+    records: list[Rewrite] = []
     _eliminate_identities(s, opset, records)
     _fold_conv_bn(s, opset, records)
     _matmul_add_to_gemm(s, opset, records)
-    if len(records) == n_batched:
+    if not records:
         return m, records
     g = m.graph
     kept = [n for n in s.nodes if n is not None]

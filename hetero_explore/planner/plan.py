@@ -401,6 +401,9 @@ class Plan:
         opt = summary_text(getattr(self.graph, "optimizations", ()))
         if opt:
             text += f"; {opt}"
+        vec = _run_notes(self)
+        if vec:
+            text += f"; Scan body run over all its steps at once: {', '.join(vec)}"
         if self.execution_blockers:
             text += f"; execution blocked: {len(self.execution_blockers)} reason(s)"
         return text
@@ -442,6 +445,7 @@ class Plan:
         origin = self.graph.info.get("expanded_from", {})
         from ..load.optimize import node_notes
         notes = node_notes(getattr(self.graph, "optimizations", ()))
+        notes.update(_run_notes(self))
         for n in self.graph.nodes:
             p = self.providers[self.assignment[n.id]]
             rows.append({"node_id": n.id, "name": n.name, "op_type": n.op_type,
@@ -561,6 +565,32 @@ class Plan:
 
     def _repr_html_(self) -> str:
         return display.render("html", self)
+
+
+def _run_notes(plan) -> dict:
+    """Node name → how its kernel runs it beyond the node as written, for the placement table's
+    ``optimised`` column: a Scan whose body runs once over its stacked steps (see
+    :mod:`hetero_explore.kernels.host.scan_vectorise`; not where a provider runs its partitions
+    itself, as ONNX Runtime's EPs do)."""
+    out = {}
+    graph = plan.graph
+    if not any(n.op_type == "Scan" for n in graph.nodes):
+        return out
+    from ..kernels.host import control
+    if not control.VECTORISE_SCANS:
+        return out
+    from ..providers.base import ExecutionProvider
+    from ..providers.virtual import unmask
+    for n in graph.nodes:
+        if n.op_type != "Scan":
+            continue
+        if type(unmask(plan.providers[plan.assignment[n.id]])).partition_runner is not \
+                ExecutionProvider.partition_runner:
+            continue   # the provider runs its partitions itself
+        if control.vectorise_declined(n, n.opset) is None:
+            out[n.name] = ("body vectorised: runs once over the stacked scan steps (no carried state), "
+                           "not once per step")
+    return out
 
 
 def _nested_df(plan, method: str):

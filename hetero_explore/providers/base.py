@@ -352,6 +352,15 @@ class HostMemory:
         buf.data = None
         self._track_free(buf.nbytes, buf)
 
+    def reuse(self, array: np.ndarray) -> DeviceBuffer:
+        """A new allocation over ``array``, a host array of a freed buffer of this provider that
+        nobody else holds (a :class:`~hetero_explore.runner.core.BufferPool`'s): counted as
+        :meth:`allocate` counts one; its contents are whatever the last user left."""
+        self._before_allocate()
+        buf = DeviceBuffer(self, array.shape, array.dtype, array)
+        self._track_alloc(buf.nbytes, buf)
+        return buf
+
     def copy_from_host(self, array, out: DeviceBuffer | None = None) -> DeviceBuffer:
         array = np.asarray(array)
         if out is None:

@@ -86,6 +86,12 @@ the same bits. Consecutive replayed nodes become one segment (one call from the
 run loop); a failure in it still names its node. A recording that something
 spoils (a launch on a target that does not record) leaves the node calling its
 function. ``REPLAY = False`` turns recording off for programs bound afterwards.
+
+**Iterations.** A control-flow body runs once per iteration on buffers its control kernel's
+:class:`RecyclingLedger` hands out again (the buffers a run frees, then the arrays of its
+:class:`~hetero_explore.ir.buffers.BufferPool`), so its program is bound ``keyed``: a
+replayable node that patches an input or allocates an output records its calls once per set
+of arrays it is given and replays them when given the same arrays again (:class:`_Keyed`).
 """
 
 from __future__ import annotations
@@ -98,9 +104,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..ir.errors import ExecutionError, KernelError, MemoryBudgetError, RunBudgetExceeded, RunCancelled
+from ..ir.buffers import BufferPool
 from ..ir.graph import shape_is_static
 from ..ir.context import ABSENT, KernelContext, node_context, present_outputs  # noqa: F401  (ABSENT: re-exported)
-from ..kernels.target import Recording, prepared_call
+from ..kernels.target import RECORDING, Recording, prepared_call
 
 __all__ = ["NodeRunner", "Ledger", "NodeExecutionError", "ShapeMismatchError", "RuntimeShapeError",
            "AllocationLeak", "memory_owners", "Program", "plan_offsets", "instrument"]
@@ -251,6 +258,74 @@ class Ledger:
         return peaks
 
 
+class RecyclingLedger(Ledger):
+    """A :class:`Ledger` for a control kernel's runs of its subgraphs: a host buffer it frees is
+    kept (still allocated) and handed out again for the next buffer of the same provider, shape
+    and dtype this run asks for -- a Loop or Scan body's per-iteration outputs and staged slices
+    are then the same buffers every iteration, and their allocation costs a dict lookup. When the
+    ledger closes, the buffers it kept are freed and their arrays go to ``pool`` (a
+    :class:`~hetero_explore.ir.buffers.BufferPool` the kernel keeps across its runs), from which
+    the next run's first buffers are made (:meth:`~hetero_explore.providers.base.HostMemory.reuse`,
+    a counted allocation). Code must not touch a buffer after freeing it (as with any ledger: a
+    freed buffer's ``data`` is None); here the buffer may already hold another value."""
+
+    __slots__ = ("pool", "spare", "spare_bytes")
+
+    #: the most bytes of freed buffers one run keeps for reuse
+    MAX_SPARE_BYTES = 16 << 20
+
+    def __init__(self, owners: Iterable = (), pool: BufferPool | None = None):
+        super().__init__(owners)
+        self.pool = pool if pool is not None else BufferPool()
+        #: (provider, shape, dtype) -> buffers freed by this run, still allocated
+        self.spare: dict = {}
+        self.spare_bytes = 0
+
+    def allocate(self, provider, shape, dtype):
+        if type(shape) is not tuple:
+            shape = tuple(shape)
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        lst = self.spare.get((provider, shape, dtype))
+        if lst:
+            buf = lst.pop()
+            self.spare_bytes -= buf.nbytes
+        else:
+            reuse = getattr(provider, "reuse", None)
+            a = None if reuse is None else self.pool.take(reuse.__self__, shape, dtype)
+            if a is None:
+                return Ledger.allocate(self, provider, shape, dtype)
+            buf = reuse(a)
+        self.live[id(buf)] = buf
+        self.allocations += 1
+        self.live_bytes += buf.nbytes
+        return buf
+
+    def free(self, buf) -> None:
+        if self.live.pop(id(buf), None) is None:
+            return
+        self.frees += 1
+        self.live_bytes -= buf.nbytes
+        data = buf.data
+        if (type(data) is np.ndarray and data.base is None and self.spare_bytes + buf.nbytes <= self.MAX_SPARE_BYTES
+                and data.flags.writeable):   # a host value's 0-d object array too (the pool keeps none)
+            self.spare.setdefault((buf.provider, buf.shape, buf.dtype), []).append(buf)
+            self.spare_bytes += buf.nbytes
+            return
+        buf.provider.free(buf)
+
+    def free_all(self) -> int:
+        n = super().free_all()
+        spare, self.spare, self.spare_bytes = self.spare, {}, 0
+        for lst in spare.values():
+            for buf in lst:
+                data, provider = buf.data, buf.provider
+                provider.free(buf)
+                if getattr(provider, "reuse", None) is not None:
+                    self.pool.give(provider, data)
+        return n
+
+
 class NodeStep:
     """One node, ready to run: its kernel and everything the run checks."""
 
@@ -332,7 +407,8 @@ def _is_dynamic(ctx: KernelContext, outs) -> bool:
         return True
     if len(ctx.out_shapes) < sum(1 for _ in outs):
         return True
-    if shapes.op_infer(node) is not None:
+    d = shapes.op_infer(node)
+    if d is not None and not getattr(d, "static", False):   # a static one: the planned shapes hold
         return True
     return any(ctx.const(i) is None for i in shapes.shape_inputs(node))
 
@@ -451,14 +527,19 @@ class NodeRunner:
                 if name in names:
                     yield name, shape, np.dtype(dtype)
 
-    def bind(self, arena, fixed: Mapping[str, Any] | None = None, record: bool = True) -> "Program":
+    def bind(self, arena, fixed: Mapping[str, Any] | None = None, record: bool = True,
+             keyed: bool = False) -> "Program":
         """A :class:`Program` running this runner's nodes with its arena values in ``arena``
         (a buffer of at least :attr:`arena_size` bytes on the runner's provider, or None when
         the size is 0). ``fixed``: input buffers that stay the same for every run of the program
         (constants the executor holds), bound into the calls too; the caller then need not pass
         them in ``env``. Neither the arena nor ``fixed`` is owned by the program. ``record``: the
         program will run many times: its replayable nodes record their calls at its first run
-        (see the module docs; a program used once would only pay for the recording)."""
+        (see the module docs; a program used once would only pay for the recording). ``keyed``
+        (a control-flow body's program, run once per iteration on buffers a :class:`BufferPool`
+        hands out again): a replayable node whose inputs or outputs are not the program's own
+        arrays also records its calls, once per set of arrays it is given (:class:`_Keyed`), and
+        replays them when it is given the same arrays again."""
         from ..providers.base import Kernel
         from ..providers.virtual import unmask
         owner = unmask(self.provider)
@@ -503,7 +584,10 @@ class NodeRunner:
                     alloc.append((i, name, shape, dtype))
             # the same arrays at every run: record its calls at the first run, then replay them
             rec = _RECORD if record and REPLAY and st.kernel.replayable and not patch and not alloc else None
-            items.append((st, st.kernel._fn, ins_d, outs_d, tuple(patch), tuple(alloc), frees, rec))
+            fn = st.kernel._fn
+            if keyed and REPLAY and st.kernel.replayable and (patch or alloc):
+                fn = _Keyed(fn, [i for i, *_ in patch], [i for i, *_ in alloc])
+            items.append((st, fn, ins_d, outs_d, tuple(patch), tuple(alloc), frees, rec))
         return Program(self, tuple(items), bufs)
 
     def _check_memory(self) -> None:
@@ -606,6 +690,14 @@ class NodeRunner:
         in_dtypes = tuple(None if b is None else b.dtype for b in ins)
         values = {node.inputs[i]: self._host(ins[i]) for i in st.shape_inputs if ins[i] is not None}
         try:
+            static = st.op_infer is not None and getattr(st.op_infer, "static", False)
+            if static:   # by the input signature alone (a sequence op's host-value output)
+                hit = st.shape_cache.get((in_shapes, in_dtypes, ()))
+                if hit is not None:
+                    specs, kernel, need = hit
+                    self._check_budget(st, specs, need, ledger)
+                    st.kernel = kernel
+                    return specs, kernel
             if st.op_infer is not None:   # data-dependent: counted from the data, every run
                 arrays = [values.get(n) if n else None for n in node.inputs]
                 ctx = shapes.RuntimeContext(st.ctx, in_shapes, in_dtypes, st.ctx.out_shapes,
@@ -657,10 +749,10 @@ class NodeRunner:
                 st.kernel_cache.clear()
             st.kernel_cache[kkey] = kernel
         st.kernel = kernel
-        if st.op_infer is None:
+        if st.op_infer is None or static:
             if len(st.shape_cache) >= DYNAMIC_CACHE_SIZE:
                 st.shape_cache.clear()
-            st.shape_cache[key] = (specs, kernel, need)
+            st.shape_cache[key if st.op_infer is None else (in_shapes, in_dtypes, ())] = (specs, kernel, need)
         return specs, kernel
 
     def _check_budget(self, st: NodeStep, specs, need: int, ledger: Ledger) -> None:
@@ -817,6 +909,64 @@ class NodeRunner:
 
 #: a program item's last field before its first run: record this node's calls (then its replay)
 _RECORD = object()
+
+
+class _Keyed:
+    """A replayable node's function in a ``keyed`` program (:meth:`NodeRunner.bind`): its calls
+    recorded once per set of patched input and allocated output arrays (by identity: the entry
+    holds them, so they stay alive and no other array can take their ids) and
+    replayed when the run gives it the same arrays again. The last ``CAP`` sets are kept (a
+    value read from the outer scope is a new array at every run of the control node, the same
+    array at every iteration of that run); a node whose arrays total more than ``MAX_BYTES`` (its
+    Python is not what costs), whose recording is spoiled, or that misses more often than it hits
+    (arrays that are never given again) calls its function."""
+
+    __slots__ = ("fn", "pi", "ai", "replays", "off", "hits", "misses")
+
+    CAP = 8
+    MAX_BYTES = 1 << 20
+    #: misses before a node that hits less often than it misses stops recording
+    PATIENCE = 16
+
+    def __init__(self, fn, patched, allocated):
+        self.fn = fn
+        self.pi = tuple(patched)
+        self.ai = tuple(allocated)
+        self.replays: dict = {}
+        self.off = False
+        self.hits = self.misses = 0
+
+    def __call__(self, ins_d, outs_d):
+        if self.off:
+            self.fn(ins_d, outs_d)
+            return
+        arrays = [ins_d[i] for i in self.pi] + [outs_d[i] for i in self.ai]
+        key = tuple(map(id, arrays))
+        r = self.replays.get(key)
+        if r is not None:
+            self.hits += 1
+            r[0]()
+            return
+        self.misses += 1
+        if RECORDING.calls is not None:   # inside another recording (recordings do not nest)
+            self.fn(ins_d, outs_d)
+            return
+        if (self.misses >= self.PATIENCE and self.misses > self.hits) or \
+                sum(getattr(a, "nbytes", self.MAX_BYTES + 1) for a in arrays) > self.MAX_BYTES:
+            self.off = True
+            self.replays.clear()
+            self.fn(ins_d, outs_d)
+            return
+        with Recording() as rec:
+            self.fn(ins_d, outs_d)
+        replay = _replay_of(rec.calls)
+        if replay is None:
+            self.off = True
+            self.replays.clear()
+            return
+        if len(self.replays) >= self.CAP:
+            del self.replays[next(iter(self.replays))]   # the oldest set
+        self.replays[key] = (replay, arrays)   # the arrays held: no other array can take their ids
 
 
 def _replay_of(calls):

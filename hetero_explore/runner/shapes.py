@@ -106,6 +106,8 @@ class _HostInfer:
 
     infer: object
     shape_inputs: tuple
+    #: its answer depends on the input shapes and dtypes only (the runner keeps it per signature)
+    static: bool = False
 
 
 def _string_split_infer(ctx, arrays):
@@ -140,11 +142,11 @@ def _optional_get_element_infer(ctx, arrays):
 #: ops are here because onnx's per-node inference cannot be given a host value's type (a
 #: sequence's element type is not in its buffer): their outputs are host values of shape ()
 HOST_INFER = {("", "StringSplit"): _HostInfer(_string_split_infer, (0,)),
-              **{("", op): _HostInfer(_host_value_infer, ()) for op in (
+              **{("", op): _HostInfer(_host_value_infer, (), static=True) for op in (
                   "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceEmpty", "SplitToSequence",
                   "Optional")},
-              ("", "SequenceLength"): _HostInfer(lambda ctx, a: [((), np.dtype(np.int64))], ()),
-              ("", "OptionalHasElement"): _HostInfer(lambda ctx, a: [((), np.dtype(np.bool_))], ()),
+              ("", "SequenceLength"): _HostInfer(lambda ctx, a: [((), np.dtype(np.int64))], (), static=True),
+              ("", "OptionalHasElement"): _HostInfer(lambda ctx, a: [((), np.dtype(np.bool_))], (), static=True),
               ("", "OptionalGetElement"): _HostInfer(_optional_get_element_infer, (0,))}
 
 

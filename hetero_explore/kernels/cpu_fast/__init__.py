@@ -16,11 +16,13 @@ plain loop over it is slow on a CPU, a function here computes the same values fa
   the apply step per run of constant group, scale and bias), :mod:`.rows`
   (row-wise BatchNormalization/Softmax/LayerNormalization, Erf from its near range's
   formulas where every element of a block lies there) and :mod:`.movement` (row-wise
-  Resize/Pad, strided copies coalesced into contiguous rows or tiled transposes, gathers)
+  Resize/Pad, strided copies coalesced into contiguous rows or tiled transposes, gathers),
+  :mod:`.rnn` (LSTM: the gate products of every gate row at once over transposed weights)
   and :mod:`.select` (TopK in one pass per row);
 * ``prepare`` rules run when a node is built: MatMul/Gemm with a constant B pack it into
   the micro-kernel's panels (:func:`.gemm.mm_prepare`), Conv with a constant weight packs
-  it for the path its geometry takes (:func:`.conv.conv_prepare`).
+  it for the path its geometry takes (:func:`.conv.conv_prepare`), LSTM transposes its
+  constant weights and runs the whole node as one call (:func:`.rnn.lstm_prepare`).
 
 The micro-kernels (register blocks held for a whole k loop) are written through one
 LLVM-IR builder, :mod:`.llvm`. A fast path may reorder *which* output elements are
@@ -31,8 +33,9 @@ selection; data movement: the same bits copied), so results are bit for bit the 
 and fails for a rule that has no cases there. ``CPUTarget(generated_only=True)`` runs the
 generated kernels.
 
-(ReduceSum/Mean/Max's row and contiguous paths stay inline in ``reduce.py``, taken only
-when the target's ``fast_paths`` is on; the same test covers them.)
+(The reductions' row and contiguous paths -- ReduceSum/Mean/Max, and on floats
+ReduceSumSquare/L1/Prod/Min -- stay inline in ``reduce.py``, taken only when the target's
+``fast_paths`` is on; the same test covers them.)
 """
 
 from __future__ import annotations
@@ -41,11 +44,11 @@ from ..target import launch_threads
 
 launch_threads()   # before any of this package's (parallel) kernels can load from the cache
 
-from . import conv, gemm, movement, norms, pools, rows, select  # noqa: E402
+from . import conv, gemm, movement, norms, pools, rnn, rows, select  # noqa: E402
 
 
 def register() -> None:
     """Register every CPU fast path in :mod:`..overrides` (called by
     :func:`..registry.build_registry`; importing this package registers nothing)."""
-    for family in (gemm, conv, pools, rows, norms, movement, select):
+    for family in (gemm, conv, pools, rows, norms, movement, rnn, select):
         family.register()

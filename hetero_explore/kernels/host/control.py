@@ -25,7 +25,11 @@ trip count and condition of a Loop, are read on the host (a D2H copy of a scalar
 home is a device). Loop-carried values stay on the provider that produces them from one
 iteration to the next; only the final values are copied into the Loop's outputs (on its
 home). Scan outputs (of Loop and Scan) are written slice by slice into the node's output
-buffer.
+buffer. A Scan whose body carries no state and reads its steps' slices through
+elementwise ops and reductions only runs that body once over the stacked steps
+(:mod:`.scan_vectorise`; the same bits). The subgraphs' buffers are recycled from one
+iteration (and run) to the next through a pool the kernel keeps, so that the body's
+nodes replay their recorded calls (:class:`~hetero_explore.runner.core.RecyclingLedger`).
 
 The parent's output shapes are those load-time inference computed: a subgraph whose results
 do not match them (a Loop whose carried value grows, a branch whose shape differs from the
@@ -39,6 +43,7 @@ all freed.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from typing import Protocol
@@ -48,13 +53,14 @@ import onnx
 from onnx import helper
 
 from ...ir.budget import memory_budget
-from ...ir.buffers import copy_into, host_array
+from ...ir.buffers import BufferPool, copy_into, host_array
 from ...ir.context import ABSENT
 from ...ir import limits as run_limits
 from ...ir.errors import ExecutionError, HeteroExploreError, KernelError, MemoryBudgetError, node_label
 from ...ir.graph import HOST_DTYPE, np_to_onnx_dtype, outer_names, shape_is_static
 from ...ir.units import human_bytes as _human
 from ..opdef import OpList, definitions, schema_version
+from . import scan_vectorise
 
 OPS = OpList()
 
@@ -65,6 +71,13 @@ MAX_SPECIALISATIONS = 32
 #: more with the changing dims left symbolic and runs that plan with run-time shapes (instead of
 #: one plan per iteration); False: one specialisation per exact shape (tests compare the two)
 GENERALISE_LOOPS = True
+#: a Scan whose body carries no state and reads its steps' slices through batchable ops only runs
+#: its body once over the stacked steps instead of once per step (:mod:`.scan_vectorise`;
+#: bitwise the same); False: always step by step (tests compare the two)
+VECTORISE_SCANS = True
+#: the most bytes the stacked values of one vectorised run of a Scan body may take: more steps
+#: than fit run in chunks of steps (each chunk one run of the stacked body)
+VECTORISE_MAX_BYTES = 16 << 20
 #: ops a subgraph may hold that folding removes before they would have to run
 _FOLDED_AWAY = frozenset({"Constant"})
 #: ops with host-only kernels that folding removes once the subgraph is specialised to concrete
@@ -86,9 +99,10 @@ class SubgraphService(Protocol):
         ledger, stats)`` runs it on buffers and returns its outputs as buffers; ``graph``,
         ``outputs`` as a plan's. Raises a HeteroExploreError when it cannot be planned or built."""
 
-    def ledger(self, home):
+    def ledger(self, home, pool=None):
         """A ledger (a context manager) over the memory of every provider the subgraphs may use
-        and of ``home``."""
+        and of ``home``; with ``pool`` (a :class:`~hetero_explore.ir.buffers.BufferPool`, kept by
+        the kernel across its runs) one that recycles host buffers through it."""
 
 
 class ControlFlowError(ExecutionError):
@@ -104,6 +118,25 @@ def _buffer_type(buf, declared: onnx.TypeProto | None) -> onnx.TypeProto:
             raise KernelError("a host value (sequence/optional/map) without a declared type")
         return _host_type(buf.data[()], declared)
     return helper.make_tensor_type_proto(np_to_onnx_dtype(buf.dtype), list(buf.shape))
+
+
+def _host_sig(value):
+    """What of a host value decides its type in a child graph (:func:`_host_type`): a sequence of
+    arrays of one dtype and shape is typed by that element (not by its length: a sequence that
+    grows by one element per iteration keeps its signature), any other sequence (empty, mixed)
+    by its declaration; an optional's element likewise."""
+    if isinstance(value, list):
+        if value and all(isinstance(x, np.ndarray) for x in value):
+            first = value[0]
+            spec = (first.dtype, first.shape)
+            if all(x.shape == spec[1] and x.dtype == spec[0] for x in value):
+                return ("seq",) + spec
+        return ("seq", None)
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        return ("tensor", value.dtype, value.shape)
+    return (type(value).__name__,)
 
 
 def _host_type(value, declared: onnx.TypeProto) -> onnx.TypeProto:
@@ -136,10 +169,12 @@ def _scalar(buf):
 
 
 class _Stats:
-    __slots__ = ("runs", "iterations", "transfers", "scalar_reads", "specialisations")
+    __slots__ = ("runs", "iterations", "transfers", "scalar_reads", "specialisations", "stacked_runs")
 
     def __init__(self):
         self.runs = self.iterations = self.transfers = self.scalar_reads = self.specialisations = 0
+        #: runs of a Scan body over stacked steps (one per chunk; see scan_vectorise)
+        self.stacked_runs = 0
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -176,6 +211,7 @@ class ControlKernel:
         for i, x in enumerate(node.inputs):
             if x:
                 first.setdefault(x, i)
+        self._first = first
         self.captured = {attr: [(x, first[x]) for x in dict.fromkeys(outer_names(sg)) if x in first]
                          for attr, sg in self.subs.items()}
         self._cache: OrderedDict = OrderedDict()
@@ -189,6 +225,15 @@ class ControlKernel:
         self._runner = "_run_" + node.op_type
         if node.op_type == "Scan" and schema_version("", "Scan", ctx.opset) == 8:
             self._runner = "_run_Scan8"  # batch axis in front, sequence_lens
+        #: why the body cannot run vectorised over the scan axis (None: it can, see
+        #: :func:`scan_vectorise.static_check`; the run may still decline a specialisation)
+        self.vectorise_declined = vectorise_declined(node, ctx.opset)
+        #: per-step signature -> (attr of the stacked body, bytes per step, stacked scan outputs) or None
+        self._vec_specs: dict = {}
+        self._vec_ids = itertools.count()
+        #: host arrays of the subgraphs' freed buffers, reused by later iterations and runs (their
+        #: nodes then replay: see runner.BufferPool)
+        self._pool = BufferPool()
 
     def bind_service(self, service: "SubgraphService", home=None) -> None:
         """Run the subgraphs with ``service`` (the executor's: it plans them over the executor's
@@ -200,12 +245,14 @@ class ControlKernel:
         self._cache.clear()
         self._by_value.clear()
         self._not_general.clear()
+        self._vec_specs.clear()
 
     def close(self) -> None:
         """Close the subgraph executors it keeps (their held constants and arenas are freed)."""
         with self._lock:
             kept = list(self._cache.values())
             self._cache.clear()
+        self._pool.clear()
         for ex in kept:
             close = getattr(ex, "close", None)
             if close is not None:
@@ -226,9 +273,7 @@ class ControlKernel:
         sig = [attr]
         for n, b in env.items():
             if b.dtype == HOST_DTYPE:
-                v = b.data[()]
-                sig.append((n, "host", tuple((x.dtype, x.shape) for x in v) if isinstance(v, list)
-                            else (None if v is None else (getattr(v, "dtype", None), getattr(v, "shape", None)))))
+                sig.append((n, "host", _host_sig(b.data[()])))
             else:
                 sig.append((n, b.shape, b.dtype))
         return tuple(sig)
@@ -364,7 +409,7 @@ class ControlKernel:
         """Run the node: ``inputs`` and ``outputs`` are buffers (``outputs`` allocated by the
         runner at the planned shapes). Everything the subgraphs allocate goes through a ledger
         of this run's own, checked to be all freed when it returns."""
-        with self._service().ledger(self.provider) as ledger:
+        with self._service().ledger(self.provider, pool=self._pool) as ledger:
             consts: dict = {}
             self.stats.runs += 1
             getattr(self, self._runner)(inputs, outputs, ledger, consts)
@@ -536,7 +581,8 @@ class ControlKernel:
             key = []
             for n_, b in zip(c_names, carried):
                 env[n_] = b
-                key.append((b.shape, b.dtype))
+                # a host value (a sequence) by what types it in the body, not by its length
+                key.append((b.shape, b.dtype) if b.dtype != HOST_DTYPE else (("host", _host_sig(b.data[()])), b.dtype))
             key = tuple(key)
             ex = local.get(key)
             if ex is None and GENERALISE_LOOPS and general:
@@ -552,7 +598,7 @@ class ControlKernel:
                                         tuple(k_[1] for k_ in key), ex))
             if ex is None:
                 ex, by_value = self._lookup("body", env)
-                if not by_value and all(b.dtype != HOST_DTYPE for b in carried):
+                if not by_value:
                     local[key] = ex
             prev_key = key
             res = ex.run_nested(env, ledger, stats)
@@ -570,8 +616,9 @@ class ControlKernel:
             if len(const_ids) != len(consts):
                 const_ids = set(map(id, consts.values()))
             live = ledger.live
-            if len(live) > len(fixed) + len(const_ids) + sum(1 for b in carried if id(b) in live):
-                keep = fixed.union(const_ids, map(id, carried))
+            kept = {id(b) for b in carried if id(b) in live}
+            if len(live) > len(fixed) + len(const_ids) + len(kept - fixed):
+                keep = fixed.union(const_ids, kept)
                 for b in [b for k_, b in live.items() if k_ not in keep]:
                     ledger.free(b)
             it += 1
@@ -608,22 +655,56 @@ class ControlKernel:
         steps = lens.pop() if xs else 0
         scans = [_ScanOut(dst, ax) for dst, ax in zip(outputs[n_s:], oaxes)]
         guard, where = run_limits.current(), node_label(self.node)
+        if (VECTORISE_SCANS and self.vectorise_declined is None and steps > 1
+                and self._run_Scan_stacked(inputs, xs, axes, steps, scans, ledger, consts, guard, where)):
+            steps_run = steps
+            steps = 0   # every step ran stacked; the states passed through
+        else:
+            steps_run = None
+        moved = [x if ax == 0 else np.moveaxis(x, ax, 0) for x, ax in zip(xs, axes)]
+        s_names, x_names = names[:n_s], names[n_s:n_in]
+        env = self._env("body", inputs, dict.fromkeys(names[:n_in]))
+        # executors by the states' signature, for this run (the slices and the captured values keep
+        # theirs); the slices staged into buffers that the ledger hands out again every step
+        local: dict = {}
+        const_ids: set = set()
+        stats, home = self.stats, self.provider
         for t in range(steps):
             guard.check(where, t)
-            formal = dict(zip(names[:n_s], states))
-            for j, (x, ax, d) in enumerate(zip(xs, axes, dirs)):
-                sl = np.array(np.take(x, steps - 1 - t if d else t, axis=ax), order="C", copy=True)
-                formal[names[n_s + j]] = self._stage(ledger, sl)
-            env = self._env("body", inputs, formal)
-            ex = self._executor("body", env)
-            res = ex.run_nested(env, ledger, self.stats)
+            key = []
+            for n_, b in zip(s_names, states):
+                env[n_] = b
+                key.append((b.shape, b.dtype) if b.dtype != HOST_DTYPE else (("host", _host_sig(b.data[()])), b.dtype))
+            key = tuple(key)
+            for j, x in enumerate(moved):
+                sl = x[steps - 1 - t if dirs[j] else t]
+                buf = ledger.allocate(home, sl.shape, sl.dtype)
+                if isinstance(buf.data, np.ndarray):
+                    np.copyto(buf.data, sl, casting="no")
+                else:
+                    home.copy_from_host(np.ascontiguousarray(sl), buf)
+                env[x_names[j]] = buf
+            ex = local.get(key)
+            if ex is None:
+                ex, by_value = self._lookup("body", env)
+                if not by_value:
+                    local[key] = ex
+            res = ex.run_nested(env, ledger, stats)
             states = [res[n] for n in outs[:n_s]]
             for k, sc in enumerate(scans):
                 sc.write(steps - 1 - t if odirs[k] else t, res[outs[n_s + k]], self, outs[n_s + k])
-            keep = {id(b) for b in states} | {id(b) for b in consts.values()}
-            for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
-                ledger.free(b)
-            self.stats.iterations += 1
+            # free what this step made, except the states and the staged constants
+            if len(const_ids) != len(consts):
+                const_ids = set(map(id, consts.values()))
+            live = ledger.live
+            kept = {id(b) for b in states if id(b) in live}
+            if len(live) > len(const_ids) + len(kept):
+                keep = const_ids | kept
+                for b in [b for k_, b in live.items() if k_ not in keep]:
+                    ledger.free(b)
+            stats.iterations += 1
+        if steps_run is not None:
+            steps = steps_run
         if steps == 0 and any(sc.pending for sc in scans):
             self._empty_scans(scans, node.outputs[n_s:], outs[n_s:], "body", None, 0)
         for k, sc in enumerate(scans):
@@ -631,6 +712,96 @@ class ControlKernel:
         for src, dst, o in zip(states, outputs[:n_s], node.outputs):
             if o:
                 self._deliver(src, dst, f"output {o!r} (final state)")
+
+    # -- a Scan body over the stacked steps (see scan_vectorise) ---------------------------------
+    def _stacked_spec(self, inputs, xs, axes):
+        """(attr, bytes per step, stacked flags of the scan outputs) of the body stacked over the
+        steps for these inputs' per-step signature, or None (declined: iterate). Built once per
+        signature: the body inferred for one step's types gives the ranks and constants."""
+        sub = self.subs["body"]
+        names = [vi.name for vi in sub.input]
+        n_s = len(self.formal) - len(xs)
+        per_step = {}
+        for k, b in enumerate(inputs[:n_s]):
+            per_step[names[k]] = (b.shape, b.dtype)
+        for j, (x, ax) in enumerate(zip(xs, axes)):
+            per_step[names[n_s + j]] = (x.shape[:ax] + x.shape[ax + 1:], x.dtype)
+        for name, i in self.captured["body"]:
+            per_step.setdefault(name, (inputs[i].shape, inputs[i].dtype))
+        sig = tuple((n, s, d) for n, (s, d) in per_step.items())
+        if sig in self._vec_specs:
+            return self._vec_specs[sig]
+        spec = None
+        if all(d != HOST_DTYPE for _, d in per_step.values()):
+            try:
+                spec = self._build_stacked(sub, names, n_s, per_step)
+            except (scan_vectorise.Declined, HeteroExploreError):
+                spec = None
+        self._vec_specs[sig] = spec
+        return spec
+
+    def _build_stacked(self, sub, names, n_s, per_step):
+        types = {n: helper.make_tensor_type_proto(np_to_onnx_dtype(d), list(s)) for n, (s, d) in per_step.items()}
+        g1 = self._service().child_graph(self.graph, sub, types, where=f"{self.node.name}/body")
+        vals = g1.values
+
+        def rank(name):
+            v = vals.get(name)
+            return None if v is None or v.shape is None else len(v.shape)
+
+        def const(name):
+            return np.asarray(g1.initializer(name)) if name in vals and g1.is_constant(name) else None
+
+        vg, stacked = scan_vectorise.vectorised_body(sub, n_s, self.ctx.opset, rank, const)
+        per = 0
+        for name in stacked:
+            v = vals.get(name)
+            if v is None:
+                continue   # an Unsqueeze of a stacked value: about its size again, counted below
+            if v.dtype is None or not shape_is_static(v.shape) or np.dtype(v.dtype).kind not in "biuf":
+                raise scan_vectorise.Declined(f"{name!r} is {v.dtype} {v.shape} per step")
+            per += 2 * int(np.prod(v.shape, dtype=np.int64)) * np.dtype(v.dtype).itemsize
+        attr = f"body/steps{next(self._vec_ids)}"   # unique even when two runs build at once
+        self.subs[attr] = vg
+        self.captured[attr] = [(x, self._first[x]) for x in dict.fromkeys(outer_names(vg)) if x in self._first]
+        return attr, max(per, 1), [o.name in stacked for o in vg.output]
+
+    def _run_Scan_stacked(self, inputs, xs, axes, steps, scans, ledger, consts, guard, where) -> bool:
+        """Run every step at once (in chunks of steps of at most VECTORISE_MAX_BYTES of stacked
+        values) through the stacked body, writing the scan outputs; False when this
+        specialisation declines (nothing ran then)."""
+        spec = self._stacked_spec(inputs, xs, axes)
+        if spec is None:
+            return False
+        attr, per_step, stacked = spec
+        sub = self.subs[attr]
+        names = [vi.name for vi in sub.input]
+        outs = [o.name for o in sub.output]
+        n_s = len(names) - len(xs)
+        chunk = max(1, min(steps, VECTORISE_MAX_BYTES // per_step))
+        moved = [x if ax == 0 else np.moveaxis(x, ax, 0) for x, ax in zip(xs, axes)]
+        states = list(inputs[:n_s])
+        for c0 in range(0, steps, chunk):
+            guard.check(where, c0)
+            c1 = min(steps, c0 + chunk)
+            formal = dict(zip(names[:n_s], states))
+            for j, x in enumerate(moved):
+                formal[names[n_s + j]] = self._stage(ledger, np.ascontiguousarray(x[c0:c1]))
+            env = self._env(attr, inputs, formal)
+            ex = self._executor(attr, env)
+            res = ex.run_nested(env, ledger, self.stats)
+            self.stats.stacked_runs += 1
+            for k, sc in enumerate(scans):
+                if stacked[k]:
+                    sc.write_block(c0, c1 - c0, res[outs[k]], self, outs[k])
+                else:   # the same value at every step
+                    for t in range(c0, c1):
+                        sc.write(t, res[outs[k]], self, outs[k])
+            keep = {id(b) for b in consts.values()}
+            for b in [b for k_, b in ledger.live.items() if k_ not in keep]:
+                ledger.free(b)
+        self.stats.iterations += steps
+        return True
 
     def _run_Scan8(self, inputs, outputs, ledger, consts):
         """Scan-8: every input and output has a batch axis (0) in front, the scan axis is 1, and
@@ -841,27 +1012,45 @@ class _ScanOut:
             self.host = dst.data if isinstance(dst.data, np.ndarray) else np.empty(dst.shape, dst.dtype)
 
     def write(self, index: int, src, kernel, name: str) -> None:
+        self._put(index, 1, src, kernel, name, False)
+
+    def write_block(self, index: int, count: int, src, kernel, name: str) -> None:
+        """Iterations ``index .. index + count - 1`` at once: ``src`` holds their slices stacked
+        along a leading axis."""
+        self._put(index, count, src, kernel, name, True)
+
+    def _put(self, index: int, count: int, src, kernel, name: str, block: bool) -> None:
         if self.skip:
             return
+        shape = tuple(src.shape)
+        if block and shape[:1] != (count,):
+            n = kernel.node
+            raise ControlFlowError(f"node {n.name!r} ({n.op_type}): scan output {name!r} of iterations {index} .. "
+                                   f"{index + count - 1} is {src.dtype} {shape}, not {count} stacked slices")
+        el = shape[1:] if block else shape
         if self.pending:
-            if self.parts and (tuple(src.shape) != self.parts[0][1].shape or src.dtype != self.parts[0][1].dtype):
+            if self.parts and (el != self.parts[0][1].shape[1:] or src.dtype != self.parts[0][1].dtype):
                 n = kernel.node
                 first = self.parts[0][1]
                 raise ControlFlowError(
                     f"node {n.name!r} ({n.op_type}): scan output {name!r} of iteration {index} is {src.dtype} "
-                    f"{tuple(src.shape)}, but the first iteration's was {first.dtype} {first.shape}; every "
+                    f"{el}, but the first iteration's was {first.dtype} {first.shape[1:]}; every "
                     "iteration's slice of a scan output must have the same shape")
-            self.parts.append((index, np.array(host_array(src), copy=True)))
+            a = np.array(host_array(src), copy=True)
+            self.parts.append((index, a if block else a[None]))
             return
         view = self.host if self.axis == 0 else np.moveaxis(self.host, self.axis, 0)
-        if index >= view.shape[0] or tuple(src.shape) != view.shape[1:] or src.dtype != self.dst.dtype:
+        if index + count > view.shape[0] or el != view.shape[1:] or src.dtype != self.dst.dtype:
             n = kernel.node
             what = f"scan output {name!r}"
             raise ControlFlowError(
-                f"node {n.name!r} ({n.op_type}): {what} of iteration {index} is {src.dtype} {src.shape}, but "
+                f"node {n.name!r} ({n.op_type}): {what} of iteration {index} is {src.dtype} {el}, but "
                 f"the plan allocated {self.dst.dtype} {self.dst.shape} for all iterations (load-time shape "
                 "inference); the planned shape does not hold for these inputs")
-        view[index] = host_array(src)
+        if block:
+            view[index:index + count] = host_array(src)
+        else:
+            view[index] = host_array(src)
 
     def finish(self, count: int, kernel, what: str) -> None:
         n = kernel.node
@@ -875,13 +1064,13 @@ class _ScanOut:
                 raise ControlFlowError(
                     f"node {n.name!r} ({n.op_type}): {what} ran 0 iterations and its element shape is not known "
                     "before the run (load-time inference left it open), so its empty result has no shape")
-            slices = [a for _, a in sorted(self.parts, key=lambda t: t[0])]
-            rank = slices[0].ndim + 1
+            blocks = [a for _, a in sorted(self.parts, key=lambda t: t[0])]
+            rank = blocks[0].ndim
             ax = self.axis + rank if self.axis < 0 else self.axis
             if not 0 <= ax < rank:
                 raise ControlFlowError(f"node {n.name!r} ({n.op_type}): {what}: axis {self.axis} is out of "
                                        f"range for rank {rank}")
-            self.dst.array = np.ascontiguousarray(np.stack(slices, axis=ax))
+            self.dst.array = np.ascontiguousarray(np.moveaxis(np.concatenate(blocks, axis=0), 0, ax))
             return
         n_planned = self.dst.shape[self.axis] if self.dst.shape else 0
         if count != n_planned:
@@ -943,6 +1132,22 @@ def _static_elements(tp) -> bool:
     if el.WhichOneof("value") != "tensor_type" or not el.tensor_type.HasField("shape"):
         return False
     return all(d.HasField("dim_value") for d in el.tensor_type.shape.dim)
+
+
+def vectorise_declined(node, opset: int) -> str | None:
+    """Why the Scan ``node`` (an IR node) does not run its body vectorised over its scan axis, or
+    None when it does (for inputs whose per-step shapes are known: see :mod:`.scan_vectorise`);
+    the placement table says so from this."""
+    if node.op_type != "Scan" or (node.domain or "") not in ("", "ai.onnx"):
+        return "not a Scan"
+    if schema_version("", "Scan", opset) == 8:
+        return "Scan-8 (a batch axis in front of the scan axis) iterates per batch entry"
+    body = dict(node.subgraphs).get("body")
+    if body is None:
+        return "no body"
+    m = int(node.attributes.get("num_scan_inputs", 0))
+    n_s = len(node.formal_inputs) - m
+    return scan_vectorise.static_check(node.attributes, body, n_s)
 
 
 def _build(ctx, target):
