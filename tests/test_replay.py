@@ -120,6 +120,8 @@ CASES = [
     # nn.py
     Case("matmul", "MatMul", [_x(2, 3, 4), _x(2, 4, 5)]),
     Case("matmul_const_b", "MatMul", [_x(2, 7, 9)], consts={1: W.standard_normal((9, 20)).astype(F)}),
+    # one row of A (a decoder step): B packed in groups of panels (cpu_fast.gemm.mm_row_cpu)
+    Case("matmul_const_b_one_row", "MatMul", [_x(1, 1, 9)], consts={1: W.standard_normal((9, 150)).astype(F)}),
     Case("gemm", "Gemm", [_x(3, 4), _x(5, 4), _x(5)], transB=1, alpha=0.5, beta=2.0),
     Case("gemm_const_b", "Gemm", [_x(3, 4)], consts={1: W.standard_normal((5, 4)).astype(F),
                                                       2: W.standard_normal(5).astype(F)}, transB=1),
