@@ -236,12 +236,14 @@ def case_conv_packed(rng):
             _conv_both(rng, xs, (C * mult, 1, kh, kw), bias=bias, group=C, **at)
     _conv_both(rng, (1, 10, 9, 8), (10, 1, 3, 3), nonfinite=True, group=10, pads=[1] * 4)
     # pw: 1x1 stride 1: output channels per group 6-13 (the last 6-row block overlapping),
-    # pixels 8-15 (8-wide panels), 17-31 (the last 16-wide panel overlapping), a multiple of
+    # pixels 8-15 (8-wide panels), 17-31 (the last 16-wide panel overlapping), 32 and more
+    # (32-wide panels, then 16- and 8-wide ones: 45, 56; two items of pixels: 288), a multiple of
     # 64 (panels copied), K > 256 (k blocks resuming, with the overlapping blocks), groups,
     # batch 2, bias or not, non-finite values
     for xs, M, g in (((1, 5, 2, 4), 6, 1), ((1, 7, 3, 5), 13, 1), ((2, 9, 4, 5), 11, 1), ((1, 12, 3, 7), 8, 1),
                      ((1, 20, 8, 8), 17, 1), ((1, 300, 5, 7), 14, 1), ((1, 270, 8, 8), 9, 1),
-                     ((2, 12, 6, 6), 14, 2), ((1, 3, 1, 9), 7, 1)):
+                     ((2, 12, 6, 6), 14, 2), ((1, 3, 1, 9), 7, 1), ((1, 10, 7, 8), 13, 1), ((1, 300, 5, 9), 7, 1),
+                     ((1, 8, 16, 18), 6, 1), ((2, 6, 8, 16), 20, 2)):
         for bias in (True, False):
             _conv_both(rng, xs, (M, xs[1] // g, 1, 1), bias=bias, group=g)
     _conv_both(rng, (1, 9, 5, 5), (12, 9, 1, 1), nonfinite=True)
@@ -569,7 +571,8 @@ def case_erf(rng):
     far blocks) or on everything (many); lengths not a multiple of 8, specials in both paths."""
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 0.84375, -0.84375, 1.25, -1.25, 4.0, 1e-40], F)
     edges = np.nextafter(np.repeat(np.array([0.84375, 1.25, -0.84375, -1.25], F), 8), F(0))
-    for n, scale in ((1, 0.4), (7, 0.4), (8, 0.4), (1001, 0.4), (32768, 0.4), (5000, 0.6), (999, 3.0), (64, 0.1)):
+    for n, scale in ((1, 0.4), (7, 0.4), (8, 0.4), (1001, 0.4), (32768, 0.4), (5000, 0.6), (999, 3.0), (64, 0.1),
+                     (70001, 0.5), (50000, 2.0)):
         x = rnd(rng, n) * F(scale)
         same("Erf", [x])
         if n >= 100:
@@ -577,6 +580,21 @@ def case_erf(rng):
             x[:edges.size] = edges
             same("Erf", [x])
     same("Erf", [rnd(rng, 1, 37, 512) * F(0.4)])    # the GELU shape
+
+
+def case_sigmoid(rng):
+    """Sigmoid: sigmoid_near_f32 on every element of a block, sigmoid_f32 on its elements with
+    |x| > 64 or NaN; one block and many (the parallel blocks), far values and specials in some."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 64.0, -64.0, 64.00001, -64.00001, 90.0, -90.0,
+                         -103.9, -104.5, 1e-40], F)
+    for n, scale in ((1, 4.0), (7, 4.0), (1001, 8.0), (40000, 4.0), (70001, 30.0), (33, 200.0)):
+        x = rnd(rng, n) * F(scale)
+        same("Sigmoid", [x])
+        if n >= 100:
+            x[rng.integers(0, n, 16)] = specials[rng.integers(0, specials.size, 16)]
+            x[:specials.size] = specials
+            same("Sigmoid", [x])
+    same("Sigmoid", [rnd(rng, 1, 32, 40, 40) * F(3)])    # a YOLO activation
 
 
 def case_norms(rng):
@@ -603,7 +621,7 @@ def case_norms(rng):
 CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
-         "tile": case_tile, "Erf_f32": case_erf}
+         "tile": case_tile, "Erf_f32": case_erf, "Sigmoid_f32": case_sigmoid}
 INLINE = {"reduce": case_reduce_inline}
 
 

@@ -85,6 +85,10 @@ def _cases(rng, small=False):
     yield "ReduceMean", [rnd(rng, 2, 4 * s, 8 * s), np.array([-1], np.int64)], (1,), 18, {}
     yield "ReduceSum", [rnd(rng, 2, 4 * s, 8 * s), np.array([1], np.int64)], (1,), 18, {}
     yield "MaxPool", [rnd(rng, 1, C, H, H)], (), 17, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    # elementwise transcendental ops in parallel blocks (cpu_fast.unary), some elements outside the
+    # near forms' ranges (Sigmoid: |x| > 64; Erf: |x| >= 1.25)
+    yield "Sigmoid", [rnd(rng, 1, C, H, H) * F(30)], (), 17, {}
+    yield "Erf", [rnd(rng, 1, C, H, H) * F(0.7)], (), 17, {}
     yield "AveragePool", [rnd(rng, 1, C, H, H)], (), 17, dict(kernel_shape=[3, 3], pads=[1] * 4)
 
 
@@ -118,6 +122,10 @@ def test_thread_cases_are_large_enough_to_run_in_parallel():
     sm = [i[0].shape for op, i, _, _, at in _cases(np.random.default_rng(0))
           if op.endswith("Softmax") and at.get("axis") == -1 and i[0].size >= _SM_PAR]
     assert len(sm) >= 2 and all(np.prod(s[:-1]) > _SM_ROWS for s in sm), sm
+    # the elementwise ops of cpu_fast.unary: enough elements for several parallel blocks
+    from hetero_explore.kernels.cpu_fast.unary import _UN_BLOCK, _UN_PAR
+    un = [i[0].size for op, i, _, _, _ in _cases(np.random.default_rng(0)) if op in ("Sigmoid", "Erf")]
+    assert len(un) == 2 and all(n >= _UN_PAR and n > 2 * _UN_BLOCK for n in un), un
 
 
 def test_results_identical_for_any_thread_count(restore_threads):

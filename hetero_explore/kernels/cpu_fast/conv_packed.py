@@ -245,6 +245,8 @@ def _mkr_of(R, NW):
 
 
 _PW_R = 6          # rows (output channels) per pointwise block, as _MK_R
+_PW_W2 = 2 * _MK_W   # pixels of the wide panel: two vectors per row (twelve accumulators)
+_mkr6w2 = _mkr_of(_PW_R, _PW_W2)
 _mkr6 = _mkr_of(_PW_R, _MK_W)
 _mkr6n8 = _mkr_of(_PW_R, 8)
 #: output channels and pixels per parallel item of _conv_pw (fixed; the last item of each
@@ -257,8 +259,11 @@ _PW_COLS = 16 * _MK_W
 def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1, bbuf):
     """Row blocks r0 <= rb < r1 (block rb: output channels from min(rb*_PW_R, Mg - _PW_R) of
     the group) x pixels c0 <= j < c1 (c1 - c0 >= 8) of a pointwise Conv's group: out[ob +
-    m*NN + j] = sum_k A[m, k] * x[xb + k*NN + j] (+ bias[mb + m]). Panels of 16 pixels, the
-    last one overlapping the previous ones (or 8 wide: the same values again); per panel
+    m*NN + j] = sum_k A[m, k] * x[xb + k*NN + j] (+ bias[mb + m]). Panels of 32 pixels (two
+    vectors per row: each broadcast of A feeds two fmas, and the tile's epilogue and stores
+    serve twice the work of a 16-pixel panel, which paid ~20% on the K = 16..64 Convs of
+    MobileViT), then of 16, the last one overlapping the previous ones (or 8 wide: the same
+    values again); per panel
     the k blocks resume from the partial sums in ``out``, and the overlapping last row
     block runs after the others have finished (it never resumes from a row they wrote).
     Pixel rows a multiple of 256 bytes apart are first copied into ``bbuf`` (they would share
@@ -269,7 +274,9 @@ def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1,
     j = c0
     while j < c1:
         w = c1 - j
-        if w >= _MK_W:
+        if w >= _PW_W2:
+            jp, nw = j, _PW_W2
+        elif w >= _MK_W:
             jp, nw = j, _MK_W
         elif w > 8 and c1 - _MK_W >= c0:
             jp, nw = c1 - _MK_W, _MK_W
@@ -290,7 +297,10 @@ def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1,
                 if copy:
                     for k in range(kc):
                         s = xb + (k0 + k) * NN + jp
-                        if nw == _MK_W:
+                        if nw == _PW_W2:
+                            _mk_copy(x, s, bbuf, k * _PW_W2)
+                            _mk_copy(x, s + _MK_W, bbuf, k * _PW_W2 + _MK_W)
+                        elif nw == _MK_W:
                             _mk_copy(x, s, bbuf, k * _MK_W)
                         else:
                             for jj in range(8):
@@ -300,7 +310,10 @@ def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1,
                     sb = nw
                 for blk in range(ra, rb):
                     m0 = min(blk * _PW_R, Mg - _PW_R)
-                    if nw == _MK_W:
+                    if nw == _PW_W2:
+                        _mkr6w2(ap, ab + (blk * K + k0) * _PW_R, bsrc, bo, sb, kc, out, ob + m0 * NN + jp, NN, k0,
+                                bias, mb + m0, fin)
+                    elif nw == _MK_W:
                         _mkr6(ap, ab + (blk * K + k0) * _PW_R, bsrc, bo, sb, kc, out, ob + m0 * NN + jp, NN, k0,
                               bias, mb + m0, fin)
                     else:
@@ -328,7 +341,7 @@ def _pw_do(it, x, ap, bias, has_b, p, out, nrc, ncc):
     r1 = nrb if rc == nrc - 1 else r0 + _PW_ROWS // _PW_R
     c0 = cc * _PW_COLS
     c1 = NN if cc == ncc - 1 else c0 + _PW_COLS
-    bbuf = np.empty(min(_MK_KC, Cg) * _MK_W if NN % 64 == 0 else 1, dtype=np.float32)
+    bbuf = np.empty(min(_MK_KC, Cg) * _PW_W2 if NN % 64 == 0 else 1, dtype=np.float32)
     _pw_item(ap, g * nrb * Cg * _PW_R, Mg, Cg, x, (n * C + g * Cg) * NN, NN, out, (n * M + g * Mg) * NN, bias,
              g * Mg, has_b, r0, r1, c0, c1, bbuf)
 
