@@ -446,6 +446,10 @@ def case_ln(rng):
             x = rnd(rng, rows, D) * F(3) + F(1)
             same("LayerNormalization", [x, rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1, n_out=3)
             same("LayerNormalization", [x, rnd(rng, D)], const_inputs=(1,), axis=-1)
+    # blocks of rows in parallel (the last block short): ConvNeXt's channels-last 56 x 56 x 40
+    x = rnd(rng, 1, 41, 40, 40)
+    same("LayerNormalization", [x, rnd(rng, 40), rnd(rng, 40)], const_inputs=(1, 2), axis=-1)
+    same("LayerNormalization", [x, rnd(rng, 40), rnd(rng, 40)], const_inputs=(1, 2), axis=-1, n_out=3)
 
 
 def case_resize(rng):
@@ -597,6 +601,23 @@ def case_sigmoid(rng):
     same("Sigmoid", [rnd(rng, 1, 32, 40, 40) * F(3)])    # a YOLO activation
 
 
+def case_binary(rng):
+    """Add/Sub/Mul/Div (float32): the generated loop on blocks of elements (no input broadcast:
+    both full, a scalar either side) or of rows of the coalesced shape's outer axis (a channel
+    scale, a bias row, an outer broadcast), small (one block) and large (parallel blocks, row
+    blocks not dividing the rows), non-finite values and division by zero."""
+    for op in ("Add", "Sub", "Mul", "Div"):
+        for ash, bsh in (((7, 5), (7, 5)), ((1, 64, 40, 41), (1, 64, 40, 41)), ((3, 70001), ()), ((), (70001,)),
+                         ((1, 48, 60, 60), (1, 48, 1, 1)), ((1, 56, 56, 40), (40,)), ((5, 1, 30000), (5, 4, 1)),
+                         ((37, 3000), (1, 3000)), ((2, 3), (3,))):
+            a, b = rnd(rng, *ash), rnd(rng, *bsh)
+            if a.size > 100:
+                a.ravel()[:4] = [np.inf, -np.inf, np.nan, 0.0]
+            if b.size > 100:
+                b.ravel()[:3] = [0.0, -0.0, np.nan]
+            same(op, [a, b])
+
+
 def case_norms(rng):
     """InstanceNormalization (many and few channels, 1-3 spatial dims), GroupNormalization (one
     group: the GroupNorm(1) of MobileViT; several), RMS, MeanVariance and Lp normalisations:
@@ -621,7 +642,8 @@ def case_norms(rng):
 CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
-         "tile": case_tile, "Erf_f32": case_erf, "Sigmoid_f32": case_sigmoid}
+         "tile": case_tile, "Erf_f32": case_erf, "Sigmoid_f32": case_sigmoid, "Add_f32": case_binary,
+         "Sub_f32": case_binary, "Mul_f32": case_binary, "Div_f32": case_binary}
 INLINE = {"reduce": case_reduce_inline}
 
 

@@ -14,8 +14,9 @@ plain loop over it is slow on a CPU, a function here computes the same values fa
   (rows of accumulators for AveragePool, shared row maxima for MaxPool), :mod:`.norms`
   (InstanceNormalization/GroupNormalization & co.: statistics of four groups side by side,
   the apply step per run of constant group, scale and bias), :mod:`.rows`
-  (row-wise BatchNormalization/Softmax/LayerNormalization), :mod:`.unary` (Sigmoid and Erf
-  from their near ranges' cheaper forms where the elements lie there, blocks in parallel)
+  (row-wise BatchNormalization/Softmax/LayerNormalization), :mod:`.elementwise` (Sigmoid and
+  Erf from their near ranges' cheaper forms where the elements lie there; Add/Sub/Mul/Div;
+  blocks in parallel)
   and :mod:`.movement` (row-wise
   Resize/Pad, strided copies coalesced into contiguous rows or tiled transposes, gathers);
 * ``prepare`` rules run when a node is built: MatMul/Gemm with a constant B pack it into
@@ -41,11 +42,11 @@ from ..target import launch_threads
 
 launch_threads()   # before any of this package's (parallel) kernels can load from the cache
 
-from . import conv, gemm, movement, norms, pools, rows, unary  # noqa: E402
+from . import conv, elementwise, gemm, movement, norms, pools, rows  # noqa: E402
 
 
 def register() -> None:
     """Register every CPU fast path in :mod:`..overrides` (called by
     :func:`..registry.build_registry`; importing this package registers nothing)."""
-    for family in (gemm, conv, pools, rows, norms, movement, unary):
+    for family in (gemm, conv, pools, rows, norms, movement, elementwise):
         family.register()

@@ -231,3 +231,31 @@ def num_threads(typingctx):
         return builder.call(fn, [])
 
     return types.intp(), codegen
+
+
+@intrinsic
+def parallel_chunks(typingctx, n):
+    """numba.set_parallel_chunksize(n) through the threading layer's symbol (as
+    :func:`num_threads`: the Python function reads a ctypes pointer, which keeps a kernel out of
+    the disk cache); returns the previous value. Every parallel kernel of the fast paths sets 1
+    before its ``prange`` loop and restores the previous value after it (a thread-local
+    setting): numba then hands the loop's iterations (blocks of work) to the threads one at a
+    time instead of one contiguous share per thread. With shares, a worker that starts late
+    (woken for the region) or is preempted (the machine's other processes) holds half of the
+    region and the calling thread waits for it; with blocks, the calling thread takes every
+    block no worker has (TBB's work stealing), so a region costs at most one block more than
+    the work the threads that run do. The blocking itself never depends on the thread count,
+    so neither do the results."""
+    from numba.np.ufunc.parallel import _launch_threads
+    _launch_threads()
+    if not isinstance(n, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(I64, [I64]),
+                                            "set_parallel_chunksize")
+        v = context.cast(builder, args[0], signature.args[0], types.intp)
+        return builder.call(fn, [v])      # uintp set_parallel_chunksize(uintp): the previous value
+
+    return types.intp(n), codegen
+

@@ -17,7 +17,7 @@ from ..norm import _BN, _LN, _bn_apply, _bn_factor, _ln_apply, _ln_inv, _ln_row
 from ..overrides import override
 from ..pmath import _sel, exp_f32, exp_nonpos_f32, log_f32
 from .base import JIT, PAR
-from .llvm import num_threads
+from .llvm import num_threads, parallel_chunks
 
 
 @cpu_kernel
@@ -251,10 +251,12 @@ def _softmax_padded_rows(x, out, r0, r1, A, is_log):
 @njit(**PAR)
 def _softmax_last_par(x, out, outer, A, is_log, nblk):
     """_softmax_last_rows over blocks of _SM_ROWS rows in parallel."""
+    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
     for iu in prange(nblk):
         it = np.int64(iu)
         r0 = it * _SM_ROWS
         _softmax_last_rows(x, out, r0, min(outer, r0 + _SM_ROWS), A, is_log)
+    parallel_chunks(prev)
 
 
 @cpu_kernel
@@ -422,27 +424,54 @@ def _ln_group_cpu(r0, nr, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_
             inv_out[r0 + k] = inv
 
 
+#: LayerNormalization rows per parallel block (fixed, a multiple of _LN_G: each row is computed
+#: alone anyway) and the elements from which the blocks run in parallel (~25 us on one thread)
+_LN_ROWS = 8 * _LN_G
+_LN_PAR = 1 << 15
+
+
 @njit(**JIT)
-def _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats):
-    """CPU only: every row through _ln_group_cpu, _LN_G at a time."""
-    for r in range(0, rows, _LN_G):
-        _ln_group_cpu(r, min(_LN_G, rows - r), x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out,
+def _ln_groups_cpu(x, out, scale, bias, has_b, r0, r1, D, Df, eps, mean_out, inv_out, want_stats):
+    """CPU only: rows r0 <= r < r1 through _ln_group_cpu, _LN_G at a time."""
+    for r in range(r0, r1, _LN_G):
+        _ln_group_cpu(r, min(_LN_G, r1 - r), x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out,
                       want_stats)
+
+
+@njit(**PAR)
+def _ln_groups_par(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats, nb):
+    """_ln_groups_cpu over blocks of _LN_ROWS rows in parallel."""
+    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    for bu in prange(nb):
+        b = np.int64(bu)
+        _ln_groups_cpu(x, out, scale, bias, has_b, b * _LN_ROWS, min(rows, (b + 1) * _LN_ROWS), D, Df, eps,
+                       mean_out, inv_out, want_stats)
+    parallel_chunks(prev)
+
+
+@njit(**JIT)
+def _ln_groups(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats):
+    """Every row through _ln_group_cpu: blocks of rows in parallel from _LN_PAR elements."""
+    nb = (rows + _LN_ROWS - 1) // _LN_ROWS
+    if rows * D >= _LN_PAR and nb > 1 and num_threads() > 1:
+        _ln_groups_par(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats, nb)
+    else:
+        _ln_groups_cpu(x, out, scale, bias, has_b, 0, rows, D, Df, eps, mean_out, inv_out, want_stats)
 
 
 @cpu_kernel
 def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
             want_stats):
     """CPU only: _ln_row per row; with full-size scale and bias, _LN_G rows at a time
-    (_ln_group_cpu). The models' case (a bias, no Mean/InvStdDev outputs) passes its flags as
+    (_ln_group_cpu), blocks of rows in parallel when large (_ln_groups). The models' case (a bias, no Mean/InvStdDev outputs) passes its flags as
     literals: numba compiles that variant without the other branches (~10% of a 64 x 128
     node); every other case shares one variant with runtime flags."""
     if sfull and (bfull or not has_b):
         if D > 0:
             if has_b and not want_stats:
-                _ln_groups_cpu(x, out, scale, bias, True, rows, D, Df, eps, mean_out, inv_out, False)
+                _ln_groups(x, out, scale, bias, True, rows, D, Df, eps, mean_out, inv_out, False)
             else:
-                _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats)
+                _ln_groups(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats)
             return
     for r in range(rows):
         _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out,

@@ -1,11 +1,13 @@
-"""Elementwise transcendental ops on the CPU: Sigmoid and Erf.
+"""Elementwise ops on the CPU: Sigmoid and Erf, and float32 Add/Sub/Mul/Div in parallel blocks.
 
-Each element gets the generated kernel's bits (``sigmoid_f32``, ``erf_f32``), from a cheaper
-restricted-range form of the same function where the element lies in its range
+Sigmoid and Erf: each element gets the generated kernel's bits (``sigmoid_f32``, ``erf_f32``),
+from a cheaper restricted-range form of the same function where the element lies in its range
 (:func:`..pmath.sigmoid_near_f32`, :func:`..pmath.erf_near_f32`) and from the full function
-elsewhere. Elements are independent, so a large input runs in fixed blocks of
-:data:`_UN_BLOCK` elements in parallel (each block decides its own path): the bits do not
-depend on the blocking or the thread count.
+elsewhere. Add/Sub/Mul/Div: the generated kernel's own loop (the template of
+:mod:`..elementwise`, the same expression per element) run on blocks of the output.
+
+Elements are independent, so a large input runs in fixed blocks in parallel (each block
+decides its own path): the bits do not depend on the blocking or the thread count.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .. import elementwise
+from .. import elementwise as ew
 from ..common import cpu_kernel
 from ..overrides import override
 from ..pmath import ERF_B, SIG_NEAR, erf_f32, erf_near_f32, sigmoid_f32, sigmoid_near_f32
 from .base import JIT, PAR
-from .llvm import num_threads
+from .llvm import num_threads, parallel_chunks
 
 #: elements per parallel block (fixed; 2 threads balance within a few percent from ~16 blocks)
 _UN_BLOCK = 1 << 13
@@ -61,10 +63,12 @@ def _sigmoid_block(X, out, lo, hi):
 
 @njit(**PAR)
 def _sigmoid_par(X, out, nb):
+    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
     n = X.shape[0]
     for bu in prange(nb):
         b = np.int64(bu)
         _sigmoid_block(X, out, b * _UN_BLOCK, min(n, (b + 1) * _UN_BLOCK))
+    parallel_chunks(prev)
 
 
 @cpu_kernel
@@ -155,12 +159,14 @@ def _erf_block(X, out):
 
 @njit(**PAR)
 def _erf_par(X, out, nb):
+    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
     n = X.shape[0]
     for bu in prange(nb):
         b = np.int64(bu)
         lo = b * _UN_BLOCK
         hi = min(n, lo + _UN_BLOCK)
         _erf_block(X[lo:hi], out[lo:hi])
+    parallel_chunks(prev)
 
 
 @cpu_kernel
@@ -174,6 +180,84 @@ def _erf_cpu(X, out, p0, p1, aux):
         _erf_block(X, out)
 
 
+# --- Add, Sub, Mul, Div (float32) --------------------------------------------------------------
+#: output elements per parallel block of a binary op, and from how many it goes parallel (a
+#: binary op streams ~12 bytes an element: ~10 us on one thread at 2**16)
+_BIN_BLOCK = 1 << 14
+_BIN_PAR = 1 << 16
+
+#: the kernels of one binary op, from the generated kernel's own CPU loop (``{body}``, run on a
+#: block: a range of elements when neither input broadcasts, else a range of the coalesced
+#: shape's outermost axis, whose inputs start at that row's offsets) in parallel blocks
+_BIN_SRC = """
+@njit(**JIT)
+def _{name}_blk(A, B, out, ma, mb, shape, sa, sb, aux):
+{body}
+
+
+@njit(**PAR)
+def _{name}_par(A, B, out, ma, mb, shape, sa, sb, aux, nb, per):
+    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    n = out.shape[0]
+    flat_ = ma != BCAST and mb != BCAST
+    inner = n // shape[0] if shape.shape[0] > 0 and shape[0] > 0 else n
+    for bu in prange(nb):
+        b = np.int64(bu)
+        if flat_:
+            lo = b * per
+            hi = min(n, lo + per)
+            al = lo if ma == FULL else 0
+            bl = lo if mb == FULL else 0
+            _{name}_blk(A[al:al + (hi - lo if ma == FULL else 1)], B[bl:bl + (hi - lo if mb == FULL else 1)],
+                        out[lo:hi], ma, mb, shape, sa, sb, aux)
+        else:
+            r0 = b * per
+            r1 = min(shape[0], r0 + per)
+            sub = shape.copy()
+            sub[0] = r1 - r0
+            _{name}_blk(A[r0 * sa[0]:], B[r0 * sb[0]:], out[r0 * inner:r1 * inner], ma, mb, sub, sa, sb, aux)
+    parallel_chunks(prev)
+
+
+def _{name}_fast(A, B, out, ma, mb, shape, sa, sb, aux):
+    n = out.shape[0]
+    if n >= _BIN_PAR and num_threads() > 1:
+        if ma != BCAST and mb != BCAST:
+            per = _BIN_BLOCK
+            nb = (n + per - 1) // per
+        else:
+            per = max(1, _BIN_BLOCK // (n // shape[0]))
+            nb = (shape[0] + per - 1) // per
+        if nb > 1:
+            _{name}_par(A, B, out, ma, mb, shape, sa, sb, aux, nb, per)
+            return
+    _{name}_blk(A, B, out, ma, mb, shape, sa, sb, aux)
+"""
+
+#: kernel pair name -> its float32 expression (as elementwise declares it)
+_BIN_OPS = {"Add_f32": "a + b", "Sub_f32": "a - b", "Mul_f32": "a * b", "Div_f32": "a / b"}
+
+
+def _binary_fast(name: str, expr: str):
+    """The CPU run kernel of the binary pair ``name`` (see _BIN_SRC), compiled from source like
+    the generated kernels (this module's file anchors numba's cache)."""
+    body = "\n".join("    " + ln if ln.strip() else ln for ln in ew._BINARY_CPU.format(expr=expr).strip("\n").splitlines())
+    src = _BIN_SRC.format(name=name, body=body)
+    ns = dict(vars(ew))
+    ns.update(np=np, njit=njit, prange=prange, JIT=JIT, PAR=PAR, num_threads=num_threads,
+              parallel_chunks=parallel_chunks, _BIN_BLOCK=_BIN_BLOCK,
+              _BIN_PAR=_BIN_PAR, __name__=__name__)
+    exec(compile(src, __file__, "exec"), ns)
+    fn = ns[f"_{name}_fast"]
+    fn.__module__ = __name__
+    return cpu_kernel(fn)
+
+
+_BIN_FAST = {name: _binary_fast(name, expr) for name, expr in _BIN_OPS.items()}
+
+
 def register() -> None:
-    override(elementwise._SIGMOID, target="cpu", run=_sigmoid_cpu)
-    override(elementwise._ERF, target="cpu", run=_erf_cpu)
+    override(ew._SIGMOID, target="cpu", run=_sigmoid_cpu)
+    override(ew._ERF, target="cpu", run=_erf_cpu)
+    for name, run in _BIN_FAST.items():
+        override(name, target="cpu", run=run)
