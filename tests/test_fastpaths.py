@@ -618,6 +618,17 @@ def case_binary(rng):
             same(op, [a, b])
 
 
+def case_unary(rng):
+    """Relu/LeakyRelu/Exp/Tanh/Sqrt (float32): the generated statement per element, serial and in
+    parallel blocks (the last one short), non-finite values, signed zeros, negatives for Sqrt."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.0, -104.0, 9.5], F)
+    for op, at in (("Relu", {}), ("LeakyRelu", dict(alpha=0.1)), ("Exp", {}), ("Tanh", {}), ("Sqrt", {})):
+        for n in (1, 37, 140001):
+            x = rnd(rng, n) * F(3)
+            x[:min(n, specials.size)] = specials[:min(n, specials.size)]
+            same(op, [x], **at)
+
+
 def case_norms(rng):
     """InstanceNormalization (many and few channels, 1-3 spatial dims), GroupNormalization (one
     group: the GroupNorm(1) of MobileViT; several), RMS, MeanVariance and Lp normalisations:
@@ -643,7 +654,8 @@ CASES = {"mm": case_mm, "norm_stats": case_norms, "norm_apply": case_norms, "con
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
          "tile": case_tile, "Erf_f32": case_erf, "Sigmoid_f32": case_sigmoid, "Add_f32": case_binary,
-         "Sub_f32": case_binary, "Mul_f32": case_binary, "Div_f32": case_binary}
+         "Sub_f32": case_binary, "Mul_f32": case_binary, "Div_f32": case_binary, "Relu_f32": case_unary,
+         "LeakyRelu_f32": case_unary, "Exp_f32": case_unary, "Tanh_f32": case_unary, "Sqrt_f32": case_unary}
 INLINE = {"reduce": case_reduce_inline}
 
 

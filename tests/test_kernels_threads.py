@@ -91,6 +91,8 @@ def _cases(rng, small=False):
     # near forms' ranges (Sigmoid: |x| > 64; Erf: |x| >= 1.25)
     yield "Sigmoid", [rnd(rng, 1, C, H, H) * F(30)], (), 17, {}
     yield "Erf", [rnd(rng, 1, C, H, H) * F(0.7)], (), 17, {}
+    yield "Relu", [rnd(rng, 1, 4 * C, H, H)], (), 17, {}
+    yield "Tanh", [rnd(rng, 1, C, H, H)], (), 17, {}
     # binary ops in parallel blocks of elements or of outer rows (a channel scale)
     yield "Mul", [rnd(rng, 1, 2 * C, H, H), rnd(rng, 1, 2 * C, H, H)], (), 17, {}
     yield "Div", [rnd(rng, 1, 2 * C, H, H), rnd(rng, 1, 2 * C, 1, 1)], (), 17, {}
@@ -134,6 +136,10 @@ def test_thread_cases_are_large_enough_to_run_in_parallel():
     from hetero_explore.kernels.cpu_fast.rows import _LN_PAR, _LN_ROWS
     ln = [i[0].shape for op, i, _, _, _ in _cases(np.random.default_rng(0)) if op == "LayerNormalization"]
     assert any(np.prod(s) >= _LN_PAR and np.prod(s[:-1]) > 2 * _LN_ROWS and np.prod(s[:-1]) % _LN_ROWS for s in ln), ln
+    from hetero_explore.kernels.cpu_fast.elementwise import _UN_OPS
+    for op, i, _, _, _ in _cases(np.random.default_rng(0)):
+        if op + "_f32" in _UN_OPS:
+            assert i[0].size >= _UN_OPS[op + "_f32"][1] and i[0].size > 2 * _UN_BLOCK, (op, i[0].shape)
     bi = [i[0].size for op, i, _, _, _ in _cases(np.random.default_rng(0)) if op in ("Mul", "Div")]
     assert len(bi) == 2 and all(n >= _BIN_PAR and n > 2 * _BIN_BLOCK for n in bi), bi
 
