@@ -511,12 +511,14 @@ def case_gather_strided(rng):
         st = np.array([int(rng.integers(0, shape[2]))], np.int64)
         same("Slice", [x, st, np.array([shape[2]], np.int64), np.array([2], np.int64), np.array([1], np.int64)],
              const_inputs=(1, 2, 3, 4))
-    # transpositions in tiles (more than 64 x 32 elements, partial tiles), with the contiguous
-    # axis first, in the middle or with dims between, size-1 dims merged away, 5-D, every
-    # permutation of a 4-D shape, element widths 1, 2 and 8 bytes
+    # transpositions in tiles (more than 64 x 32 elements, partial tiles; 8 x 8 blocks transposed in
+    # registers, edges not a multiple of 8), with the contiguous axis first, in the middle or with
+    # dims between, size-1 dims merged away, 5-D, every permutation of a 4-D shape, element widths
+    # 1, 2 and 8 bytes
     for xs, perm in (((1, 70, 9, 9), (0, 2, 3, 1)), ((1, 12, 11, 11), (0, 2, 3, 1)), ((2, 5, 130), (0, 2, 1)),
                      ((3, 40, 70), (2, 0, 1)), ((6, 1, 7, 1, 5), (4, 1, 2, 0, 3)), ((1, 1, 1), (2, 1, 0)),
-                     ((2, 3, 4, 5, 6), (0, 3, 1, 4, 2))):
+                     ((2, 3, 4, 5, 6), (0, 3, 1, 4, 2)), ((1, 24, 24, 40), (0, 3, 1, 2)),
+                     ((1, 40, 24, 24), (0, 2, 3, 1)), ((4, 16, 3, 24), (0, 3, 2, 1)), ((2, 72, 9, 40), (0, 3, 2, 1))):
         same("Transpose", [rnd(rng, *xs)], perm=list(perm))
     import itertools
     x = rnd(rng, 2, 3, 4, 5)
@@ -524,6 +526,7 @@ def case_gather_strided(rng):
         same("Transpose", [x], perm=list(perm))
     for dt in (np.uint8, np.float16, np.int64):
         same("Transpose", [(rnd(rng, 3, 33, 70) * 50).astype(dt)], perm=[2, 0, 1])
+        same("Transpose", [(rnd(rng, 16, 24, 40) * 50).astype(dt)], perm=[2, 0, 1])   # 8 x 8 blocks in registers
     # rows: contiguous (a Slice of whole rows), strided (steps 2 and -1), broadcast (Expand,
     # stride 0 innermost and outer), Split, DepthToSpace
     x = rnd(rng, 4, 6, 10)
