@@ -17,7 +17,7 @@ from numba import njit, prange
 
 from .base import JIT, PAR, PAR_WORK
 from .gemm import _MK_KC, _MK_W, _mk_copy
-from .llvm import V8, micro_kernel, num_threads, parallel_chunks, vec
+from .llvm import V8, micro_kernel, num_threads, parallel_chunks, shares, vec
 
 
 def _emit_tr8_scatter(ir, src, soff, so, dst, dpos, do):
@@ -187,7 +187,7 @@ def _dw8_blocks(b0, b1, x, w8, bias, has_b, p, out, xs, toff, pofs, ipos):
 
 @njit(**PAR)
 def _conv_dw8_par(x, w8, bias, has_b, p, out, toff, pofs, ipos, nblk, nch):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nch))   # see llvm.parallel_chunks
     for cu in prange(nch):
         c = np.int64(cu)
         xs = _dw8_scratch(p)
@@ -350,7 +350,7 @@ def _pw_do(it, x, ap, bias, has_b, p, out, nrc, ncc):
 
 @njit(**PAR)
 def _conv_pw_par(x, ap, bias, has_b, p, out, nrc, ncc, nit):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nit))   # see llvm.parallel_chunks
     for iu in prange(nit):
         _pw_do(np.int64(iu), x, ap, bias, has_b, p, out, nrc, ncc)
     parallel_chunks(prev)
@@ -538,10 +538,11 @@ def _px_do(it, xp, bp, bias, has_b, p, out, pofs, koff, nq, ntc):
 
 @njit(**PAR)
 def _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, nch, nit, pad, nq, ntc):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nch))   # see llvm.parallel_chunks
     if pad:
         for cu in prange(nch):
             _px_pad(x, p, np.int64(cu), xp)
+    parallel_chunks(shares(nit))
     for iu in prange(nit):
         _px_do(np.int64(iu), xp if pad else x, bp, bias, has_b, p, out, pofs, koff, nq, ntc)
     parallel_chunks(prev)
@@ -631,7 +632,7 @@ def _gemvt_do(it, x, wt, bias, has_b, p, out, NW, nbk):
 
 @njit(**PAR)
 def _conv_gemvt_par(x, wt, bias, has_b, p, out, NW, nbk, nit):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nit))   # see llvm.parallel_chunks
     for iu in prange(nit):
         _gemvt_do(np.int64(iu), x, wt, bias, has_b, p, out, NW, nbk)
     parallel_chunks(prev)

@@ -1,9 +1,9 @@
-"""Elementwise ops on the CPU: Sigmoid and Erf, float32 Add/Sub/Mul/Div and Relu/LeakyRelu/Exp/Tanh/Sqrt in parallel blocks.
+"""Elementwise ops on the CPU: Sigmoid, Erf and other float32 ops in parallel blocks.
 
 Sigmoid and Erf: each element gets the generated kernel's bits (``sigmoid_f32``, ``erf_f32``),
 from a cheaper restricted-range form of the same function where the element lies in its range
 (:func:`..pmath.sigmoid_near_f32`, :func:`..pmath.erf_near_f32`) and from the full function
-elsewhere. Add/Sub/Mul/Div and the other unary ops: the generated kernel's own loop (the
+elsewhere. Add/Sub/Mul/Div and Relu/LeakyRelu/Exp/Tanh/Sqrt: the generated kernel's own loop (the
 template of :mod:`..elementwise`, the same expression per element) run on blocks of the output.
 
 Elements are independent, so a large input runs in fixed blocks in parallel (each block
@@ -20,7 +20,7 @@ from ..common import cpu_kernel
 from ..overrides import override
 from ..pmath import ERF_B, SIG_NEAR, erf_f32, erf_near_f32, sigmoid_f32, sigmoid_near_f32
 from .base import JIT, PAR
-from .llvm import num_threads, parallel_chunks
+from .llvm import num_threads, parallel_chunks, shares
 
 #: elements per parallel block (fixed; 2 threads balance within a few percent from ~16 blocks)
 _UN_BLOCK = 1 << 13
@@ -63,7 +63,7 @@ def _sigmoid_block(X, out, lo, hi):
 
 @njit(**PAR)
 def _sigmoid_par(X, out, nb):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     n = X.shape[0]
     for bu in prange(nb):
         b = np.int64(bu)
@@ -159,7 +159,7 @@ def _erf_block(X, out):
 
 @njit(**PAR)
 def _erf_par(X, out, nb):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     n = X.shape[0]
     for bu in prange(nb):
         b = np.int64(bu)
@@ -197,7 +197,7 @@ def _{name}_blk(A, B, out, ma, mb, shape, sa, sb, aux):
 
 @njit(**PAR)
 def _{name}_par(A, B, out, ma, mb, shape, sa, sb, aux, nb, per):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     n = out.shape[0]
     flat_ = ma != BCAST and mb != BCAST
     inner = n // shape[0] if shape.shape[0] > 0 and shape[0] > 0 else n
@@ -241,11 +241,12 @@ _BIN_OPS = {"Add_f32": "a + b", "Sub_f32": "a - b", "Mul_f32": "a * b", "Div_f32
 def _binary_fast(name: str, expr: str):
     """The CPU run kernel of the binary pair ``name`` (see _BIN_SRC), compiled from source like
     the generated kernels (this module's file anchors numba's cache)."""
-    body = "\n".join("    " + ln if ln.strip() else ln for ln in ew._BINARY_CPU.format(expr=expr).strip("\n").splitlines())
+    lines = ew._BINARY_CPU.format(expr=expr).strip("\n").splitlines()
+    body = "\n".join("    " + ln if ln.strip() else ln for ln in lines)
     src = _BIN_SRC.format(name=name, body=body)
     ns = dict(vars(ew))
     ns.update(np=np, njit=njit, prange=prange, JIT=JIT, PAR=PAR, num_threads=num_threads,
-              parallel_chunks=parallel_chunks, _BIN_BLOCK=_BIN_BLOCK,
+              parallel_chunks=parallel_chunks, shares=shares, _BIN_BLOCK=_BIN_BLOCK,
               _BIN_PAR=_BIN_PAR, __name__=__name__)
     exec(compile(src, __file__, "exec"), ns)
     fn = ns[f"_{name}_fast"]
@@ -260,7 +261,7 @@ _BIN_FAST = {name: _binary_fast(name, expr) for name, expr in _BIN_OPS.items()}
 _UNARY_SRC = """
 @njit(**PAR)
 def _{name}_par(X, out, p0, p1, aux, nb):
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     n = out.shape[0]
     for bu in prange(nb):
         b = np.int64(bu)
@@ -286,8 +287,10 @@ def _{name}_fast(X, out, p0, p1, aux):
 
 #: kernel pair name -> (its float32 expression as elementwise declares it, the elements from
 #: which it runs in parallel: ~15-30 us of work on one thread)
-_UN_OPS = {"Relu_f32": ("unary_f32(RELU, x, p0, p1)", 1 << 17), "LeakyRelu_f32": ("unary_f32(LEAKYRELU, x, p0, p1)", 1 << 17),
-           "Exp_f32": ("exp_f32(x)", _UN_PAR), "Tanh_f32": ("tanh_f32(x)", _UN_PAR), "Sqrt_f32": ("sqrt_f32(x)", 1 << 16)}
+_UN_OPS = {"Relu_f32": ("unary_f32(RELU, x, p0, p1)", 1 << 17),
+           "LeakyRelu_f32": ("unary_f32(LEAKYRELU, x, p0, p1)", 1 << 17),
+           "Exp_f32": ("exp_f32(x)", _UN_PAR), "Tanh_f32": ("tanh_f32(x)", _UN_PAR),
+           "Sqrt_f32": ("sqrt_f32(x)", 1 << 16)}
 
 
 def _unary_fast(name: str, expr: str, par: int):
@@ -296,7 +299,7 @@ def _unary_fast(name: str, expr: str, par: int):
     src = _UNARY_SRC.format(name=name, expr=expr, par=par)
     ns = dict(vars(ew))
     ns.update(np=np, njit=njit, prange=prange, PAR=PAR, num_threads=num_threads, parallel_chunks=parallel_chunks,
-              _UN_BLOCK=_UN_BLOCK, __name__=__name__)
+              shares=shares, _UN_BLOCK=_UN_BLOCK, __name__=__name__)
     exec(compile(src, __file__, "exec"), ns)
     fn = ns[f"_{name}_fast"]
     fn.__module__ = __name__

@@ -17,7 +17,7 @@ from ..norm import _BN, _LN, _bn_apply, _bn_factor, _ln_apply, _ln_inv, _ln_row
 from ..overrides import override
 from ..pmath import _sel, exp_f32, exp_nonpos_f32, log_f32
 from .base import JIT, PAR
-from .llvm import num_threads, parallel_chunks
+from .llvm import num_threads, parallel_chunks, shares
 
 
 @cpu_kernel
@@ -251,7 +251,7 @@ def _softmax_padded_rows(x, out, r0, r1, A, is_log):
 @njit(**PAR)
 def _softmax_last_par(x, out, outer, A, is_log, nblk):
     """_softmax_last_rows over blocks of _SM_ROWS rows in parallel."""
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nblk))   # see llvm.parallel_chunks
     for iu in prange(nblk):
         it = np.int64(iu)
         r0 = it * _SM_ROWS
@@ -441,7 +441,7 @@ def _ln_groups_cpu(x, out, scale, bias, has_b, r0, r1, D, Df, eps, mean_out, inv
 @njit(**PAR)
 def _ln_groups_par(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats, nb):
     """_ln_groups_cpu over blocks of _LN_ROWS rows in parallel."""
-    prev = parallel_chunks(1)   # blocks handed out one at a time (see llvm.parallel_chunks)
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     for bu in prange(nb):
         b = np.int64(bu)
         _ln_groups_cpu(x, out, scale, bias, has_b, b * _LN_ROWS, min(rows, (b + 1) * _LN_ROWS), D, Df, eps,
@@ -463,9 +463,10 @@ def _ln_groups(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, 
 def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
             want_stats):
     """CPU only: _ln_row per row; with full-size scale and bias, _LN_G rows at a time
-    (_ln_group_cpu), blocks of rows in parallel when large (_ln_groups). The models' case (a bias, no Mean/InvStdDev outputs) passes its flags as
-    literals: numba compiles that variant without the other branches (~10% of a 64 x 128
-    node); every other case shares one variant with runtime flags."""
+    (_ln_group_cpu), blocks of rows in parallel when large (_ln_groups). The models' case (a
+    bias, no Mean/InvStdDev outputs) passes its flags as literals: numba compiles that variant
+    without the other branches (~10% of a 64 x 128 node); every other case shares one variant
+    with runtime flags."""
     if sfull and (bfull or not has_b):
         if D > 0:
             if has_b and not want_stats:
