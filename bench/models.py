@@ -31,7 +31,9 @@ Timing. Per thread count T (``numba.set_num_threads(T)``; onnxruntime
 graph optimisations): one warm-up run each, then the median wall time of
 ``--repeat`` runs (default 20) of our ``HeterogeneousExecutor(plan(graph,
 [cpu()])).run(feeds)`` and of ``InferenceSession.run``, alternating the two
-so both see the same machine load. The calling thread's CPU time (``time.thread_time``) of each run is
+so both see the same machine load; at more than one thread each timed run follows a
+pause of ``SETTLE_S`` (onnxruntime's workers spin on after its run, and a run started at
+once shares a core with them). The calling thread's CPU time (``time.thread_time``) of each run is
 taken too, and its median ratio printed as "cpu ours/ort": on a machine whose
 cores are shared it counts the time each side actually ran (at 1 thread both
 compute on the calling thread; at more threads it leaves out the worker
@@ -363,6 +365,14 @@ def _max_ulp(ours: dict, theirs: list, names: list) -> int:
     return worst
 
 
+#: at more than one thread, the pause before each timed run (ours and onnxruntime's alike):
+#: onnxruntime's intra-op workers keep spinning after a run ends (measured here: ~35 ms of CPU
+#: after a 2-thread YOLO run, none with its allow_spinning off; numba's TBB workers sleep within
+#: ~0.3 ms), so a run timed right after one of onnxruntime's shared a core with its spinning
+#: worker: our 2-thread runs measured up to 2x slower that way than after a pause
+SETTLE_S = 0.06
+
+
 def bench_family(name, threads, repeat, budget_s):
     import numba
     import hetero_explore as he
@@ -389,15 +399,20 @@ def bench_family(name, threads, repeat, budget_s):
         t_end = time.perf_counter() + budget_s
         tt = time.thread_time
         while len(walls_o) < repeat and (len(walls_o) < 5 or time.perf_counter() < t_end):
+            if t > 1:
+                time.sleep(SETTLE_S)   # onnxruntime's workers still spin after its run (see SETTLE_S)
             c0, w0 = tt(), time.perf_counter()
             ex.run(feeds)
             c1, w1 = tt(), time.perf_counter()
-            sess_t.run(None, feeds)
+            if t > 1:
+                time.sleep(SETTLE_S)
             c2, w2 = tt(), time.perf_counter()
+            sess_t.run(None, feeds)
+            c3, w3 = tt(), time.perf_counter()
             walls_o.append(w1 - w0)
-            walls_r.append(w2 - w1)
+            walls_r.append(w3 - w2)
             cpus_o.append(c1 - c0)
-            cpus_r.append(c2 - c1)
+            cpus_r.append(c3 - c2)
         o, r = statistics.median(walls_o), statistics.median(walls_r)
         co, cr = statistics.median(cpus_o), statistics.median(cpus_r)
         res[t] = dict(ours_ms=o * 1e3, ort_ms=r * 1e3, ratio=o / r, runs=len(walls_o),

@@ -242,12 +242,14 @@ def case_conv_packed(rng):
             _conv_both(rng, xs, (C * mult, 1, kh, kw), bias=bias, group=C, **at)
     _conv_both(rng, (1, 10, 9, 8), (10, 1, 3, 3), nonfinite=True, group=10, pads=[1] * 4)
     # pw: 1x1 stride 1: output channels per group 6-13 (the last 6-row block overlapping),
-    # pixels 8-15 (8-wide panels), 17-31 (the last 16-wide panel overlapping), a multiple of
+    # pixels 8-15 (8-wide panels), 17-31 (the last 16-wide panel overlapping), 32 and more
+    # (32-wide panels, then 16- and 8-wide ones: 45, 56; two items of pixels: 288), a multiple of
     # 64 (panels copied), K > 256 (k blocks resuming, with the overlapping blocks), groups,
     # batch 2, bias or not, non-finite values
     for xs, M, g in (((1, 5, 2, 4), 6, 1), ((1, 7, 3, 5), 13, 1), ((2, 9, 4, 5), 11, 1), ((1, 12, 3, 7), 8, 1),
                      ((1, 20, 8, 8), 17, 1), ((1, 300, 5, 7), 14, 1), ((1, 270, 8, 8), 9, 1),
-                     ((2, 12, 6, 6), 14, 2), ((1, 3, 1, 9), 7, 1)):
+                     ((2, 12, 6, 6), 14, 2), ((1, 3, 1, 9), 7, 1), ((1, 10, 7, 8), 13, 1), ((1, 300, 5, 9), 7, 1),
+                     ((1, 8, 16, 18), 6, 1), ((2, 6, 8, 16), 20, 2)):
         for bias in (True, False):
             _conv_both(rng, xs, (M, xs[1] // g, 1, 1), bias=bias, group=g)
     _conv_both(rng, (1, 9, 5, 5), (12, 9, 1, 1), nonfinite=True)
@@ -450,6 +452,10 @@ def case_ln(rng):
             x = rnd(rng, rows, D) * F(3) + F(1)
             same("LayerNormalization", [x, rnd(rng, D), rnd(rng, D)], const_inputs=(1, 2), axis=-1, n_out=3)
             same("LayerNormalization", [x, rnd(rng, D)], const_inputs=(1,), axis=-1)
+    # blocks of rows in parallel (the last block short): ConvNeXt's channels-last 56 x 56 x 40
+    x = rnd(rng, 1, 41, 40, 40)
+    same("LayerNormalization", [x, rnd(rng, 40), rnd(rng, 40)], const_inputs=(1, 2), axis=-1)
+    same("LayerNormalization", [x, rnd(rng, 40), rnd(rng, 40)], const_inputs=(1, 2), axis=-1, n_out=3)
 
 
 def case_resize(rng):
@@ -528,12 +534,14 @@ def case_gather_strided(rng):
         st = np.array([int(rng.integers(0, shape[2]))], np.int64)
         same("Slice", [x, st, np.array([shape[2]], np.int64), np.array([2], np.int64), np.array([1], np.int64)],
              const_inputs=(1, 2, 3, 4))
-    # transpositions in tiles (more than 64 x 32 elements, partial tiles), with the contiguous
-    # axis first, in the middle or with dims between, size-1 dims merged away, 5-D, every
-    # permutation of a 4-D shape, element widths 1, 2 and 8 bytes
+    # transpositions in tiles (more than 64 x 32 elements, partial tiles; 8 x 8 blocks transposed in
+    # registers, edges not a multiple of 8), with the contiguous axis first, in the middle or with
+    # dims between, size-1 dims merged away, 5-D, every permutation of a 4-D shape, element widths
+    # 1, 2 and 8 bytes
     for xs, perm in (((1, 70, 9, 9), (0, 2, 3, 1)), ((1, 12, 11, 11), (0, 2, 3, 1)), ((2, 5, 130), (0, 2, 1)),
                      ((3, 40, 70), (2, 0, 1)), ((6, 1, 7, 1, 5), (4, 1, 2, 0, 3)), ((1, 1, 1), (2, 1, 0)),
-                     ((2, 3, 4, 5, 6), (0, 3, 1, 4, 2))):
+                     ((2, 3, 4, 5, 6), (0, 3, 1, 4, 2)), ((1, 24, 24, 40), (0, 3, 1, 2)),
+                     ((1, 40, 24, 24), (0, 2, 3, 1)), ((4, 16, 3, 24), (0, 3, 2, 1)), ((2, 72, 9, 40), (0, 3, 2, 1))):
         same("Transpose", [rnd(rng, *xs)], perm=list(perm))
     import itertools
     x = rnd(rng, 2, 3, 4, 5)
@@ -541,6 +549,7 @@ def case_gather_strided(rng):
         same("Transpose", [x], perm=list(perm))
     for dt in (np.uint8, np.float16, np.int64):
         same("Transpose", [(rnd(rng, 3, 33, 70) * 50).astype(dt)], perm=[2, 0, 1])
+        same("Transpose", [(rnd(rng, 16, 24, 40) * 50).astype(dt)], perm=[2, 0, 1])   # 8 x 8 blocks in registers
     # rows: contiguous (a Slice of whole rows), strided (steps 2 and -1), broadcast (Expand,
     # stride 0 innermost and outer), Split, DepthToSpace
     x = rnd(rng, 4, 6, 10)
@@ -608,7 +617,8 @@ def case_erf(rng):
     far blocks) or on everything (many); lengths not a multiple of 8, specials in both paths."""
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 0.84375, -0.84375, 1.25, -1.25, 4.0, 1e-40], F)
     edges = np.nextafter(np.repeat(np.array([0.84375, 1.25, -0.84375, -1.25], F), 8), F(0))
-    for n, scale in ((1, 0.4), (7, 0.4), (8, 0.4), (1001, 0.4), (32768, 0.4), (5000, 0.6), (999, 3.0), (64, 0.1)):
+    for n, scale in ((1, 0.4), (7, 0.4), (8, 0.4), (1001, 0.4), (32768, 0.4), (5000, 0.6), (999, 3.0), (64, 0.1),
+                     (70001, 0.5), (50000, 2.0)):
         x = rnd(rng, n) * F(scale)
         same("Erf", [x])
         if n >= 100:
@@ -616,6 +626,49 @@ def case_erf(rng):
             x[:edges.size] = edges
             same("Erf", [x])
     same("Erf", [rnd(rng, 1, 37, 512) * F(0.4)])    # the GELU shape
+
+
+def case_sigmoid(rng):
+    """Sigmoid: sigmoid_near_f32 on every element of a block, sigmoid_f32 on its elements with
+    |x| > 64 or NaN; one block and many (the parallel blocks), far values and specials in some."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 64.0, -64.0, 64.00001, -64.00001, 90.0, -90.0,
+                         -103.9, -104.5, 1e-40], F)
+    for n, scale in ((1, 4.0), (7, 4.0), (1001, 8.0), (40000, 4.0), (70001, 30.0), (33, 200.0)):
+        x = rnd(rng, n) * F(scale)
+        same("Sigmoid", [x])
+        if n >= 100:
+            x[rng.integers(0, n, 16)] = specials[rng.integers(0, specials.size, 16)]
+            x[:specials.size] = specials
+            same("Sigmoid", [x])
+    same("Sigmoid", [rnd(rng, 1, 32, 40, 40) * F(3)])    # a YOLO activation
+
+
+def case_binary(rng):
+    """Add/Sub/Mul/Div (float32): the generated loop on blocks of elements (no input broadcast:
+    both full, a scalar either side) or of rows of the coalesced shape's outer axis (a channel
+    scale, a bias row, an outer broadcast), small (one block) and large (parallel blocks, row
+    blocks not dividing the rows), non-finite values and division by zero."""
+    for op in ("Add", "Sub", "Mul", "Div"):
+        for ash, bsh in (((7, 5), (7, 5)), ((1, 64, 40, 41), (1, 64, 40, 41)), ((3, 70001), ()), ((), (70001,)),
+                         ((1, 48, 60, 60), (1, 48, 1, 1)), ((1, 56, 56, 40), (40,)), ((5, 1, 30000), (5, 4, 1)),
+                         ((37, 3000), (1, 3000)), ((2, 3), (3,))):
+            a, b = rnd(rng, *ash), rnd(rng, *bsh)
+            if a.size > 100:
+                a.ravel()[:4] = [np.inf, -np.inf, np.nan, 0.0]
+            if b.size > 100:
+                b.ravel()[:3] = [0.0, -0.0, np.nan]
+            same(op, [a, b])
+
+
+def case_unary(rng):
+    """Relu/LeakyRelu/Exp/Tanh/Sqrt (float32): the generated statement per element, serial and in
+    parallel blocks (the last one short), non-finite values, signed zeros, negatives for Sqrt."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.0, -104.0, 9.5], F)
+    for op, at in (("Relu", {}), ("LeakyRelu", dict(alpha=0.1)), ("Exp", {}), ("Tanh", {}), ("Sqrt", {})):
+        for n in (1, 37, 140001):
+            x = rnd(rng, n) * F(3)
+            x[:min(n, specials.size)] = specials[:min(n, specials.size)]
+            same(op, [x], **at)
 
 
 def case_norms(rng):
@@ -673,7 +726,9 @@ CASES = {"mm": case_mm, "lstm_step": case_lstm,
          "norm_stats": case_norms, "norm_apply": case_norms, "conv": case_conv, "convt": case_convt, "pool": case_pool, "gpool": case_gpool, "bn": case_bn,
          "softmax": case_softmax, "ln": case_ln, "resize": case_resize, "pad": case_pad,
          "gather_strided": case_gather_strided, "scatter_strided": case_scatter_strided, "gather": case_gather,
-         "tile": case_tile, "topk": case_topk, "Erf_f32": case_erf}
+         "tile": case_tile, "topk": case_topk, "Erf_f32": case_erf, "Sigmoid_f32": case_sigmoid, "Add_f32": case_binary,
+         "Sub_f32": case_binary, "Mul_f32": case_binary, "Div_f32": case_binary, "Relu_f32": case_unary,
+         "LeakyRelu_f32": case_unary, "Exp_f32": case_unary, "Tanh_f32": case_unary, "Sqrt_f32": case_unary}
 INLINE = {"reduce": case_reduce_inline}
 
 

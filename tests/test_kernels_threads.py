@@ -84,9 +84,20 @@ def _cases(rng, small=False):
     yield "Softmax", [rnd(rng, 2, 8 * s, 32 * s + 1) * F(8)], (), 17, dict(axis=-1)
     yield "LogSoftmax", [rnd(rng, 1, 3, 17 * s, 16 * s) * F(8)], (), 17, dict(axis=-1)
     yield "LayerNormalization", [rnd(rng, 2, 4 * s, 8 * s), rnd(rng, 8 * s), rnd(rng, 8 * s)], (1, 2), 17, {}
+    # blocks of rows in parallel (cpu_fast.rows._ln_groups_par), the last block short
+    yield "LayerNormalization", [rnd(rng, 1, H + 1, H, C + 8), rnd(rng, C + 8), rnd(rng, C + 8)], (1, 2), 17, {}
     yield "ReduceMean", [rnd(rng, 2, 4 * s, 8 * s), np.array([-1], np.int64)], (1,), 18, {}
     yield "ReduceSum", [rnd(rng, 2, 4 * s, 8 * s), np.array([1], np.int64)], (1,), 18, {}
     yield "MaxPool", [rnd(rng, 1, C, H, H)], (), 17, dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    # elementwise transcendental ops in parallel blocks (cpu_fast.elementwise), some elements outside the
+    # near forms' ranges (Sigmoid: |x| > 64; Erf: |x| >= 1.25)
+    yield "Sigmoid", [rnd(rng, 1, C, H, H) * F(30)], (), 17, {}
+    yield "Erf", [rnd(rng, 1, C, H, H) * F(0.7)], (), 17, {}
+    yield "Relu", [rnd(rng, 1, 4 * C, H, H)], (), 17, {}
+    yield "Tanh", [rnd(rng, 1, C, H, H)], (), 17, {}
+    # binary ops in parallel blocks of elements or of outer rows (a channel scale)
+    yield "Mul", [rnd(rng, 1, 2 * C, H, H), rnd(rng, 1, 2 * C, H, H)], (), 17, {}
+    yield "Div", [rnd(rng, 1, 2 * C, H, H), rnd(rng, 1, 2 * C, 1, 1)], (), 17, {}
     yield "AveragePool", [rnd(rng, 1, C, H, H)], (), 17, dict(kernel_shape=[3, 3], pads=[1] * 4)
 
 
@@ -120,6 +131,19 @@ def test_thread_cases_are_large_enough_to_run_in_parallel():
     sm = [i[0].shape for op, i, _, _, at in _cases(np.random.default_rng(0))
           if op.endswith("Softmax") and at.get("axis") == -1 and i[0].size >= _SM_PAR]
     assert len(sm) >= 2 and all(np.prod(s[:-1]) > _SM_ROWS for s in sm), sm
+    # the elementwise ops of cpu_fast.elementwise: enough elements for several parallel blocks
+    from hetero_explore.kernels.cpu_fast.elementwise import _BIN_BLOCK, _BIN_PAR, _UN_BLOCK, _UN_PAR
+    un = [i[0].size for op, i, _, _, _ in _cases(np.random.default_rng(0)) if op in ("Sigmoid", "Erf")]
+    assert len(un) == 2 and all(n >= _UN_PAR and n > 2 * _UN_BLOCK for n in un), un
+    from hetero_explore.kernels.cpu_fast.rows import _LN_PAR, _LN_ROWS
+    ln = [i[0].shape for op, i, _, _, _ in _cases(np.random.default_rng(0)) if op == "LayerNormalization"]
+    assert any(np.prod(s) >= _LN_PAR and np.prod(s[:-1]) > 2 * _LN_ROWS and np.prod(s[:-1]) % _LN_ROWS for s in ln), ln
+    from hetero_explore.kernels.cpu_fast.elementwise import _UN_OPS
+    for op, i, _, _, _ in _cases(np.random.default_rng(0)):
+        if op + "_f32" in _UN_OPS:
+            assert i[0].size >= _UN_OPS[op + "_f32"][1] and i[0].size > 2 * _UN_BLOCK, (op, i[0].shape)
+    bi = [i[0].size for op, i, _, _, _ in _cases(np.random.default_rng(0)) if op in ("Mul", "Div")]
+    assert len(bi) == 2 and all(n >= _BIN_PAR and n > 2 * _BIN_BLOCK for n in bi), bi
 
 
 def test_results_identical_for_any_thread_count(restore_threads):

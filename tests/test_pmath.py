@@ -448,7 +448,7 @@ def test_exp_pair_and_scale_pair_are_the_bits_of_two_scales():
 
 @pytest.mark.parametrize("fn", ["_pow2f", "_scale_powers", "_scale", "_scale_pair", "_reduce", "_exp_core",
                                 "_exp_pair", "log_f32", "tanh_f32", "erf_f32", "_erf_near", "erf_near_f32",
-                                "exp_nonpos_f32"])
+                                "exp_nonpos_f32", "sigmoid_near_f32"])
 def test_branch_free_helpers_are_one_block_of_numba_ir(fn):
     # a conditional expression is three blocks of numba IR, and numba's inliner deep-copies
     # the callee's IR block by block at every inlined call site: with `x if c else y` these
@@ -559,6 +559,27 @@ def test_exp_nonpos_is_exp_bits_for_x_at_most_zero():
     x = x[~(x > 0)]
     a, b = np.empty_like(x), np.empty_like(x)
     _exp_both(x, a, b)
+    assert np.array_equal(canon(a), canon(b))
+
+
+@njit(error_model="numpy")
+def _sigmoid_both(x, a, b):
+    for i in range(x.shape[0]):
+        a[i] = pmath.sigmoid_near_f32(x[i])
+        b[i] = sigmoid_f32(x[i])
+
+
+def test_sigmoid_near_is_sigmoid_bits_up_to_64():
+    # the Sigmoid fast path's pass: e**-|x| from _exp_pair and the quotient's product error by an
+    # fma, for |x| <= SIG_NEAR. Every 61st pattern there, the switch points of exp and of the
+    # quotient's sign, signed zeros, tiny values. All 2.2e9 patterns were checked when it was written.
+    lim = int(np.array([pmath.SIG_NEAR], F).view(np.uint32)[0])
+    x = np.concatenate([_patterns(0, lim + 1, 61), _neighbours([pmath.SIG_NEAR, 0.0, 1e-30, 0.5 * np.log(2),
+                        16.0, 17.0, 88.0 / 2], span=200), np.array([0.0, 2.0 ** -149, 2.0 ** -126], F)])
+    x = np.concatenate([x, -x])
+    x = x[np.abs(x) <= pmath.SIG_NEAR]
+    a, b = np.empty_like(x), np.empty_like(x)
+    _sigmoid_both(x, a, b)
     assert np.array_equal(canon(a), canon(b))
 
 

@@ -691,8 +691,8 @@ unary("Exp", 6, ("float64",), f64="math.exp(x)", tag="_libm", targets=("cpu",), 
 unary("Log", 6, ("float64",), f64="math.log(x) if x > D_ZERO else (-math.inf if x == D_ZERO else math.nan)",
       tag="_libm", targets=("cpu",), note=_LIBM)
 unary("Tanh", 6, f32="tanh_f32(x)", note=_PM)
-unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM)
-_ERF = unary("Erf", 9, f32="erf_f32(x)", note=_PM).kernels[0]   # its CPU fast path: cpu_fast.rows._erf_cpu
+_SIGMOID = unary("Sigmoid", 6, f32="sigmoid_f32(x)", note=_PM).kernels[0]   # CPU fast path: cpu_fast.elementwise
+_ERF = unary("Erf", 9, f32="erf_f32(x)", note=_PM).kernels[0]   # its CPU fast path: cpu_fast.elementwise._erf_cpu
 unary("Sqrt", 6, half=True, f32="sqrt_f32(x)", note="IEEE sqrt")
 # trigonometric and hyperbolic (pmath: exact argument reduction, <= 1 ULP measured)
 _TRIG = "portable float32 math (pmath), <= 1 ULP measured"

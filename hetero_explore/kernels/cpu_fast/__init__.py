@@ -14,11 +14,11 @@ plain loop over it is slow on a CPU, a function here computes the same values fa
   (rows of accumulators for AveragePool, shared row maxima for MaxPool), :mod:`.norms`
   (InstanceNormalization/GroupNormalization & co.: statistics of four groups side by side,
   the apply step per run of constant group, scale and bias), :mod:`.rows`
-  (row-wise BatchNormalization/Softmax/LayerNormalization, Erf from its near range's
-  formulas where every element of a block lies there) and :mod:`.movement` (row-wise
-  Resize/Pad, strided copies coalesced into contiguous rows or tiled transposes, gathers),
-  :mod:`.rnn` (LSTM: the gate products of every gate row at once over transposed weights)
-  and :mod:`.select` (TopK in one pass per row);
+  (row-wise BatchNormalization/Softmax/LayerNormalization), :mod:`.elementwise` (Sigmoid and
+  Erf from their near ranges' cheaper forms where the elements lie there; Add/Sub/Mul/Div;
+  blocks in parallel), :mod:`.movement` (row-wise Resize/Pad, strided copies coalesced into
+  contiguous rows or tiled transposes, gathers), :mod:`.rnn` (LSTM: the gate products of
+  every gate row at once over transposed weights) and :mod:`.select` (TopK in one pass per row);
 * ``prepare`` rules run when a node is built: MatMul/Gemm with a constant B pack it into
   the micro-kernel's panels (:func:`.gemm.mm_prepare`), Conv with a constant weight packs
   it for the path its geometry takes (:func:`.conv.conv_prepare`), LSTM transposes its
@@ -44,11 +44,11 @@ from ..target import launch_threads
 
 launch_threads()   # before any of this package's (parallel) kernels can load from the cache
 
-from . import conv, gemm, movement, norms, pools, rnn, rows, select  # noqa: E402
+from . import conv, elementwise, gemm, movement, norms, pools, rnn, rows, select  # noqa: E402
 
 
 def register() -> None:
     """Register every CPU fast path in :mod:`..overrides` (called by
     :func:`..registry.build_registry`; importing this package registers nothing)."""
-    for family in (gemm, conv, pools, rows, norms, movement, rnn, select):
+    for family in (gemm, conv, pools, rows, norms, movement, elementwise, rnn, select):
         family.register()

@@ -22,7 +22,7 @@ from .base import JIT, PAR, PAR_WORK
 from .conv_packed import (_PW_R, _PX_R, _PX_W, _conv_dw8, _conv_gemvt, _conv_pw, _conv_px,  # noqa: F401
                           _dw8_pack)
 from .gemm import _GEMM_TILE, _MK_R, _MK_W, _gemm_rows_cpu, _gemm_scratch, emit_tile_rows
-from .llvm import micro_kernel, num_threads
+from .llvm import micro_kernel, num_threads, parallel_chunks, shares
 
 #: a grouped Conv with at most this many output channels per group runs the direct path
 _DIRECT_MG = 4
@@ -147,8 +147,10 @@ def _conv_direct_plane(q, x, w, bias, has_b, p, out):
 
 @njit(**PAR)
 def _conv_direct_par(x, w, bias, has_b, p, out, planes):
+    prev = parallel_chunks(shares(planes))   # see llvm.parallel_chunks
     for qu in prange(planes):
         _conv_direct_plane(np.int64(qu), x, w, bias, has_b, p, out)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -266,8 +268,10 @@ def _conv_gemm_block(it, x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct):
 
 @njit(**PAR)
 def _conv_gemm_par(x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct, nblocks):
+    prev = parallel_chunks(shares(nblocks))   # see llvm.parallel_chunks
     for iu in prange(nblocks):
         _conv_gemm_block(np.int64(iu), x, w, bias, has_b, p, out, T, ntiles, RB, nr, direct)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -432,10 +436,13 @@ def _conv_wide_block(it, xq, w, bias, has_b, p, out, koff, nwt):
 
 @njit(**PAR)
 def _conv_wide_par(x, xq, w, bias, has_b, p, out, koff, nwt, nch, nblocks, plan):
+    prev = parallel_chunks(shares(nch))   # see llvm.parallel_chunks
     for cu in prange(nch):
         _conv_wide_pack(x, p, xq, np.int64(cu), plan)
+    parallel_chunks(shares(nblocks))
     for iu in prange(nblocks):
         _conv_wide_block(np.int64(iu), xq, w, bias, has_b, p, out, koff, nwt)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -541,8 +548,10 @@ def _conv_gemv_block(b, x, w, bias, has_b, p, out):
 
 @njit(**PAR)
 def _conv_gemv_par(x, w, bias, has_b, p, out, nblocks):
+    prev = parallel_chunks(shares(nblocks))   # see llvm.parallel_chunks
     for bu in prange(nblocks):
         _conv_gemv_block(np.int64(bu), x, w, bias, has_b, p, out)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)

@@ -17,7 +17,7 @@ from numba import njit, prange
 
 from .base import JIT, PAR, PAR_WORK
 from .gemm import _MK_KC, _MK_W, _mk_copy
-from .llvm import V8, micro_kernel, num_threads, vec
+from .llvm import V8, micro_kernel, num_threads, parallel_chunks, shares, vec
 
 
 def _emit_tr8_scatter(ir, src, soff, so, dst, dpos, do):
@@ -187,10 +187,12 @@ def _dw8_blocks(b0, b1, x, w8, bias, has_b, p, out, xs, toff, pofs, ipos):
 
 @njit(**PAR)
 def _conv_dw8_par(x, w8, bias, has_b, p, out, toff, pofs, ipos, nblk, nch):
+    prev = parallel_chunks(shares(nch))   # see llvm.parallel_chunks
     for cu in prange(nch):
         c = np.int64(cu)
         xs = _dw8_scratch(p)
         _dw8_blocks(c * nblk // nch, (c + 1) * nblk // nch, x, w8, bias, has_b, p, out, xs, toff, pofs, ipos)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -245,6 +247,8 @@ def _mkr_of(R, NW):
 
 
 _PW_R = 6          # rows (output channels) per pointwise block, as _MK_R
+_PW_W2 = 2 * _MK_W   # pixels of the wide panel: two vectors per row (twelve accumulators)
+_mkr6w2 = _mkr_of(_PW_R, _PW_W2)
 _mkr6 = _mkr_of(_PW_R, _MK_W)
 _mkr6n8 = _mkr_of(_PW_R, 8)
 #: output channels and pixels per parallel item of _conv_pw (fixed; the last item of each
@@ -257,8 +261,11 @@ _PW_COLS = 16 * _MK_W
 def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1, bbuf):
     """Row blocks r0 <= rb < r1 (block rb: output channels from min(rb*_PW_R, Mg - _PW_R) of
     the group) x pixels c0 <= j < c1 (c1 - c0 >= 8) of a pointwise Conv's group: out[ob +
-    m*NN + j] = sum_k A[m, k] * x[xb + k*NN + j] (+ bias[mb + m]). Panels of 16 pixels, the
-    last one overlapping the previous ones (or 8 wide: the same values again); per panel
+    m*NN + j] = sum_k A[m, k] * x[xb + k*NN + j] (+ bias[mb + m]). Panels of 32 pixels (two
+    vectors per row: each broadcast of A feeds two fmas, and the tile's epilogue and stores
+    serve twice the work of a 16-pixel panel, which paid ~20% on the K = 16..64 Convs of
+    MobileViT), then of 16, the last one overlapping the previous ones (or 8 wide: the same
+    values again); per panel
     the k blocks resume from the partial sums in ``out``, and the overlapping last row
     block runs after the others have finished (it never resumes from a row they wrote).
     Pixel rows a multiple of 256 bytes apart are first copied into ``bbuf`` (they would share
@@ -269,7 +276,9 @@ def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1,
     j = c0
     while j < c1:
         w = c1 - j
-        if w >= _MK_W:
+        if w >= _PW_W2:
+            jp, nw = j, _PW_W2
+        elif w >= _MK_W:
             jp, nw = j, _MK_W
         elif w > 8 and c1 - _MK_W >= c0:
             jp, nw = c1 - _MK_W, _MK_W
@@ -290,7 +299,10 @@ def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1,
                 if copy:
                     for k in range(kc):
                         s = xb + (k0 + k) * NN + jp
-                        if nw == _MK_W:
+                        if nw == _PW_W2:
+                            _mk_copy(x, s, bbuf, k * _PW_W2)
+                            _mk_copy(x, s + _MK_W, bbuf, k * _PW_W2 + _MK_W)
+                        elif nw == _MK_W:
                             _mk_copy(x, s, bbuf, k * _MK_W)
                         else:
                             for jj in range(8):
@@ -300,7 +312,10 @@ def _pw_item(ap, ab, Mg, K, x, xb, NN, out, ob, bias, mb, has_b, r0, r1, c0, c1,
                     sb = nw
                 for blk in range(ra, rb):
                     m0 = min(blk * _PW_R, Mg - _PW_R)
-                    if nw == _MK_W:
+                    if nw == _PW_W2:
+                        _mkr6w2(ap, ab + (blk * K + k0) * _PW_R, bsrc, bo, sb, kc, out, ob + m0 * NN + jp, NN, k0,
+                                bias, mb + m0, fin)
+                    elif nw == _MK_W:
                         _mkr6(ap, ab + (blk * K + k0) * _PW_R, bsrc, bo, sb, kc, out, ob + m0 * NN + jp, NN, k0,
                               bias, mb + m0, fin)
                     else:
@@ -328,15 +343,17 @@ def _pw_do(it, x, ap, bias, has_b, p, out, nrc, ncc):
     r1 = nrb if rc == nrc - 1 else r0 + _PW_ROWS // _PW_R
     c0 = cc * _PW_COLS
     c1 = NN if cc == ncc - 1 else c0 + _PW_COLS
-    bbuf = np.empty(min(_MK_KC, Cg) * _MK_W if NN % 64 == 0 else 1, dtype=np.float32)
+    bbuf = np.empty(min(_MK_KC, Cg) * _PW_W2 if NN % 64 == 0 else 1, dtype=np.float32)
     _pw_item(ap, g * nrb * Cg * _PW_R, Mg, Cg, x, (n * C + g * Cg) * NN, NN, out, (n * M + g * Mg) * NN, bias,
              g * Mg, has_b, r0, r1, c0, c1, bbuf)
 
 
 @njit(**PAR)
 def _conv_pw_par(x, ap, bias, has_b, p, out, nrc, ncc, nit):
+    prev = parallel_chunks(shares(nit))   # see llvm.parallel_chunks
     for iu in prange(nit):
         _pw_do(np.int64(iu), x, ap, bias, has_b, p, out, nrc, ncc)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -521,11 +538,14 @@ def _px_do(it, xp, bp, bias, has_b, p, out, pofs, koff, nq, ntc):
 
 @njit(**PAR)
 def _conv_px_par(x, xp, bp, bias, has_b, p, out, pofs, koff, nch, nit, pad, nq, ntc):
+    prev = parallel_chunks(shares(nch))   # see llvm.parallel_chunks
     if pad:
         for cu in prange(nch):
             _px_pad(x, p, np.int64(cu), xp)
+    parallel_chunks(shares(nit))
     for iu in prange(nit):
         _px_do(np.int64(iu), xp if pad else x, bp, bias, has_b, p, out, pofs, koff, nq, ntc)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -612,8 +632,10 @@ def _gemvt_do(it, x, wt, bias, has_b, p, out, NW, nbk):
 
 @njit(**PAR)
 def _conv_gemvt_par(x, wt, bias, has_b, p, out, NW, nbk, nit):
+    prev = parallel_chunks(shares(nit))   # see llvm.parallel_chunks
     for iu in prange(nit):
         _gemvt_do(np.int64(iu), x, wt, bias, has_b, p, out, NW, nbk)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)

@@ -19,7 +19,7 @@ from ..fmadd import fma
 from ..nn import _MM, _gemm_epilogue
 from ..overrides import override
 from .base import JIT, PAR, PAR_WORK
-from .llvm import micro_kernel, num_threads, vec
+from .llvm import micro_kernel, num_threads, parallel_chunks, shares, vec
 
 _GEMM_TILE = 512  # columns per tile (128 and 256 measured slower for MatMul/Gemm/Conv on the bench machine)
 _GEMM_PAD = 16  # accumulator rows 512 + 16 floats apart: no 4 KiB aliasing between them
@@ -297,12 +297,14 @@ def _transpose_into(b, b0, sbk, sbn, K, N, dst):
 @njit(**PAR)
 def _mm_batches_par(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, nb):
     """Batches of _mm_cpu in parallel (each batch writes its own M x N block; scratch per batch)."""
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     for bu in prange(nb):
         bt = np.int64(bu)  # prange's index may be unsigned; uint64 with int64 promotes to float64
         acc = _gemm_scratch(K, N)
         bt_buf = np.empty(K * N if sbn != 1 else 1, dtype=np.float32)
         _mm_batch(a, b, out, c, M, K, N, sam, sak, sbk, sbn, bshape, sa, sb, scm, scn, epi, alpha, beta, bt, acc,
                   bt_buf)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)
@@ -361,6 +363,7 @@ def _mm_blocks_par(a, b, out, c, M, K, N, sam, sak, sbk, scm, scn, epi, alpha, b
     """One product (no batch, B rows contiguous) in blocks of _MM_PAR_ROWS rows x
     _MM_PAR_COLS columns in parallel; each block is a _gemm_rows_cpu sub-product (its
     elements get the same sequence as in the whole one) plus the Gemm epilogue."""
+    prev = parallel_chunks(shares(nrb * ncb))   # see llvm.parallel_chunks
     for iu in prange(nrb * ncb):
         it = np.int64(iu)
         rb = it // ncb
@@ -373,6 +376,7 @@ def _mm_blocks_par(a, b, out, c, M, K, N, sam, sak, sbk, scm, scn, epi, alpha, b
         _gemm_rows_cpu(a, m0 * sam, sam, sak, b, n0, sbk, mr, K, nc, out, m0 * N + n0, N, acc)
         if epi != 0:
             _epilogue_block(out, 0, N, m0, m0 + mr, n0, n0 + nc, c, scm, scn, epi, alpha, beta)
+    parallel_chunks(prev)
 
 
 @cpu_kernel
@@ -561,8 +565,10 @@ def mm_row_cpu(a, sak, bq, K, N, out, c, scn, epi, alpha, beta):
 
 @njit(**PAR)
 def _mm_packed_par(a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta, NP):
+    prev = parallel_chunks(shares(NP))   # see llvm.parallel_chunks
     for iu in prange(NP):
         _mm_packed_panel(np.int64(iu), a, sam, sak, bp, M, K, N, out, c, scm, scn, epi, alpha, beta)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)

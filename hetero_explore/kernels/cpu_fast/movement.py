@@ -7,6 +7,7 @@ per-element interpolation) as the generated kernels.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir as llvm_ir
 from numba import njit
 
 from .. import data, movement, resize
@@ -16,6 +17,7 @@ from ..movement import _PAD, _pad_map
 from ..resize import _RESIZE, _lerp, _resize_item
 from ..overrides import override
 from .base import JIT
+from .llvm import micro_kernel
 
 
 @cpu_kernel
@@ -179,19 +181,42 @@ def _mv_coalesce(shape, strides):
     return cn[:k], cs[:k]
 
 
+def _emit_tr8(ir, x, xo, sL, out, oo, OSp):
+    """CPU only: out[oo + ip*OSp + il] = x[xo + ip + il*sL] for ip, il < 8: eight rows of x
+    (eight il) loaded as vectors of its element type (any width: the copies' arrays are bit
+    views), transposed in registers, stored as eight rows of out (eight ip): data movement only."""
+    vt = llvm_ir.VectorType(x.type.pointee, 8)
+    rows = [ir.load_vec(x, ir.add(xo, ir.mul(sL, ir.c64(r))), vt) for r in range(8)]
+    cols = ir.transpose8(rows)
+    for j in range(8):
+        ir.store_vec(cols[j], out, ir.add(oo, ir.mul(OSp, ir.c64(j))))
+
+
+_tr8 = micro_kernel("_tr8", "x, xo, sL, out, oo, OSp", _emit_tr8)
+
+
 @njit(**JIT)
 def _mv_transpose(x, src, out, o, P, L, sL, OSp):
     """out[o + ip*OSp + il] = x[src + ip + il*sL] for ip < P, il < L, in tiles: each tile
-    reads rows of _MV_TP contiguous elements of x and scatters them _MV_TL at a time,
-    instead of reading one element per cache line along the strided axis."""
+    reads rows of _MV_TP contiguous elements of x and writes _MV_TL at a time, instead of
+    reading one element per cache line along the strided axis; inside a tile, 8 x 8 blocks
+    are transposed in registers (_tr8), the edges element by element."""
+    P8 = P - P % 8
+    L8 = L - L % 8
     for p0 in range(0, P, _MV_TP):
         p1 = min(P, p0 + _MV_TP)
+        q1 = min(p1, P8)
         for l0 in range(0, L, _MV_TL):
             l1 = min(L, l0 + _MV_TL)
+            m1 = min(l1, L8)
+            for il in range(l0, m1, 8):
+                for ip in range(p0, q1, 8):
+                    _tr8(x, src + ip + il * sL, sL, out, o + ip * OSp + il, OSp)
             for il in range(l0, l1):
                 sb = src + il * sL
                 ob = o + il
-                for ip in range(p0, p1):
+                ip0 = q1 if il < m1 else p0      # the rows' tail; a row past L8 whole
+                for ip in range(ip0, p1):
                     out[np.uint64(ob + ip * OSp)] = x[np.uint64(sb + ip)]
 
 

@@ -25,7 +25,7 @@ from ..nn import _div
 from ..norm import _APPLY, _STATS, _den, _stats_item
 from ..overrides import override
 from .base import JIT, PAR
-from .llvm import num_threads
+from .llvm import num_threads, parallel_chunks, shares
 
 #: elements from which the apply kernel runs blocks of runs in parallel
 _PAR_ELEMS = 1 << 16
@@ -84,10 +84,12 @@ def _apply_runs(r0, r1, R, x, out, mean, den, vshape, gstr, sstr, bstr, scale, b
 def _apply_par(nr, R, x, out, mean, den, vshape, gstr, sstr, bstr, scale, bias, has_scale, has_bias, zero_if_zero):
     per = max(1, _PAR_ELEMS // (4 * R))
     nb = (nr + per - 1) // per
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     for bu in prange(nb):
         b = np.int64(bu)
         _apply_runs(b * per, min(nr, (b + 1) * per), R, x, out, mean, den, vshape, gstr, sstr, bstr, scale, bias,
                     has_scale, has_bias, zero_if_zero)
+    parallel_chunks(prev)
 
 
 @cpu_kernel
@@ -171,10 +173,12 @@ def _stats_block(q0, q1, contig, x, mode, kshape, kstrides, rshape, rstrides, n_
 def _stats_par(G, contig, x, mode, kshape, kstrides, rshape, rstrides, n_outer, inner_n, inner_s, cnt, eps, mean,
                den):
     nb = (G + 15) // 16
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
     for bu in prange(nb):
         b = np.int64(bu)
         _stats_block(b * 16, min(G, (b + 1) * 16), contig, x, mode, kshape, kstrides, rshape, rstrides, n_outer,
                      inner_n, inner_s, cnt, eps, mean, den)
+    parallel_chunks(prev)
 
 
 @cpu_kernel

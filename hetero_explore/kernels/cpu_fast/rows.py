@@ -1,9 +1,8 @@
-"""Row-wise and per-channel ops on the CPU: BatchNormalization, Softmax/LogSoftmax,
-LayerNormalization, and Erf.
+"""Row-wise and per-channel ops on the CPU: BatchNormalization, Softmax/LogSoftmax and
+LayerNormalization.
 
 Each runs the generated kernel's per-element (or per-row) sequence, with several rows
-interleaved (their sums chained side by side, never reassociated) and Erf's near-range
-formulas where a whole block lies in that range (the same bits as erf_f32 there).
+interleaved (their sums chained side by side, never reassociated).
 """
 
 from __future__ import annotations
@@ -11,15 +10,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .. import elementwise
 from ..common import cpu_kernel
 from ..activation import _SOFTMAX
 from ..nn import _div
 from ..norm import _BN, _LN, _bn_apply, _bn_factor, _ln_apply, _ln_inv, _ln_row
 from ..overrides import override
-from ..pmath import ERF_B, _sel, erf_f32, erf_near_f32, exp_f32, exp_nonpos_f32, log_f32
+from ..pmath import _sel, exp_f32, exp_nonpos_f32, log_f32
 from .base import JIT, PAR
-from .llvm import num_threads
+from .llvm import num_threads, parallel_chunks, shares
 
 
 @cpu_kernel
@@ -253,10 +251,12 @@ def _softmax_padded_rows(x, out, r0, r1, A, is_log):
 @njit(**PAR)
 def _softmax_last_par(x, out, outer, A, is_log, nblk):
     """_softmax_last_rows over blocks of _SM_ROWS rows in parallel."""
+    prev = parallel_chunks(shares(nblk))   # see llvm.parallel_chunks
     for iu in prange(nblk):
         it = np.int64(iu)
         r0 = it * _SM_ROWS
         _softmax_last_rows(x, out, r0, min(outer, r0 + _SM_ROWS), A, is_log)
+    parallel_chunks(prev)
 
 
 @cpu_kernel
@@ -424,109 +424,62 @@ def _ln_group_cpu(r0, nr, x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_
             inv_out[r0 + k] = inv
 
 
+#: LayerNormalization rows per parallel block (fixed, a multiple of _LN_G: each row is computed
+#: alone anyway) and the elements from which the blocks run in parallel (~25 us on one thread)
+_LN_ROWS = 8 * _LN_G
+_LN_PAR = 1 << 15
+
+
 @njit(**JIT)
-def _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats):
-    """CPU only: every row through _ln_group_cpu, _LN_G at a time."""
-    for r in range(0, rows, _LN_G):
-        _ln_group_cpu(r, min(_LN_G, rows - r), x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out,
+def _ln_groups_cpu(x, out, scale, bias, has_b, r0, r1, D, Df, eps, mean_out, inv_out, want_stats):
+    """CPU only: rows r0 <= r < r1 through _ln_group_cpu, _LN_G at a time."""
+    for r in range(r0, r1, _LN_G):
+        _ln_group_cpu(r, min(_LN_G, r1 - r), x, out, scale, bias, has_b, D, Df, eps, mean_out, inv_out,
                       want_stats)
+
+
+@njit(**PAR)
+def _ln_groups_par(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats, nb):
+    """_ln_groups_cpu over blocks of _LN_ROWS rows in parallel."""
+    prev = parallel_chunks(shares(nb))   # see llvm.parallel_chunks
+    for bu in prange(nb):
+        b = np.int64(bu)
+        _ln_groups_cpu(x, out, scale, bias, has_b, b * _LN_ROWS, min(rows, (b + 1) * _LN_ROWS), D, Df, eps,
+                       mean_out, inv_out, want_stats)
+    parallel_chunks(prev)
+
+
+@njit(**JIT)
+def _ln_groups(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats):
+    """Every row through _ln_group_cpu: blocks of rows in parallel from _LN_PAR elements."""
+    nb = (rows + _LN_ROWS - 1) // _LN_ROWS
+    if rows * D >= _LN_PAR and nb > 1 and num_threads() > 1:
+        _ln_groups_par(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats, nb)
+    else:
+        _ln_groups_cpu(x, out, scale, bias, has_b, 0, rows, D, Df, eps, mean_out, inv_out, want_stats)
 
 
 @cpu_kernel
 def _ln_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out, inv_out,
             want_stats):
     """CPU only: _ln_row per row; with full-size scale and bias, _LN_G rows at a time
-    (_ln_group_cpu). The models' case (a bias, no Mean/InvStdDev outputs) passes its flags as
-    literals: numba compiles that variant without the other branches (~10% of a 64 x 128
-    node); every other case shares one variant with runtime flags."""
+    (_ln_group_cpu), blocks of rows in parallel when large (_ln_groups). The models' case (a
+    bias, no Mean/InvStdDev outputs) passes its flags as literals: numba compiles that variant
+    without the other branches (~10% of a 64 x 128 node); every other case shares one variant
+    with runtime flags."""
     if sfull and (bfull or not has_b):
         if D > 0:
             if has_b and not want_stats:
-                _ln_groups_cpu(x, out, scale, bias, True, rows, D, Df, eps, mean_out, inv_out, False)
+                _ln_groups(x, out, scale, bias, True, rows, D, Df, eps, mean_out, inv_out, False)
             else:
-                _ln_groups_cpu(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats)
+                _ln_groups(x, out, scale, bias, has_b, rows, D, Df, eps, mean_out, inv_out, want_stats)
             return
     for r in range(rows):
         _ln_row(r, x, out, scale, bias, has_b, D, Df, eps, nshape, sstr, bstr, sfull, bfull, mean_out,
                 inv_out, want_stats)
 
 
-#: Erf: elements per block of the far-argument test (one AVX2 vector), and the share of such
-#: blocks from which the whole input goes through erf_f32 instead (measured break-even: ~1/4)
-_ERF_BLOCK = 8
-_ERF_FAR_SHARE = 3
-_F32_ABS = np.uint32(0x7FFFFFFF)
-_ERF_B_BITS = np.uint32(np.array([ERF_B], np.float32).view(np.uint32)[0])
-
-
-@njit(**JIT)
-def _erf_flat(x, out):
-    """out = erf_f32(x), the generated kernel's loop."""
-    for i in range(x.shape[0]):
-        out[i] = erf_f32(x[i])
-
-
-@njit(**JIT)
-def _erf_near_flat(x, out):
-    """out = erf_near_f32(x): erf_f32's bits where |x| < ERF_B."""
-    for i in range(x.shape[0]):
-        out[i] = erf_near_f32(x[i])
-
-
-@njit(**JIT)
-def _erf_far_blocks(x):
-    """Indices of the _ERF_BLOCK-element blocks of x holding an element with |x| >= ERF_B or
-    a NaN (its magnitude bits compare above ERF_B's), the last block possibly short."""
-    n = x.shape[0]
-    nw = (n + _ERF_BLOCK - 1) // _ERF_BLOCK
-    far = np.zeros(nw * _ERF_BLOCK, dtype=np.uint8)
-    xb = x.view(np.uint32)
-    for i in range(n):
-        far[i] = np.uint8((xb[i] & _F32_ABS) >= _ERF_B_BITS)
-    fw = far.view(np.uint64)
-    idx = np.empty(nw, dtype=np.int64)
-    nf = 0
-    for w in range(nw):
-        idx[nf] = w
-        nf += np.int64(fw[w] != 0)
-    return idx[:nf]
-
-
-@cpu_kernel
-def _erf_cpu(X, out, p0, p1, aux):
-    """CPU only: Erf as the generated kernel's erf_f32 per element. erf_f32 computes all
-    three of its ranges' forms on every element (branch-free, vectorised) and selects one;
-    most inputs of a GELU lie in the first two (|x| < 1.25), where erf_near_f32 gives the
-    same bits from those two alone. So: the blocks of 8 holding a far element (or NaN) are
-    found first; with few of them, every element takes erf_near_f32 and the far blocks are
-    then recomputed with erf_f32 (gathered into a scratch row, so that its loop stays one
-    vectorised loop); with many (a share above 1 / _ERF_FAR_SHARE), all go through
-    erf_f32. Either way each element gets erf_f32's bits."""
-    n = X.shape[0]
-    nw = (n + _ERF_BLOCK - 1) // _ERF_BLOCK
-    blocks = _erf_far_blocks(X)
-    nf = blocks.shape[0]
-    if nf * _ERF_FAR_SHARE > nw:
-        _erf_flat(X, out)
-        return
-    _erf_near_flat(X, out)
-    if nf == 0:
-        return
-    xs = np.zeros(nf * _ERF_BLOCK, dtype=np.float32)
-    ys = np.empty(nf * _ERF_BLOCK, dtype=np.float32)
-    for j in range(nf):
-        o = blocks[j] * _ERF_BLOCK
-        for i in range(min(_ERF_BLOCK, n - o)):
-            xs[j * _ERF_BLOCK + i] = X[o + i]
-    _erf_flat(xs, ys)
-    for j in range(nf):
-        o = blocks[j] * _ERF_BLOCK
-        for i in range(min(_ERF_BLOCK, n - o)):
-            out[o + i] = ys[j * _ERF_BLOCK + i]
-
-
 def register() -> None:
     override(_BN, target="cpu", run=_bn_cpu)
     override(_SOFTMAX, target="cpu", run=_softmax_cpu)
     override(_LN, target="cpu", run=_ln_cpu)
-    override(elementwise._ERF, target="cpu", run=_erf_cpu)
