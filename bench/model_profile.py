@@ -34,14 +34,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 
-def profile_family(name, threads, runs, top, bm=None):
+def profile_family(name, threads, runs, top, bm):
     import numba
     import hetero_explore as he
     from hetero_explore.execution.executor import HeterogeneousExecutor
     from hetero_explore.runner.core import instrument
     from hetero_explore.providers import cpu
-    if bm is None:
-        import models as bm
 
     path, feeds = bm.export(name)
     # the feeds' shapes bind the model's symbolic dims (a classifier's batch), as bench/models.py does

@@ -474,13 +474,10 @@ def mm_pack_row(bmat) -> np.ndarray:
     fewer), each group k-major: group g's row k (its gp panels side by side, gp * _MK_W floats)
     at g * _MK_G * K * _MK_W + k * gp * _MK_W, so that a one-row product reads B once, in order.
     A copy made once when the node is built: the values, hence every product's bits, are B's."""
-    bmat = np.asarray(bmat, dtype=np.float32)
-    K, N = bmat.shape
+    K, N = np.shape(bmat)
     NP = (N + _MK_W - 1) // _MK_W
-    pad = np.zeros((K, NP * _MK_W), dtype=np.float32)
-    pad[:, :N] = bmat
-    parts = [np.ascontiguousarray(pad[:, g * _MK_W:min(NP, g + _MK_G) * _MK_W]).reshape(-1)
-             for g in range(0, NP, _MK_G)]
+    panels = mm_pack_b(bmat).reshape(NP, K, _MK_W)   # the same panels, regrouped k-major
+    parts = [panels[g:g + _MK_G].transpose(1, 0, 2).reshape(-1) for g in range(0, NP, _MK_G)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
@@ -540,9 +537,11 @@ def _mm_row_group(g, a, sak, bq, K, N, out, c, scn, epi, alpha, beta, ebuf):
 
 @njit(**PAR)
 def _mm_row_par(a, sak, bq, K, N, out, c, scn, epi, alpha, beta, NG):
+    prev = parallel_chunks(shares(NG))   # see llvm.parallel_chunks
     for iu in prange(NG):
         ebuf = np.empty(_MK_G * _MK_W, dtype=np.float32)
         _mm_row_group(np.int64(iu), a, sak, bq, K, N, out, c, scn, epi, alpha, beta, ebuf)
+    parallel_chunks(prev)
 
 
 @njit(**JIT)

@@ -281,7 +281,7 @@ def _tile_cpu(x, out, oshape, ishape, istrides):
     shape = np.empty(2 * nd, np.int64)
     strides = np.empty(2 * nd, np.int64)
     for d in range(nd):
-        n = ishape[d] if ishape.shape[0] == nd else 1
+        n = ishape[d]
         shape[2 * d] = oshape[d] // n if n else 0
         strides[2 * d] = 0
         shape[2 * d + 1] = n
